@@ -1,0 +1,510 @@
+//! The `Translation` custom resource (`midonet.org/v1`) and its CustomResourceDefinition.
+//!
+//! The Rust type is written by hand rather than derived: a Translation written by the
+//! original Go controller has no `spec` (its list is a top-level `resources` field), and a
+//! watch must never fail to decode such an object. Every field therefore has a default.
+//! The CRD's structural schema is built next to the type in [`crd`] and printed by the
+//! `crd` subcommand into `crds/translation.yaml`.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresources,
+    CustomResourceValidation, JSONSchemaProps,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::NamespaceResourceScope;
+use serde::{Deserialize, Serialize};
+
+pub use midonet_translators::TranslationResource;
+
+pub const GROUP: &str = "midonet.org";
+pub const VERSION: &str = "v1";
+pub const KIND: &str = "Translation";
+pub const PLURAL: &str = "translations";
+pub const CRD_NAME: &str = "translations.midonet.org";
+
+/// Pattern of a backend kind name.
+pub const KIND_PATTERN: &str = "^[A-Z][A-Za-z0-9]*$";
+/// Pattern of a parent: a lowercase UUID or the empty string.
+pub const PARENT_PATTERN: &str =
+    "^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})?$";
+/// Pattern of a body: a JSON object serialised as a string.
+pub const BODY_PATTERN: &str = "^\\{.*\\}$";
+
+/// A Translation: an ordered list of backend resources made from one Kubernetes object.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Translation {
+    #[serde(default = "api_version", rename = "apiVersion")]
+    pub api_version: String,
+    #[serde(default = "kind")]
+    pub kind: String,
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<TranslationSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TranslationStatus>,
+    /// The original Go controller's list (no `spec`). Read for migration only; never written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Vec<TranslationResource>>,
+}
+
+fn api_version() -> String {
+    format!("{GROUP}/{VERSION}")
+}
+fn kind() -> String {
+    KIND.to_string()
+}
+
+impl Translation {
+    pub fn new(name: &str, namespace: &str, spec: TranslationSpec) -> Self {
+        Translation {
+            api_version: api_version(),
+            kind: kind(),
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(namespace.to_string()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(spec),
+            status: None,
+            resources: None,
+        }
+    }
+
+    /// The resources to push: `spec.resources`, or the legacy top-level list of a
+    /// Translation written by the original controller.
+    pub fn desired_resources(&self) -> &[TranslationResource] {
+        match (&self.spec, &self.resources) {
+            (Some(spec), _) => &spec.resources,
+            (None, Some(legacy)) => legacy,
+            (None, None) => &[],
+        }
+    }
+
+    /// True for a Translation written by the original Go controller.
+    pub fn is_legacy(&self) -> bool {
+        self.spec.is_none() && self.resources.is_some()
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TranslationSpec {
+    /// Backend resources in push order (parents first). Deleted in reverse order.
+    #[serde(default)]
+    pub resources: Vec<TranslationResource>,
+}
+
+/// What the pusher has applied to the backend for this Translation.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TranslationStatus {
+    /// `metadata.generation` of the spec last pushed completely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Content hash of the resource list last pushed completely.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pushed_hash: Option<String>,
+    /// Number of resources in the spec the pusher last processed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_count: Option<i64>,
+    /// Backend resources that exist because of this Translation, in creation order.
+    /// Deletion deletes exactly these, in reverse order.
+    #[serde(default)]
+    pub pushed: Vec<PushedResource>,
+    #[serde(default)]
+    pub conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_push_time: Option<String>,
+}
+
+/// One backend resource the pusher created (or confirmed) for a Translation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushedResource {
+    pub kind: String,
+    /// The resource's item path under the API base, e.g. `/ports/<uuid>`: what DELETE takes.
+    pub path: String,
+    /// Hash of the body last pushed, to detect changes.
+    #[serde(default)]
+    pub body_hash: String,
+}
+
+/// A status condition, shaped like `metav1.Condition`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    #[serde(default)]
+    pub reason: String,
+    #[serde(default)]
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+impl kube::Resource for Translation {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(KIND)
+    }
+    fn group(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(GROUP)
+    }
+    fn version(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(VERSION)
+    }
+    fn plural(_: &()) -> Cow<'_, str> {
+        Cow::Borrowed(PLURAL)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+fn string_schema(description: &str, pattern: Option<&str>) -> JSONSchemaProps {
+    JSONSchemaProps {
+        type_: Some("string".into()),
+        description: Some(description.into()),
+        pattern: pattern.map(str::to_string),
+        ..JSONSchemaProps::default()
+    }
+}
+
+fn object_schema(
+    description: &str,
+    properties: Vec<(&str, JSONSchemaProps)>,
+    required: &[&str],
+) -> JSONSchemaProps {
+    JSONSchemaProps {
+        type_: Some("object".into()),
+        description: Some(description.into()),
+        properties: Some(
+            properties
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect::<BTreeMap<_, _>>(),
+        ),
+        required: if required.is_empty() {
+            None
+        } else {
+            Some(required.iter().map(|s| s.to_string()).collect())
+        },
+        ..JSONSchemaProps::default()
+    }
+}
+
+fn array_schema(description: &str, items: JSONSchemaProps) -> JSONSchemaProps {
+    JSONSchemaProps {
+        type_: Some("array".into()),
+        description: Some(description.into()),
+        items: Some(
+            k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(
+                Box::new(items),
+            ),
+        ),
+        ..JSONSchemaProps::default()
+    }
+}
+
+fn int_schema(description: &str) -> JSONSchemaProps {
+    JSONSchemaProps {
+        type_: Some("integer".into()),
+        format: Some("int64".into()),
+        description: Some(description.into()),
+        ..JSONSchemaProps::default()
+    }
+}
+
+fn resource_entry_schema() -> JSONSchemaProps {
+    object_schema(
+        "One backend resource.",
+        vec![
+            (
+                "kind",
+                string_schema(
+                    "Backend kind name, e.g. Bridge, Port, HostInterfacePort.",
+                    Some(KIND_PATTERN),
+                ),
+            ),
+            (
+                "parent",
+                string_schema(
+                    "UUID of the parent resource (lowercase), or empty for top-level kinds.",
+                    Some(PARENT_PATTERN),
+                ),
+            ),
+            (
+                "body",
+                string_schema(
+                    "The resource's JSON body (an object) as a string.",
+                    Some(BODY_PATTERN),
+                ),
+            ),
+        ],
+        &["kind", "parent", "body"],
+    )
+}
+
+fn openapi_schema() -> JSONSchemaProps {
+    let resources = array_schema(
+        "Backend resources in push order (parents first); deleted in reverse order.",
+        resource_entry_schema(),
+    );
+    let condition = object_schema(
+        "A status condition.",
+        vec![
+            ("type", string_schema("Condition type, e.g. Ready.", None)),
+            ("status", string_schema("True, False or Unknown.", None)),
+            ("reason", string_schema("Machine-readable reason.", None)),
+            ("message", string_schema("Human-readable message.", None)),
+            (
+                "lastTransitionTime",
+                JSONSchemaProps {
+                    format: Some("date-time".into()),
+                    ..string_schema("When the status last changed.", None)
+                },
+            ),
+            (
+                "observedGeneration",
+                int_schema("Generation the condition was computed for."),
+            ),
+        ],
+        &["type", "status"],
+    );
+    let pushed = object_schema(
+        "A backend resource created for this Translation.",
+        vec![
+            ("kind", string_schema("Backend kind name.", None)),
+            (
+                "path",
+                string_schema("Item path under the backend API base.", None),
+            ),
+            (
+                "bodyHash",
+                string_schema("Hash of the body last pushed.", None),
+            ),
+        ],
+        &["kind", "path"],
+    );
+    let status = object_schema(
+        "What the pusher applied to the backend.",
+        vec![
+            (
+                "observedGeneration",
+                int_schema("Generation of the spec last pushed completely."),
+            ),
+            (
+                "pushedHash",
+                string_schema("Content hash of the resource list last pushed.", None),
+            ),
+            (
+                "resourceCount",
+                int_schema("Number of resources in the spec last processed."),
+            ),
+            (
+                "pushed",
+                array_schema(
+                    "Backend resources that exist because of this Translation, in creation order.",
+                    pushed,
+                ),
+            ),
+            ("conditions", array_schema("Conditions (Ready).", condition)),
+            (
+                "lastPushTime",
+                JSONSchemaProps {
+                    format: Some("date-time".into()),
+                    ..string_schema(
+                        "When the backend was last changed for this Translation.",
+                        None,
+                    )
+                },
+            ),
+        ],
+        &[],
+    );
+    object_schema(
+        "An ordered list of MidoNet backend resources made from one Kubernetes object.",
+        vec![
+            ("apiVersion", string_schema("API version.", None)),
+            ("kind", string_schema("Kind.", None)),
+            (
+                "metadata",
+                JSONSchemaProps {
+                    type_: Some("object".into()),
+                    ..JSONSchemaProps::default()
+                },
+            ),
+            (
+                "spec",
+                object_schema(
+                    "Desired backend resources.",
+                    vec![("resources", resources.clone())],
+                    &["resources"],
+                ),
+            ),
+            ("status", status),
+            (
+                "resources",
+                JSONSchemaProps {
+                    description: Some(
+                        "Legacy: the list as written by the original Go controller (no spec). \
+                         Kept in the schema so such Translations are not pruned and can be \
+                         deleted cleanly."
+                            .into(),
+                    ),
+                    ..resources
+                },
+            ),
+        ],
+        &[],
+    )
+}
+
+fn column(
+    name: &str,
+    type_: &str,
+    json_path: &str,
+    description: &str,
+) -> CustomResourceColumnDefinition {
+    CustomResourceColumnDefinition {
+        name: name.into(),
+        type_: type_.into(),
+        json_path: json_path.into(),
+        description: Some(description.into()),
+        ..CustomResourceColumnDefinition::default()
+    }
+}
+
+/// The CustomResourceDefinition of `translations.midonet.org`.
+pub fn crd() -> CustomResourceDefinition {
+    CustomResourceDefinition {
+        metadata: ObjectMeta {
+            name: Some(CRD_NAME.into()),
+            ..ObjectMeta::default()
+        },
+        spec: CustomResourceDefinitionSpec {
+            group: GROUP.into(),
+            scope: "Namespaced".into(),
+            names: CustomResourceDefinitionNames {
+                kind: KIND.into(),
+                list_kind: Some("TranslationList".into()),
+                plural: PLURAL.into(),
+                singular: Some("translation".into()),
+                short_names: Some(vec!["tr".into()]),
+                categories: Some(vec!["midonet".into()]),
+            },
+            versions: vec![CustomResourceDefinitionVersion {
+                name: VERSION.into(),
+                served: true,
+                storage: true,
+                schema: Some(CustomResourceValidation {
+                    open_api_v3_schema: Some(openapi_schema()),
+                }),
+                subresources: Some(CustomResourceSubresources {
+                    status: Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceSubresourceStatus(
+                        serde_json::Map::new().into(),
+                    )),
+                    scale: None,
+                }),
+                additional_printer_columns: Some(vec![
+                    column(
+                        "Owner-Kind",
+                        "string",
+                        ".metadata.ownerReferences[0].kind",
+                        "Kind of the Kubernetes object this Translation was made from.",
+                    ),
+                    column(
+                        "Owner",
+                        "string",
+                        ".metadata.ownerReferences[0].name",
+                        "Name of the Kubernetes object this Translation was made from.",
+                    ),
+                    column(
+                        "Resources",
+                        "integer",
+                        ".status.resourceCount",
+                        "Number of backend resources.",
+                    ),
+                    column(
+                        "Synced",
+                        "string",
+                        ".status.conditions[?(@.type==\"Ready\")].status",
+                        "Whether the backend matches the spec (Ready condition).",
+                    ),
+                    column(
+                        "Reason",
+                        "string",
+                        ".status.conditions[?(@.type==\"Ready\")].reason",
+                        "Reason of the Ready condition.",
+                    ),
+                    column(
+                        "Age",
+                        "date",
+                        ".metadata.creationTimestamp",
+                        "Age.",
+                    ),
+                ]),
+                ..CustomResourceDefinitionVersion::default()
+            }],
+            ..CustomResourceDefinitionSpec::default()
+        },
+        status: None,
+    }
+}
+
+/// The CRD as the YAML document committed in `crds/translation.yaml`.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    // k8s-openapi serialises apiVersion and kind first.
+    let body = serde_yaml::to_string(&crd())?;
+    Ok(format!(
+        "# Generated by `midonet-kube-controllers crd`; do not edit by hand.\n{body}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_translation_decodes() {
+        let legacy = serde_json::json!({
+            "apiVersion": "midonet.org/v1", "kind": "Translation",
+            "metadata": {"name": "x", "namespace": "default"},
+            "resources": [{"kind": "Bridge", "parent": "", "body": "{}"}]
+        });
+        let tr: Translation = serde_json::from_value(legacy).unwrap();
+        assert!(tr.is_legacy());
+        assert_eq!(tr.desired_resources().len(), 1);
+    }
+
+    #[test]
+    fn garbage_fields_default() {
+        let tr: Translation = serde_json::from_value(serde_json::json!({"metadata": {}})).unwrap();
+        assert!(tr.desired_resources().is_empty());
+        assert!(!tr.is_legacy());
+    }
+
+    #[test]
+    fn committed_crd_matches_generated() {
+        let committed = include_str!("../crds/translation.yaml");
+        let generated = crd_yaml().unwrap();
+        assert_eq!(
+            committed, generated,
+            "crds/translation.yaml is stale: run `cargo run -- crd > crds/translation.yaml`"
+        );
+    }
+}
