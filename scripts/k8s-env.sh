@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# A real local Kubernetes control plane on loopback for tests, the benchmark and the demo:
+# etcd + kube-apiserver + kube-controller-manager (garbage collection, namespaces).
+#
+#   k8s-env.sh start DIR [--watch-pid PID]   start one; state, logs and kubeconfigs go in DIR
+#   k8s-env.sh stop DIR                      stop the processes started in DIR (by their PIDs)
+#   k8s-env.sh restart-apiserver DIR         stop and start kube-apiserver only (chaos tests)
+#   k8s-env.sh provision                     only build/cache the binaries
+#
+# `start` prints DIR/env, a file of `export` lines: KUBECONFIG (admin), MIDONETKUBE_TEST_*.
+# With --watch-pid, a watchdog stops everything once that process is gone, so a test binary
+# that fails, panics or is killed never leaves a control plane behind.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ADMIN_TOKEN=midonet-test-admin-token
+RESTRICTED_TOKEN=midonet-test-restricted-token
+RESTRICTED_USER=midonet-test-restricted
+
+log() { echo "k8s-env: $*" >&2; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+alive() { # pid; a zombie (exited, not yet reaped) counts as gone
+  local st
+  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+  case $st in Z*) return 1 ;; esac
+}
+
+kill_pidfile() { # pidfile
+  local f=$1 pid
+  [ -f "$f" ] || return 0
+  pid=$(cat "$f")
+  if alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  rm -f "$f"
+}
+
+make_certs() { # dir
+  local d=$1
+  [ -f "$d/pki/serving.crt" ] && return 0
+  mkdir -p "$d/pki"
+  (
+    cd "$d/pki"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=midonet-test-ca" \
+      -keyout ca.key -out ca.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+      -keyout serving.key -out serving.csr 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >san.ext
+    openssl x509 -req -in serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile san.ext -out serving.crt 2>/dev/null
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  )
+}
+
+write_kubeconfig() { # file port token user
+  cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$2
+    certificate-authority: $(dirname "$1")/pki/ca.crt
+users:
+- name: $4
+  user:
+    token: $3
+contexts:
+- name: local
+  context: {cluster: local, user: $4}
+current-context: local
+EOF
+}
+
+start_apiserver() { # dir
+  local d=$1
+  # shellcheck disable=SC1091
+  . "$d/ports"
+  "$BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --secure-port="$API_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
+    --insecure-port=0 \
+    --tls-cert-file="$d/pki/serving.crt" --tls-private-key-file="$d/pki/serving.key" \
+    --client-ca-file="$d/pki/ca.crt" \
+    --token-auth-file="$d/tokens.csv" \
+    --authorization-mode=RBAC \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --service-account-key-file="$d/pki/sa.pub" \
+    --service-account-signing-key-file="$d/pki/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/12 \
+    --endpoint-reconciler-type=none \
+    --disable-admission-plugins=ServiceAccount \
+    --cert-dir="$d/pki" \
+    >"$d/kube-apiserver.log" 2>&1 &
+  echo $! >"$d/kube-apiserver.pid"
+}
+
+wait_ready() { # dir
+  local d=$1
+  # shellcheck disable=SC1091
+  . "$d/ports"
+  for _ in $(seq 1 240); do
+    if curl -sf --cacert "$d/pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+      "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1; then
+      return 0
+    fi
+    if ! alive "$(cat "$d/kube-apiserver.pid")"; then
+      log "kube-apiserver exited; last log lines:"; tail -n 20 "$d/kube-apiserver.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  log "kube-apiserver not ready after 120s"; tail -n 20 "$d/kube-apiserver.log" >&2
+  return 1
+}
+
+cmd_start() {
+  local d="" watch=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --watch-pid) watch=$2; shift 2 ;;
+      *) d=$1; shift ;;
+    esac
+  done
+  [ -n "$d" ] || { log "usage: start DIR [--watch-pid PID]"; exit 2; }
+  BIN=$("$HERE/provision-k8s.sh" | tail -n1)
+  mkdir -p "$d"; d=$(cd "$d" && pwd)
+  make_certs "$d"
+  cat >"$d/ports" <<EOF
+ETCD_PORT=$(free_port)
+ETCD_PEER_PORT=$(free_port)
+API_PORT=$(free_port)
+EOF
+  # shellcheck disable=SC1091
+  . "$d/ports"
+  printf '%s,admin,admin-uid,"system:masters"\n%s,%s,restricted-uid\n' \
+    "$ADMIN_TOKEN" "$RESTRICTED_TOKEN" "$RESTRICTED_USER" >"$d/tokens.csv"
+  write_kubeconfig "$d/kubeconfig" "$API_PORT" "$ADMIN_TOKEN" admin
+  write_kubeconfig "$d/kubeconfig-restricted" "$API_PORT" "$RESTRICTED_TOKEN" "$RESTRICTED_USER"
+
+  log "starting etcd on 127.0.0.1:$ETCD_PORT"
+  etcd --data-dir "$d/etcd" --name local \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" \
+    >"$d/etcd.log" 2>&1 &
+  echo $! >"$d/etcd.pid"
+
+  if [ -n "$watch" ]; then
+    # The watchdog stops everything when the watched process (a test binary) is gone.
+    nohup setsid bash -c "while kill -0 $watch 2>/dev/null && [ -f '$d/etcd.pid' ]; do sleep 1; done; '$HERE/k8s-env.sh' stop '$d'; rm -rf '$d'" \
+      >/dev/null 2>&1 &
+  fi
+
+  log "starting kube-apiserver on https://127.0.0.1:$API_PORT"
+  start_apiserver "$d"
+  wait_ready "$d"
+
+  "$BIN/kube-controller-manager" --kubeconfig="$d/kubeconfig" \
+    --controllers=garbagecollector,namespace --leader-elect=false --secure-port=0 --port=0 \
+    >"$d/kube-controller-manager.log" 2>&1 &
+  echo $! >"$d/kube-controller-manager.pid"
+
+  cat >"$d/env" <<EOF
+export KUBECONFIG=$d/kubeconfig
+export MIDONETKUBE_TEST_KUBECONFIG=$d/kubeconfig
+export MIDONETKUBE_TEST_RESTRICTED_KUBECONFIG=$d/kubeconfig-restricted
+export MIDONETKUBE_TEST_RESTRICTED_USER=$RESTRICTED_USER
+export MIDONETKUBE_TEST_K8S_DIR=$d
+export MIDONETKUBE_TEST_KUBECTL=$BIN/kubectl
+EOF
+  log "ready: source $d/env"
+  echo "$d/env"
+}
+
+cmd_stop() {
+  local d=${1:?usage: stop DIR}
+  kill_pidfile "$d/kube-controller-manager.pid"
+  kill_pidfile "$d/kube-apiserver.pid"
+  kill_pidfile "$d/etcd.pid"
+}
+
+cmd_restart_apiserver() {
+  local d=${1:?usage: restart-apiserver DIR}
+  BIN=$("$HERE/provision-k8s.sh" | tail -n1)
+  kill_pidfile "$d/kube-apiserver.pid"
+  start_apiserver "$d"
+  wait_ready "$d"
+}
+
+case "${1:-}" in
+  start) shift; cmd_start "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  restart-apiserver) shift; cmd_restart_apiserver "$@" ;;
+  provision) "$HERE/provision-k8s.sh" ;;
+  *) echo "usage: $0 start DIR [--watch-pid PID] | stop DIR | restart-apiserver DIR | provision" >&2; exit 2 ;;
+esac

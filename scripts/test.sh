@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, unit tests, and the integration tests against a
+# real local control plane (started per test binary by tests/support) and the simulator.
+# Installs what it needs (Debian packages, control-plane binaries built once and cached).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/provision-k8s.sh >/dev/null
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+echo "== cargo test"
+cargo test --workspace -- --test-threads="${TEST_THREADS:-4}"

@@ -1,0 +1,200 @@
+//! Test support: a real local Kubernetes control plane (etcd + kube-apiserver +
+//! kube-controller-manager) shared by the tests of one test binary.
+//!
+//! The first test that asks for it starts one with `scripts/k8s-env.sh` on free loopback
+//! ports, with a watchdog that stops it once this test process is gone — passed, failed,
+//! panicked or killed. Set `MIDONETKUBE_TEST_K8S_DIR` to a directory already started by
+//! `scripts/k8s-env.sh start DIR` to reuse that one instead (it is then left running).
+//!
+//! Every test module uses a subset of these helpers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+pub struct ControlPlane {
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub restricted_kubeconfig: PathBuf,
+    pub restricted_user: String,
+    pub kubectl: PathBuf,
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read_env_file(path: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn start_control_plane() -> ControlPlane {
+    let dir = match std::env::var("MIDONETKUBE_TEST_K8S_DIR") {
+        Ok(dir) => PathBuf::from(dir),
+        Err(_) => {
+            let base = std::env::temp_dir().join("midonet-kube-tests");
+            std::fs::create_dir_all(&base).expect("create temp dir");
+            let dir = base.join(format!(
+                "{}-{}",
+                std::env::args()
+                    .next()
+                    .and_then(|a| Path::new(&a).file_name().map(|f| f.to_string_lossy().into_owned()))
+                    .unwrap_or_else(|| "test".into()),
+                std::process::id()
+            ));
+            let out = Command::new("bash")
+                .arg(repo_root().join("scripts/k8s-env.sh"))
+                .arg("start")
+                .arg(&dir)
+                .arg("--watch-pid")
+                .arg(std::process::id().to_string())
+                .output()
+                .expect("run scripts/k8s-env.sh");
+            assert!(
+                out.status.success(),
+                "starting the control plane failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            dir
+        }
+    };
+    let env = read_env_file(&dir.join("env"));
+    let get = |k: &str| {
+        env.iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("{k} missing from {}/env", dir.display()))
+    };
+    let cp = ControlPlane {
+        kubeconfig: PathBuf::from(get("MIDONETKUBE_TEST_KUBECONFIG")),
+        restricted_kubeconfig: PathBuf::from(get("MIDONETKUBE_TEST_RESTRICTED_KUBECONFIG")),
+        restricted_user: get("MIDONETKUBE_TEST_RESTRICTED_USER"),
+        kubectl: PathBuf::from(get("MIDONETKUBE_TEST_KUBECTL")),
+        dir,
+    };
+    install_crd(&cp);
+    cp
+}
+
+/// The control plane of this test binary (started on first use) with the CRD installed.
+pub fn control_plane() -> &'static ControlPlane {
+    static CP: OnceLock<ControlPlane> = OnceLock::new();
+    CP.get_or_init(start_control_plane)
+}
+
+fn install_crd(cp: &ControlPlane) {
+    // Tests call this from inside their own tokio runtime: block on a fresh runtime in a
+    // separate thread.
+    let kubeconfig = cp.kubeconfig.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            let client = client_for(&kubeconfig).await;
+            apply_crd(&client).await;
+        });
+    })
+    .join()
+    .expect("installing the CRD failed");
+}
+
+/// Server-side applies the Translation CRD and waits until it is Established.
+pub async fn apply_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = midonet_kube_controllers::crd::crd();
+    crds.patch(
+        midonet_kube_controllers::crd::CRD_NAME,
+        &PatchParams::apply("midonet-kube-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("apply CRD");
+    wait_until("CRD Established", Duration::from_secs(30), || async {
+        let crd = crds.get(midonet_kube_controllers::crd::CRD_NAME).await.ok()?;
+        let established = crd
+            .status?
+            .conditions?
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        established.then_some(())
+    })
+    .await;
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+/// A client with cluster-admin rights.
+pub async fn admin_client() -> Client {
+    client_for(&control_plane().kubeconfig).await
+}
+
+/// A client for a user that has no RBAC rights until a test binds some.
+pub async fn restricted_client() -> Client {
+    client_for(&control_plane().restricted_kubeconfig).await
+}
+
+/// Runs the control plane's kubectl (admin) and returns its output.
+pub fn kubectl(args: &[&str]) -> Output {
+    let cp = control_plane();
+    Command::new(&cp.kubectl)
+        .env("KUBECONFIG", &cp.kubeconfig)
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+/// Creates a namespace with a unique name for one test.
+pub async fn unique_namespace(client: &Client, prefix: &str) -> String {
+    static COUNTER: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let name = format!("{prefix}-{}-{n}", std::process::id() % 100_000);
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
+    }))
+    .expect("namespace");
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
+    name
+}
+
+/// Polls `probe` until it returns `Some`, panicking with `what` after `timeout`.
+pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
