@@ -1,0 +1,309 @@
+//! The pusher: the only component that changes the backend.
+//!
+//! It watches Translations in all namespaces and makes the backend match them, guarded by
+//! the `midonet.org/deleter` finalizer, and records on each Translation's status subresource
+//! exactly what it pushed. That record is what makes a restart free (an in-sync Translation
+//! costs no backend request), deletion exact (it deletes what was created, even when the spec
+//! changed or became unreadable) and shrinking specs safe (removed resources are deleted).
+
+pub mod metrics;
+pub mod plan;
+mod reconcile;
+pub mod verify;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tokio::sync::mpsc;
+
+use crate::backend::BackendClient;
+use crate::crd::{Translation, TranslationStatus};
+use crate::events::Events;
+use crate::health::Health;
+pub use metrics::PusherMetrics;
+
+/// Name of the readiness check of the pusher's cache.
+pub const READY_CHECK: &str = "pusher-cache";
+
+#[derive(Clone, Debug)]
+pub struct PusherConfig {
+    /// Translations reconciled at the same time (each Translation by one worker at a time).
+    pub workers: u16,
+    /// Period of the full resync (costs no backend request for in-sync Translations).
+    pub resync: Duration,
+    /// First retry delay after a failure; doubled per consecutive failure.
+    pub retry_base: Duration,
+    /// Upper bound of the retry delay.
+    pub retry_cap: Duration,
+    /// Period of drift verification (GET of every pushed resource); `None` disables it.
+    pub verify_period: Option<Duration>,
+    /// Upper bound of backend GETs per second spent on drift verification.
+    pub verify_rate: u32,
+}
+
+impl Default for PusherConfig {
+    fn default() -> Self {
+        PusherConfig {
+            workers: 8,
+            resync: Duration::from_secs(600),
+            retry_base: Duration::from_millis(200),
+            retry_cap: Duration::from_secs(60),
+            verify_period: None,
+            verify_rate: 50,
+        }
+    }
+}
+
+/// Consecutive failures of one Translation, for backoff and for not repeating events.
+#[derive(Default, Debug)]
+struct Failures {
+    count: u32,
+    last_warning: Option<String>,
+}
+
+/// Everything the pusher's reconciles share. No global state: one of these per pusher.
+pub struct PusherContext {
+    pub kube: Client,
+    pub backend: BackendClient,
+    pub events: Events,
+    pub metrics: PusherMetrics,
+    pub config: PusherConfig,
+    /// The status this process last wrote per Translation UID: the informer cache may not
+    /// show our own write yet, and acting on the stale status would repeat backend calls.
+    written: Mutex<HashMap<String, TranslationStatus>>,
+    failures: Mutex<HashMap<String, Failures>>,
+    /// Pushed paths that drift verification found missing, per Translation UID.
+    missing: Mutex<HashMap<String, HashSet<String>>>,
+}
+
+impl PusherContext {
+    pub fn new(
+        kube: Client,
+        backend: BackendClient,
+        metrics: PusherMetrics,
+        config: PusherConfig,
+    ) -> Self {
+        PusherContext {
+            events: Events::new(kube.clone(), "midonet-kube-controllers-pusher"),
+            kube,
+            backend,
+            metrics,
+            config,
+            written: Mutex::default(),
+            failures: Mutex::default(),
+            missing: Mutex::default(),
+        }
+    }
+
+    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+        m.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The most recent status: ours if we wrote one, else the object's.
+    fn recorded_status(&self, tr: &Translation) -> TranslationStatus {
+        let uid = tr.uid().unwrap_or_default();
+        Self::lock(&self.written)
+            .get(&uid)
+            .cloned()
+            .or_else(|| tr.status.clone())
+            .unwrap_or_default()
+    }
+
+    fn remember_status(&self, uid: &str, status: TranslationStatus) {
+        Self::lock(&self.written).insert(uid.to_string(), status);
+    }
+
+    fn forget(&self, uid: &str) {
+        Self::lock(&self.written).remove(uid);
+        Self::lock(&self.missing).remove(uid);
+        self.succeeded(uid);
+    }
+
+    /// Records a failure; returns the consecutive count and the delay before the retry.
+    fn failed(&self, uid: &str) -> (u32, Duration) {
+        let mut failures = Self::lock(&self.failures);
+        let entry = failures.entry(uid.to_string()).or_default();
+        entry.count = entry.count.saturating_add(1);
+        let count = entry.count;
+        self.metrics.retry_queue.set(failures.len() as i64);
+        (count, self.retry_delay(count))
+    }
+
+    fn succeeded(&self, uid: &str) {
+        let mut failures = Self::lock(&self.failures);
+        failures.remove(uid);
+        self.metrics.retry_queue.set(failures.len() as i64);
+    }
+
+    /// True when this warning differs from the last one emitted for the Translation, so the
+    /// same failure repeated on every retry yields one event, not one per attempt.
+    fn should_warn(&self, uid: &str, message: &str) -> bool {
+        let mut failures = Self::lock(&self.failures);
+        let entry = failures.entry(uid.to_string()).or_default();
+        if entry.last_warning.as_deref() == Some(message) {
+            return false;
+        }
+        entry.last_warning = Some(message.to_string());
+        true
+    }
+
+    fn retry_delay(&self, failures: u32) -> Duration {
+        let exp = failures.saturating_sub(1).min(16);
+        let delay = self.config.retry_base.saturating_mul(1u32 << exp);
+        let delay = delay.min(self.config.retry_cap);
+        // ±20 % jitter so many Translations failing together do not retry in lockstep.
+        let jitter = rand::random::<f64>() * 0.4 + 0.8;
+        delay.mul_f64(jitter)
+    }
+
+    fn take_missing(&self, uid: &str) -> HashSet<String> {
+        Self::lock(&self.missing).remove(uid).unwrap_or_default()
+    }
+
+    fn mark_missing(&self, uid: &str, paths: HashSet<String>) {
+        Self::lock(&self.missing)
+            .entry(uid.to_string())
+            .or_default()
+            .extend(paths);
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PusherError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("cannot build a patch: {0}")]
+    Patch(#[from] serde_json::Error),
+}
+
+fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>) -> Action {
+    let uid = tr.uid().unwrap_or_default();
+    let (count, delay) = ctx.failed(&uid);
+    tracing::warn!(
+        translation = %tr.name_any(),
+        namespace = tr.namespace().as_deref().unwrap_or(""),
+        error = %err,
+        failures = count,
+        retry_in = ?delay,
+        "pusher reconcile failed"
+    );
+    ctx.metrics
+        .reconciles
+        .with_label_values(&["kube_error"])
+        .inc();
+    Action::requeue(delay)
+}
+
+/// Runs the pusher until `shutdown` resolves; in-flight reconciles are finished first.
+pub async fn run(
+    ctx: Arc<PusherContext>,
+    health: Health,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    health.register(READY_CHECK);
+    let api: Api<Translation> = Api::all(ctx.kube.clone());
+    let resync = ctx.config.resync;
+    let ticks = futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(resync).await;
+        Some(((), ()))
+    });
+    let (repair_tx, repair_rx) = mpsc::channel::<ObjectRef<Translation>>(1024);
+    let repairs = futures::stream::unfold(repair_rx, |mut rx| async move {
+        rx.recv().await.map(|r| (r, rx))
+    });
+    let controller = Controller::new(api, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(ctx.config.workers))
+        .reconcile_all_on(ticks)
+        .reconcile_on(repairs)
+        .graceful_shutdown_on(shutdown);
+    let store = controller.store();
+
+    let background = tokio::spawn(background_tasks(
+        store,
+        ctx.clone(),
+        health.clone(),
+        repair_tx,
+    ));
+    controller
+        .run(reconcile::reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(err) = res {
+                tracing::debug!(error = %err, "pusher queue");
+            }
+        })
+        .await;
+    background.abort();
+}
+
+async fn background_tasks(
+    store: Store<Translation>,
+    ctx: Arc<PusherContext>,
+    health: Health,
+    repair_tx: mpsc::Sender<ObjectRef<Translation>>,
+) {
+    if store.wait_until_ready().await.is_ok() {
+        health.set(READY_CHECK, true);
+    }
+    if let Some(period) = ctx.config.verify_period {
+        tokio::spawn(verify::verify_loop(
+            store.clone(),
+            ctx.clone(),
+            period,
+            repair_tx,
+        ));
+    }
+    loop {
+        update_gauges(&store, &ctx.metrics);
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+/// Sync state of a Translation as shown by the `Synced` column and the metrics.
+pub fn sync_state(tr: &Translation) -> &'static str {
+    if tr.metadata.deletion_timestamp.is_some() {
+        return "terminating";
+    }
+    let ready = tr
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+    match ready.map(|c| c.status.as_str()) {
+        Some("True") => "ready",
+        Some("False") => "not_ready",
+        _ => "unknown",
+    }
+}
+
+fn update_gauges(store: &Store<Translation>, metrics: &PusherMetrics) {
+    let mut by_state: HashMap<&'static str, i64> = HashMap::new();
+    let mut by_version: HashMap<String, i64> = HashMap::new();
+    for tr in store.state() {
+        *by_state.entry(sync_state(&tr)).or_default() += 1;
+        let version = tr
+            .labels()
+            .get(midonet_translators::meta::VERSION_LABEL)
+            .cloned()
+            .unwrap_or_else(|| "none".into());
+        *by_version.entry(version).or_default() += 1;
+    }
+    for state in ["ready", "not_ready", "unknown", "terminating"] {
+        metrics
+            .translations
+            .with_label_values(&[state])
+            .set(by_state.get(state).copied().unwrap_or(0));
+    }
+    metrics.translations_by_version.reset();
+    for (version, n) in by_version {
+        metrics
+            .translations_by_version
+            .with_label_values(&[&version])
+            .set(n);
+    }
+}

@@ -1,0 +1,182 @@
+//! What the pusher must do for one Translation, decided without I/O.
+//!
+//! The input is the Translation's desired resources and the record of what was pushed
+//! (`status.pushed`); the output is the ordered list of backend steps. Keeping this pure makes
+//! the pusher's most important property — no backend request for what is already pushed —
+//! checkable by plain unit tests.
+
+use std::collections::{HashMap, HashSet};
+
+use midonet_translators::model::{Kind, ModelError, Resource};
+use midonet_translators::TranslationResource;
+use sha2::{Digest, Sha256};
+
+use crate::crd::PushedResource;
+
+/// Content hash of a Translation's resource list (what `status.pushedHash` records).
+pub fn resources_hash(resources: &[TranslationResource]) -> String {
+    let mut h = Sha256::new();
+    for r in resources {
+        for part in [&r.kind, &r.parent, &r.body] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// Hash of one resource's content, to notice a changed body for the same backend path.
+pub fn body_hash(entry: &TranslationResource) -> String {
+    let mut h = Sha256::new();
+    h.update(entry.parent.as_bytes());
+    h.update([0]);
+    h.update(entry.body.as_bytes());
+    hex::encode(&h.finalize()[..8])
+}
+
+/// One desired resource, parsed.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    pub resource: Resource,
+    pub path: String,
+    pub body_hash: String,
+}
+
+/// Why a Translation cannot be pushed at all.
+#[derive(Debug, thiserror::Error)]
+pub enum InvalidTranslation {
+    #[error("resource #{index} ({kind}): {source}")]
+    Entry {
+        index: usize,
+        kind: String,
+        #[source]
+        source: ModelError,
+    },
+    #[error("resources #{first} and #{second} are the same backend resource {path}")]
+    Duplicate {
+        first: usize,
+        second: usize,
+        path: String,
+    },
+}
+
+/// Parses every entry; the first bad one makes the whole Translation invalid.
+pub fn parse_all(entries: &[TranslationResource]) -> Result<Vec<Desired>, InvalidTranslation> {
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut out = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        let resource = Resource::from_entry(entry).map_err(|source| InvalidTranslation::Entry {
+            index,
+            kind: entry.kind.clone(),
+            source,
+        })?;
+        let path = resource.item_path();
+        if let Some(first) = seen.insert(path.clone(), index) {
+            return Err(InvalidTranslation::Duplicate {
+                first,
+                second: index,
+                path,
+            });
+        }
+        out.push(Desired {
+            resource,
+            path,
+            body_hash: body_hash(entry),
+        });
+    }
+    Ok(out)
+}
+
+/// The step for one desired resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Already pushed with this content: no backend request.
+    Unchanged,
+    /// Not pushed yet: create (POST, with the client's conflict handling).
+    Create,
+    /// Pushed with other content and the kind supports PUT.
+    Update,
+    /// Pushed with other content but MidoNet cannot update this kind.
+    ImmutableChanged,
+}
+
+/// The whole plan for applying a Translation.
+#[derive(Debug)]
+pub struct ApplyPlan {
+    /// Desired resources in push order with their step.
+    pub steps: Vec<(Desired, Step)>,
+    /// Previously pushed resources no longer desired, in deletion order (reverse of creation).
+    pub removals: Vec<PushedResource>,
+}
+
+impl ApplyPlan {
+    pub fn backend_changes(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|(_, s)| matches!(s, Step::Create | Step::Update))
+            .count()
+            + self.removals.len()
+    }
+}
+
+pub fn plan_apply(desired: Vec<Desired>, pushed: &[PushedResource]) -> ApplyPlan {
+    let by_path: HashMap<&str, &PushedResource> =
+        pushed.iter().map(|p| (p.path.as_str(), p)).collect();
+    let wanted: HashSet<String> = desired.iter().map(|d| d.path.clone()).collect();
+    let steps = desired
+        .into_iter()
+        .map(|d| {
+            let step = match by_path.get(d.path.as_str()) {
+                None => Step::Create,
+                Some(p) if p.body_hash == d.body_hash => Step::Unchanged,
+                Some(_) if d.resource.kind().updatable() => Step::Update,
+                Some(_) => Step::ImmutableChanged,
+            };
+            (d, step)
+        })
+        .collect();
+    let removals = pushed
+        .iter()
+        .rev()
+        .filter(|p| !wanted.contains(&p.path))
+        .cloned()
+        .collect();
+    ApplyPlan { steps, removals }
+}
+
+/// What to delete when a Translation goes away: everything recorded as pushed, plus any
+/// desired resource not recorded (it may have been created just before a crash, before its
+/// record was written). Reverse creation order; DELETE of an absent resource is harmless.
+pub fn plan_delete(pushed: &[PushedResource], desired: &[Desired]) -> Vec<(Kind, String)> {
+    let mut order: Vec<(Kind, String)> = Vec::new();
+    let mut seen = HashSet::new();
+    for p in pushed {
+        if let Some(kind) = Kind::from_name(&p.kind) {
+            if seen.insert(p.path.clone()) {
+                order.push((kind, p.path.clone()));
+            }
+        }
+    }
+    for d in desired {
+        if seen.insert(d.path.clone()) {
+            order.push((d.resource.kind(), d.path.clone()));
+        }
+    }
+    order.reverse();
+    order
+}
+
+/// Parses what can be parsed, for deletion of a Translation whose spec may be broken.
+pub fn parse_lenient(entries: &[TranslationResource]) -> Vec<Desired> {
+    entries
+        .iter()
+        .filter_map(|e| {
+            let resource = Resource::from_entry(e).ok()?;
+            Some(Desired {
+                path: resource.item_path(),
+                body_hash: body_hash(e),
+                resource,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,102 @@
+//! The translated kinds: each ties a Kubernetes kind (and what its translation reads) to its
+//! pure translator.
+
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::ResourceExt;
+use midonet_translators::{Translated, TranslatorConfig};
+
+use super::TranslatorKind;
+
+pub struct NodeKind;
+
+impl TranslatorKind for NodeKind {
+    type Object = Node;
+    type Dependency = Node;
+    const NAME: &'static str = "node";
+    const NAMESPACED: bool = false;
+    const WATCHES_DEPENDENCY: bool = false;
+
+    fn dependency_of(_: &Node) -> Option<ObjectRef<Node>> {
+        None
+    }
+    fn dependents_of(_: &Node, _: &Store<Node>) -> Vec<ObjectRef<Node>> {
+        Vec::new()
+    }
+    fn translate(cfg: &TranslatorConfig, node: &Node, _: Option<&Node>) -> Translated {
+        midonet_translators::node(cfg, node)
+    }
+}
+
+/// Pods read their Node (host id, bridge): a Node change re-translates its Pods.
+pub struct PodKind;
+
+impl TranslatorKind for PodKind {
+    type Object = Pod;
+    type Dependency = Node;
+    const NAME: &'static str = "pod";
+    const NAMESPACED: bool = true;
+    const WATCHES_DEPENDENCY: bool = true;
+
+    fn dependency_of(pod: &Pod) -> Option<ObjectRef<Node>> {
+        let node = pod.spec.as_ref()?.node_name.as_ref()?;
+        Some(ObjectRef::new(node))
+    }
+    fn dependents_of(node: &Node, pods: &Store<Pod>) -> Vec<ObjectRef<Pod>> {
+        let name = node.name_any();
+        pods.state()
+            .iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
+            })
+            .map(|p| ObjectRef::from_obj(&**p))
+            .collect()
+    }
+    fn translate(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated {
+        midonet_translators::pod(cfg, pod, node)
+    }
+}
+
+pub struct ServiceKind;
+
+impl TranslatorKind for ServiceKind {
+    type Object = Service;
+    type Dependency = Service;
+    const NAME: &'static str = "service";
+    const NAMESPACED: bool = true;
+    const WATCHES_DEPENDENCY: bool = false;
+
+    fn dependency_of(_: &Service) -> Option<ObjectRef<Service>> {
+        None
+    }
+    fn dependents_of(_: &Service, _: &Store<Service>) -> Vec<ObjectRef<Service>> {
+        Vec::new()
+    }
+    fn translate(cfg: &TranslatorConfig, svc: &Service, _: Option<&Service>) -> Translated {
+        midonet_translators::service(cfg, svc)
+    }
+}
+
+/// Endpoints read their Service (same namespace/name): cluster IP and ports.
+pub struct EndpointsKind;
+
+impl TranslatorKind for EndpointsKind {
+    type Object = Endpoints;
+    type Dependency = Service;
+    const NAME: &'static str = "endpoints";
+    const NAMESPACED: bool = true;
+    const WATCHES_DEPENDENCY: bool = true;
+
+    fn dependency_of(ep: &Endpoints) -> Option<ObjectRef<Service>> {
+        Some(ObjectRef::new(&ep.name_any()).within(&ep.namespace()?))
+    }
+    fn dependents_of(svc: &Service, _: &Store<Endpoints>) -> Vec<ObjectRef<Endpoints>> {
+        match svc.namespace() {
+            Some(ns) => vec![ObjectRef::new(&svc.name_any()).within(&ns)],
+            None => Vec::new(),
+        }
+    }
+    fn translate(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) -> Translated {
+        midonet_translators::endpoints(cfg, ep, svc)
+    }
+}

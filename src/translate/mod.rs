@@ -1,0 +1,327 @@
+//! The translator controllers: one generic, level-triggered runner drives every kind.
+//!
+//! For each object of a kind it computes the desired Translations with the pure translators
+//! (`midonet-translators`), writes them with server-side apply (owner-referenced, labelled
+//! with the owner's UID, with the `midonet.org/deleter` finalizer), and prunes the owner's
+//! Translations that are no longer desired. Deleting a Kubernetes object is left to garbage
+//! collection through the ownerReferences, which also works when the controllers were
+//! offline at the time.
+
+pub mod index;
+pub mod kinds;
+mod metrics;
+mod sync;
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::Api;
+use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Client, Resource, ResourceExt};
+use midonet_translators::{Translated, TranslatorConfig};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use crate::crd::Translation;
+use crate::events::Events;
+use crate::health::Health;
+pub use metrics::TranslatorMetrics;
+pub use sync::{sync_translations, SyncOutcome};
+
+/// One Kubernetes kind the runner translates.
+pub trait TranslatorKind: Send + Sync + 'static {
+    /// The watched kind; it owns the Translations made from it.
+    type Object: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static;
+    /// A kind the translation also reads (a Pod reads its Node); `WATCHES_DEPENDENCY` says
+    /// whether there is one.
+    type Dependency: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static;
+    /// Controller name as used in `--controllers`.
+    const NAME: &'static str;
+    /// Whether `Object` is namespaced (its ObjectRefs carry a namespace).
+    const NAMESPACED: bool;
+    const WATCHES_DEPENDENCY: bool;
+
+    /// The dependency an object's translation reads, if any.
+    fn dependency_of(obj: &Self::Object) -> Option<ObjectRef<Self::Dependency>>;
+    /// The objects whose translation reads `dep`.
+    fn dependents_of(dep: &Self::Dependency, objects: &Store<Self::Object>)
+        -> Vec<ObjectRef<Self::Object>>;
+    /// The pure translation.
+    fn translate(
+        cfg: &TranslatorConfig,
+        obj: &Self::Object,
+        dep: Option<&Self::Dependency>,
+    ) -> Translated;
+}
+
+/// What every translator controller shares: clients, caches, config. One per process.
+pub struct Shared {
+    pub kube: Client,
+    pub config: TranslatorConfig,
+    pub translations: Store<Translation>,
+    pub index: index::OwnerIndex,
+    pub recent: index::Recent,
+    pub events: Events,
+    pub metrics: TranslatorMetrics,
+    /// Fingerprint of the last warnings published per owner UID, so a repeated translation
+    /// with the same bad input does not publish the same warnings again.
+    warned: Mutex<HashMap<String, u64>>,
+}
+
+impl Shared {
+    /// Starts the shared Translation cache and builds the context.
+    pub fn start(kube: Client, config: TranslatorConfig, metrics: TranslatorMetrics) -> Arc<Self> {
+        let (translations, index) = index::start(kube.clone());
+        Arc::new(Shared {
+            events: Events::new(kube.clone(), "midonet-kube-controllers"),
+            kube,
+            config,
+            translations,
+            index,
+            recent: index::Recent::default(),
+            metrics,
+            warned: Mutex::default(),
+        })
+    }
+
+    /// True when these warnings differ from the last ones published for `uid`.
+    fn warnings_changed(&self, uid: &str, fingerprint: u64) -> bool {
+        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        warned.insert(uid.to_string(), fingerprint) != Some(fingerprint)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("cannot encode a Translation: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+struct KindContext<K: TranslatorKind> {
+    shared: Arc<Shared>,
+    dependencies: Option<Store<K::Dependency>>,
+}
+
+fn owner_reference<O: Resource<DynamicType = ()>>(obj: &O) -> Option<OwnerReference> {
+    Some(OwnerReference {
+        api_version: O::api_version(&()).into_owned(),
+        kind: O::kind(&()).into_owned(),
+        name: obj.meta().name.clone()?,
+        uid: obj.meta().uid.clone()?,
+        ..OwnerReference::default()
+    })
+}
+
+async fn reconcile<K: TranslatorKind>(
+    obj: Arc<K::Object>,
+    ctx: Arc<KindContext<K>>,
+) -> Result<Action, RunnerError> {
+    // A deleted object's Translations are garbage-collected through their ownerReferences.
+    if obj.meta().deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let (Some(owner), Some(uid)) = (owner_reference(&*obj), obj.uid()) else {
+        return Ok(Action::await_change());
+    };
+    let timer = ctx
+        .shared
+        .metrics
+        .reconcile_duration
+        .with_label_values(&[K::NAME])
+        .start_timer();
+    let dep = match (&ctx.dependencies, K::dependency_of(&obj)) {
+        (Some(store), Some(r)) => store.get(&r),
+        _ => None,
+    };
+    let translated = K::translate(&ctx.shared.config, &obj, dep.as_deref());
+    let oref = obj.object_ref(&());
+    publish_warnings::<K>(&ctx.shared, &uid, &oref, &translated).await;
+    let outcome = sync_translations(
+        &ctx.shared,
+        K::NAME,
+        Some((owner, oref)),
+        &uid,
+        translated.translations,
+    )
+    .await?;
+    timer.observe_duration();
+    ctx.shared
+        .metrics
+        .reconciles
+        .with_label_values(&[K::NAME, outcome.result()])
+        .inc();
+    Ok(match outcome {
+        // An old Translation of the same name is still being deleted: check back soon (its
+        // deletion also triggers this owner).
+        SyncOutcome::WaitingForDeletion => Action::requeue(Duration::from_secs(2)),
+        _ => Action::await_change(),
+    })
+}
+
+async fn publish_warnings<K: TranslatorKind>(
+    shared: &Shared,
+    uid: &str,
+    oref: &k8s_openapi::api::core::v1::ObjectReference,
+    translated: &Translated,
+) {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for w in &translated.warnings {
+        w.reason.hash(&mut h);
+        w.message.hash(&mut h);
+    }
+    if !shared.warnings_changed(uid, h.finish()) {
+        return;
+    }
+    for w in &translated.warnings {
+        tracing::warn!(
+            kind = K::NAME,
+            object = oref.name.as_deref().unwrap_or(""),
+            namespace = oref.namespace.as_deref().unwrap_or(""),
+            reason = %w.reason,
+            "{}",
+            w.message
+        );
+        shared
+            .metrics
+            .warnings
+            .with_label_values(&[K::NAME, &w.reason])
+            .inc();
+        shared.events.warning(oref, &w.reason, w.message.clone()).await;
+    }
+}
+
+fn error_policy<K: TranslatorKind>(
+    obj: Arc<K::Object>,
+    err: &RunnerError,
+    ctx: Arc<KindContext<K>>,
+) -> Action {
+    tracing::warn!(kind = K::NAME, object = %obj.name_any(), namespace = obj.namespace().as_deref().unwrap_or(""), error = %err, "translation failed; retrying");
+    ctx.shared
+        .metrics
+        .reconciles
+        .with_label_values(&[K::NAME, "error"])
+        .inc();
+    // Jittered so that many objects failing together (apiserver restart) spread out.
+    Action::requeue(Duration::from_millis(500 + rand::random::<u64>() % 2000))
+}
+
+/// Options of one translator controller.
+#[derive(Clone, Debug)]
+pub struct RunnerConfig {
+    pub workers: u16,
+    pub resync: Duration,
+}
+
+/// Runs the controller of kind `K` until `shutdown` resolves.
+pub async fn run<K: TranslatorKind>(
+    shared: Arc<Shared>,
+    config: RunnerConfig,
+    health: Health,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let check = format!("{}-cache", K::NAME);
+    health.register(&check);
+    let api: Api<K::Object> = Api::all(shared.kube.clone());
+    let resync = config.resync;
+    let ticks = futures::stream::unfold((), move |()| async move {
+        tokio::time::sleep(resync).await;
+        Some(((), ()))
+    });
+    // Translations of ours that disappear re-trigger their owner (level-triggered repair).
+    let (gone_tx, gone_rx) = mpsc::unbounded_channel::<ObjectRef<K::Object>>();
+    shared.index.on_owned_deleted(
+        &K::Object::kind(&()),
+        Box::new(move |name, namespace| {
+            let mut r = ObjectRef::<K::Object>::new(name);
+            if K::NAMESPACED {
+                r = r.within(namespace);
+            }
+            let _ = gone_tx.send(r);
+        }),
+    );
+    let gone = futures::stream::unfold(gone_rx, |mut rx| async move {
+        rx.recv().await.map(|r| (r, rx))
+    });
+
+    let controller = Controller::new(api, watcher::Config::default().any_semantic())
+        .with_config(controller::Config::default().concurrency(config.workers))
+        .reconcile_all_on(ticks)
+        .reconcile_on(gone)
+        .graceful_shutdown_on(shutdown);
+    let objects = controller.store();
+    let (controller, dependencies) = if K::WATCHES_DEPENDENCY {
+        let (reader, writer) = reflector::store::<K::Dependency>();
+        let dep_api: Api<K::Dependency> = Api::all(shared.kube.clone());
+        let stream = reflector::reflector(writer, watcher(dep_api, watcher::Config::default()))
+            .default_backoff()
+            .applied_objects();
+        let objects = objects.clone();
+        (
+            controller.watches_stream(stream, move |dep| K::dependents_of(&dep, &objects)),
+            Some(reader),
+        )
+    } else {
+        (controller, None)
+    };
+
+    let ready = {
+        let objects = objects.clone();
+        let dependencies = dependencies.clone();
+        let translations = shared.translations.clone();
+        let health = health.clone();
+        tokio::spawn(async move {
+            let _ = objects.wait_until_ready().await;
+            let _ = translations.wait_until_ready().await;
+            if let Some(d) = dependencies {
+                let _ = d.wait_until_ready().await;
+            }
+            health.set(&check, true);
+        })
+    };
+    // Decisions read the Translation cache: wait for it before the first reconcile.
+    let _ = shared.translations.wait_until_ready().await;
+    let ctx = Arc::new(KindContext::<K> {
+        shared,
+        dependencies,
+    });
+    controller
+        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .for_each(|res| async move {
+            if let Err(err) = res {
+                tracing::debug!(kind = K::NAME, error = %err, "translator queue");
+            }
+        })
+        .await;
+    ready.abort();
+}
+
+/// Ensures the global Translations (tunnel zone, cluster router, chains); retries until done.
+pub async fn ensure_globals(shared: &Shared) {
+    let _ = shared.translations.wait_until_ready().await;
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let desired = midonet_translators::global(&shared.config);
+        match sync_translations(shared, "global", None, index::GLOBAL_OWNER, desired).await {
+            Ok(SyncOutcome::WaitingForDeletion) => {}
+            Ok(_) => return,
+            Err(err) => tracing::warn!(error = %err, "cannot ensure global Translations; retrying"),
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
