@@ -1,0 +1,490 @@
+//! Configuration of `midonet-kube-controllers run`: every setting is a flag with a
+//! `MIDONETKUBE_`-prefixed environment variable. Invalid values fail at startup with a
+//! message naming the setting; the password is never printed.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use url::Url;
+
+/// Controllers `--controllers` accepts.
+pub const CONTROLLERS: [&str; 6] = [
+    "node",
+    "pod",
+    "service",
+    "endpoints",
+    "pusher",
+    "nodeannotator",
+];
+
+#[derive(Args, Clone)]
+pub struct RunArgs {
+    /// Log level or filter (e.g. info, debug, midonet_kube_controllers=debug).
+    #[arg(long, env = "MIDONETKUBE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log format: text or json.
+    #[arg(long, env = "MIDONETKUBE_LOG_FORMAT", default_value = "text")]
+    pub log_format: String,
+    /// Controllers to run, comma-separated (node, pod, service, endpoints, pusher, nodeannotator).
+    #[arg(
+        long,
+        env = "MIDONETKUBE_CONTROLLERS",
+        default_value = "node,pod,service,endpoints,pusher,nodeannotator"
+    )]
+    pub controllers: String,
+    /// Kubeconfig file. Default: in-cluster configuration, then ~/.kube/config.
+    #[arg(long, env = "MIDONETKUBE_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// MidoNet API base URL, including its path prefix.
+    #[arg(
+        long,
+        env = "MIDONETKUBE_MIDONET_API",
+        default_value = "http://127.0.0.1:8181/midonet-api"
+    )]
+    pub midonet_api: String,
+    /// MidoNet API user name.
+    #[arg(long, env = "MIDONETKUBE_USERNAME", default_value = "admin")]
+    pub username: String,
+    /// MidoNet API password (prefer --password-file).
+    #[arg(long, env = "MIDONETKUBE_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// File holding the MidoNet API password (e.g. a mounted Secret).
+    #[arg(long, env = "MIDONETKUBE_PASSWORD_FILE")]
+    pub password_file: Option<PathBuf>,
+    /// MidoNet API project (X-Auth-Project).
+    #[arg(long, env = "MIDONETKUBE_PROJECT", default_value = "admin")]
+    pub project: String,
+    /// CA certificate file for an https MidoNet API.
+    #[arg(long, env = "MIDONETKUBE_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// MidoNet tenant owning the resources the controllers create.
+    #[arg(long, env = "MIDONETKUBE_TENANT", default_value = "midonetkube")]
+    pub tenant: String,
+    /// Address of the metrics and health endpoints (/metrics, /healthz, /readyz).
+    #[arg(long, env = "MIDONETKUBE_METRICS_ADDRESS", default_value = ":9453")]
+    pub metrics_address: String,
+    /// Pusher workers (Translations pushed at the same time).
+    #[arg(long, env = "MIDONETKUBE_PUSHER_WORKERS", default_value_t = 8)]
+    pub pusher_workers: u16,
+    /// Workers per translator controller.
+    #[arg(long, env = "MIDONETKUBE_TRANSLATOR_WORKERS", default_value_t = 4)]
+    pub translator_workers: u16,
+    /// Full resync period (e.g. 10m); in-sync objects cost no backend request.
+    #[arg(long, env = "MIDONETKUBE_RESYNC_PERIOD", default_value = "10m")]
+    pub resync_period: String,
+    /// Timeout of one MidoNet API request.
+    #[arg(long, env = "MIDONETKUBE_BACKEND_TIMEOUT", default_value = "10s")]
+    pub backend_timeout: String,
+    /// Period of drift verification of pushed resources (0 disables it).
+    #[arg(long, env = "MIDONETKUBE_VERIFY_PERIOD", default_value = "5m")]
+    pub verify_period: String,
+    /// Backend GETs per second drift verification may spend at most.
+    #[arg(long, env = "MIDONETKUBE_VERIFY_RATE", default_value_t = 50)]
+    pub verify_rate: u32,
+    /// Period of the orphan sweep (0 disables it).
+    #[arg(long, env = "MIDONETKUBE_ORPHAN_SWEEP_PERIOD", default_value = "0")]
+    pub orphan_sweep_period: String,
+    /// Delete the orphans the sweep finds (otherwise they are only reported).
+    #[arg(long, env = "MIDONETKUBE_ORPHAN_SWEEP_DELETE", default_value_t = false)]
+    pub orphan_sweep_delete: bool,
+    /// Leader election: only the holder of the Lease runs controllers.
+    #[arg(long, env = "MIDONETKUBE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the leader-election Lease.
+    #[arg(
+        long,
+        env = "MIDONETKUBE_LEADER_ELECTION_NAME",
+        default_value = "midonet-kube-controllers"
+    )]
+    pub leader_election_name: String,
+    /// Namespace of the leader-election Lease.
+    #[arg(
+        long,
+        env = "MIDONETKUBE_LEADER_ELECTION_NAMESPACE",
+        default_value = "kube-system"
+    )]
+    pub leader_election_namespace: String,
+    /// Leader-election lease duration.
+    #[arg(long, env = "MIDONETKUBE_LEASE_DURATION", default_value = "15s")]
+    pub lease_duration: String,
+    /// Testing only: override the Translation version.
+    #[arg(long, env = "MIDONETKUBE_TRANSLATION_VERSION", hide = true)]
+    pub translation_version: Option<String>,
+}
+
+/// Validated configuration.
+#[derive(Clone)]
+pub struct Config {
+    pub log_level: String,
+    pub log_json: bool,
+    pub controllers: Vec<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub midonet_api: Url,
+    pub username: String,
+    pub password: Secret,
+    pub project: String,
+    pub ca_file: Option<PathBuf>,
+    pub tenant: String,
+    pub metrics_address: SocketAddr,
+    pub pusher_workers: u16,
+    pub translator_workers: u16,
+    pub resync_period: Duration,
+    pub backend_timeout: Duration,
+    pub verify_period: Option<Duration>,
+    pub verify_rate: u32,
+    pub orphan_sweep_period: Option<Duration>,
+    pub orphan_sweep_delete: bool,
+    pub leader_elect: bool,
+    pub leader_election_name: String,
+    pub leader_election_namespace: String,
+    pub lease_duration: Duration,
+    pub translation_version: String,
+}
+
+/// A secret string: its Debug and Display never show the value.
+#[derive(Clone, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: String) -> Self {
+        Secret(s)
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A setting with a bad value.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting {setting} ({env}): {message}")]
+pub struct ConfigError {
+    pub setting: &'static str,
+    pub env: &'static str,
+    pub message: String,
+}
+
+fn bad(setting: &'static str, env: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        setting,
+        env,
+        message: message.into(),
+    }
+}
+
+/// Parses `500ms`, `30s`, `10m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 500ms, 30s, 10m, 1h)"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+        return Err(format!("{s:?} is out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn optional_period(s: &str) -> Result<Option<Duration>, String> {
+    let d = parse_duration(s)?;
+    Ok((!d.is_zero()).then_some(d))
+}
+
+/// Parses `host:port`, `:port` (all interfaces) or `[v6]:port`.
+pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    full.parse()
+        .map_err(|_| format!("{s:?} is not an address like :9453 or 127.0.0.1:9453"))
+}
+
+/// Parses the controller list; an unknown name lists the valid ones.
+pub fn parse_controllers(s: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if !CONTROLLERS.contains(&name) {
+            return Err(format!(
+                "unknown controller {name:?}; valid controllers: {}",
+                CONTROLLERS.join(", ")
+            ));
+        }
+        if !out.iter().any(|o| o == name) {
+            out.push(name.to_string());
+        }
+    }
+    if out.is_empty() {
+        return Err(format!(
+            "no controller enabled; valid controllers: {}",
+            CONTROLLERS.join(", ")
+        ));
+    }
+    Ok(out)
+}
+
+impl RunArgs {
+    pub fn validate(self) -> Result<Config, ConfigError> {
+        let log_json = match self.log_format.as_str() {
+            "text" => false,
+            "json" => true,
+            other => {
+                return Err(bad(
+                    "--log-format",
+                    "MIDONETKUBE_LOG_FORMAT",
+                    format!("{other:?}: use text or json"),
+                ))
+            }
+        };
+        tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .map_err(|e| bad("--log-level", "MIDONETKUBE_LOG_LEVEL", e.to_string()))?;
+        let controllers = parse_controllers(&self.controllers)
+            .map_err(|e| bad("--controllers", "MIDONETKUBE_CONTROLLERS", e))?;
+        let midonet_api = Url::parse(&self.midonet_api)
+            .map_err(|e| {
+                bad(
+                    "--midonet-api",
+                    "MIDONETKUBE_MIDONET_API",
+                    format!("{:?}: {e}", self.midonet_api),
+                )
+            })
+            .and_then(|u| match u.scheme() {
+                "http" | "https" if u.host().is_some() => Ok(u),
+                _ => Err(bad(
+                    "--midonet-api",
+                    "MIDONETKUBE_MIDONET_API",
+                    format!("{:?}: must be an http(s) URL with a host", self.midonet_api),
+                )),
+            })?;
+        let password = match (&self.password_file, self.password) {
+            (Some(path), _) => std::fs::read_to_string(path)
+                .map(|s| Secret::new(s.trim_end_matches(['\r', '\n']).to_string()))
+                .map_err(|e| {
+                    bad(
+                        "--password-file",
+                        "MIDONETKUBE_PASSWORD_FILE",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?,
+            (None, Some(p)) => Secret::new(p),
+            (None, None) => Secret::default(),
+        };
+        if let Some(ca) = &self.ca_file {
+            if !ca.is_file() {
+                return Err(bad(
+                    "--ca-file",
+                    "MIDONETKUBE_CA_FILE",
+                    format!("{} is not a readable file", ca.display()),
+                ));
+            }
+        }
+        if self.tenant.trim().is_empty() {
+            return Err(bad("--tenant", "MIDONETKUBE_TENANT", "must not be empty"));
+        }
+        let metrics_address = parse_listen(&self.metrics_address)
+            .map_err(|e| bad("--metrics-address", "MIDONETKUBE_METRICS_ADDRESS", e))?;
+        if self.pusher_workers == 0 {
+            return Err(bad(
+                "--pusher-workers",
+                "MIDONETKUBE_PUSHER_WORKERS",
+                "must be at least 1",
+            ));
+        }
+        if self.translator_workers == 0 {
+            return Err(bad(
+                "--translator-workers",
+                "MIDONETKUBE_TRANSLATOR_WORKERS",
+                "must be at least 1",
+            ));
+        }
+        let resync_period = parse_duration(&self.resync_period)
+            .and_then(|d| {
+                if d < Duration::from_secs(1) {
+                    Err("must be at least 1s".into())
+                } else {
+                    Ok(d)
+                }
+            })
+            .map_err(|e| bad("--resync-period", "MIDONETKUBE_RESYNC_PERIOD", e))?;
+        let backend_timeout = parse_duration(&self.backend_timeout)
+            .map_err(|e| bad("--backend-timeout", "MIDONETKUBE_BACKEND_TIMEOUT", e))?;
+        let verify_period = optional_period(&self.verify_period)
+            .map_err(|e| bad("--verify-period", "MIDONETKUBE_VERIFY_PERIOD", e))?;
+        let orphan_sweep_period = optional_period(&self.orphan_sweep_period)
+            .map_err(|e| bad("--orphan-sweep-period", "MIDONETKUBE_ORPHAN_SWEEP_PERIOD", e))?;
+        let lease_duration = parse_duration(&self.lease_duration)
+            .map_err(|e| bad("--lease-duration", "MIDONETKUBE_LEASE_DURATION", e))?;
+        let translation_version = self
+            .translation_version
+            .unwrap_or_else(|| midonet_translators::TRANSLATION_VERSION.to_string());
+        if translation_version.is_empty()
+            || !translation_version
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(bad(
+                "--translation-version",
+                "MIDONETKUBE_TRANSLATION_VERSION",
+                "use lowercase letters, digits and '-'",
+            ));
+        }
+        Ok(Config {
+            log_level: self.log_level,
+            log_json,
+            controllers,
+            kubeconfig: self.kubeconfig,
+            midonet_api,
+            username: self.username,
+            password,
+            project: self.project,
+            ca_file: self.ca_file,
+            tenant: self.tenant,
+            metrics_address,
+            pusher_workers: self.pusher_workers,
+            translator_workers: self.translator_workers,
+            resync_period,
+            backend_timeout,
+            verify_period,
+            verify_rate: self.verify_rate.max(1),
+            orphan_sweep_period,
+            orphan_sweep_delete: self.orphan_sweep_delete,
+            leader_elect: self.leader_elect,
+            leader_election_name: self.leader_election_name,
+            leader_election_namespace: self.leader_election_namespace,
+            lease_duration,
+            translation_version,
+        })
+    }
+}
+
+impl Config {
+    pub fn enabled(&self, controller: &str) -> bool {
+        self.controllers.iter().any(|c| c == controller)
+    }
+
+    /// True when a controller that talks to the backend is enabled.
+    pub fn needs_backend(&self) -> bool {
+        self.enabled("pusher") || self.enabled("nodeannotator")
+    }
+}
+
+impl fmt::Debug for Config {
+    // Written out so that no secret can slip in with a new field.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("log_level", &self.log_level)
+            .field("log_json", &self.log_json)
+            .field("controllers", &self.controllers)
+            .field("kubeconfig", &self.kubeconfig)
+            .field("midonet_api", &self.midonet_api.as_str())
+            .field("username", &self.username)
+            .field("password", &self.password)
+            .field("project", &self.project)
+            .field("ca_file", &self.ca_file)
+            .field("tenant", &self.tenant)
+            .field("metrics_address", &self.metrics_address)
+            .field("pusher_workers", &self.pusher_workers)
+            .field("translator_workers", &self.translator_workers)
+            .field("resync_period", &self.resync_period)
+            .field("backend_timeout", &self.backend_timeout)
+            .field("verify_period", &self.verify_period)
+            .field("orphan_sweep_period", &self.orphan_sweep_period)
+            .field("orphan_sweep_delete", &self.orphan_sweep_delete)
+            .field("leader_elect", &self.leader_elect)
+            .field("leader_election_name", &self.leader_election_name)
+            .field("leader_election_namespace", &self.leader_election_namespace)
+            .field("lease_duration", &self.lease_duration)
+            .field("translation_version", &self.translation_version)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+        let mut all = vec!["test"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).unwrap().run.validate()
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.controllers.len(), 6);
+        assert_eq!(c.metrics_address.port(), 9453);
+        assert_eq!(c.tenant, "midonetkube");
+        assert!(c.leader_elect);
+    }
+
+    #[test]
+    fn unknown_controller_lists_valid_ones() {
+        let err = parse(&["--controllers", "pod,router"]).unwrap_err();
+        assert_eq!(err.setting, "--controllers");
+        assert!(err.to_string().contains("nodeannotator"), "{err}");
+    }
+
+    #[test]
+    fn malformed_url_names_the_setting() {
+        let err = parse(&["--midonet-api", "not a url"]).unwrap_err();
+        assert_eq!(err.env, "MIDONETKUBE_MIDONET_API");
+        let err = parse(&["--midonet-api", "ftp://x/y"]).unwrap_err();
+        assert_eq!(err.setting, "--midonet-api");
+    }
+
+    #[test]
+    fn missing_password_file_names_the_setting() {
+        let err = parse(&["--password-file", "/nonexistent/pw"]).unwrap_err();
+        assert_eq!(err.setting, "--password-file");
+    }
+
+    #[test]
+    fn password_is_redacted() {
+        let c = parse(&["--password", "hunter2-secret"]).unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("hunter2-secret"));
+        assert_eq!(c.password.expose(), "hunter2-secret");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
+        assert!(parse_duration("3 weeks").is_err());
+        assert!(parse(&["--verify-period", "0"]).unwrap().verify_period.is_none());
+    }
+}

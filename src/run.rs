@@ -1,0 +1,329 @@
+//! `midonet-kube-controllers run`: wires configuration, clients, leader election, the
+//! operations endpoints and the enabled controllers together, and shuts down cleanly.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use prometheus::{IntGauge, Registry};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::backend::{BackendClient, BackendConfig};
+use crate::config::Config;
+use crate::health::Health;
+use crate::leader::{LeaderConfig, LeaderElector};
+use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
+use crate::translate::kinds::{EndpointsKind, NodeKind, PodKind, ServiceKind};
+use crate::translate::{RunnerConfig, Shared, TranslatorMetrics};
+
+/// How long in-flight work may take after SIGTERM before the process exits anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("Kubernetes client configuration: {0}")]
+    KubeConfig(String),
+    #[error("MidoNet client: {0}")]
+    Backend(#[from] crate::backend::BackendError),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("cannot serve the metrics address: {0}")]
+    Listen(std::io::Error),
+    #[error("leader election: {0}")]
+    Leader(String),
+    #[error("lost the leader lease; stopped all work")]
+    LostLease,
+}
+
+/// Sets up logging (text or JSON) per the configuration.
+pub fn init_logging(level: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder.json().flatten_event(true).try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// The Kubernetes client: the configured kubeconfig, else in-cluster, else ~/.kube/config.
+pub async fn kube_client(cfg: &Config) -> Result<Client, RunError> {
+    let config = match &cfg.kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?
+        }
+        None => match kube::Config::incluster() {
+            Ok(c) => c,
+            Err(_) => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
+                .await
+                .map_err(|e| {
+                    RunError::KubeConfig(format!(
+                        "not in a cluster and no usable ~/.kube/config: {e}"
+                    ))
+                })?,
+        },
+    };
+    Client::try_from(config).map_err(|e| RunError::KubeConfig(e.to_string()))
+}
+
+fn backend_client(cfg: &Config, registry: &Registry) -> Result<BackendClient, RunError> {
+    Ok(BackendClient::new(
+        BackendConfig {
+            url: cfg.midonet_api.clone(),
+            username: cfg.username.clone(),
+            password: crate::backend::Secret::new(cfg.password.expose().to_string()),
+            project: cfg.project.clone(),
+            ca_file: cfg.ca_file.clone(),
+            timeout: cfg.backend_timeout,
+            retry_max_elapsed: Duration::from_secs(30),
+        },
+        registry,
+    )?)
+}
+
+/// Logs in to the backend, retrying with capped backoff; flips the readiness check.
+async fn keep_logged_in(backend: BackendClient, health: Health) {
+    const CHECK: &str = "backend-login";
+    health.register(CHECK);
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match backend.login().await {
+            Ok(()) => {
+                health.set(CHECK, true);
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, retry_in = ?delay, "cannot log in to the MidoNet API");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+async fn sigterm() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Runs until SIGTERM/SIGINT (Ok) or a fatal error (Err, e.g. the lease was lost).
+pub async fn run(cfg: Config) -> Result<(), RunError> {
+    tracing::info!(config = ?cfg, "starting midonet-kube-controllers");
+    let registry = Registry::new();
+    let health = Health::new();
+    let leader_gauge = IntGauge::new(
+        "midonet_kube_controllers_leader",
+        "1 while this instance holds the leader lease and runs controllers.",
+    )?;
+    registry.register(Box::new(leader_gauge.clone()))?;
+
+    let (addr, serve) = crate::http::bind(cfg.metrics_address, registry.clone(), health.clone())
+        .await
+        .map_err(RunError::Listen)?;
+    tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
+    let http = tokio::spawn(serve);
+
+    let kube = kube_client(&cfg).await?;
+    let backend = if cfg.needs_backend() {
+        let b = backend_client(&cfg, &registry)?;
+        tokio::spawn(keep_logged_in(b.clone(), health.clone()));
+        Some(b)
+    } else {
+        None
+    };
+
+    let stop = CancellationToken::new();
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            sigterm().await;
+            tracing::info!("termination signal: finishing in-flight work");
+            stop.cancel();
+        });
+    }
+
+    // Standby: ready (it can take over), but runs nothing until it holds the lease.
+    const LEADER_CHECK: &str = "leader-election";
+    health.register(LEADER_CHECK);
+    let guard = if cfg.leader_elect {
+        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+            format!(
+                "{}-{}",
+                std::env::var("HOSTNAME").unwrap_or_else(|_| "midonet-kube-controllers".into()),
+                std::process::id()
+            )
+        });
+        let elector = LeaderElector::new(
+            kube.clone(),
+            LeaderConfig {
+                lease_name: cfg.leader_election_name.clone(),
+                lease_namespace: cfg.leader_election_namespace.clone(),
+                identity: identity.clone(),
+                lease_duration: cfg.lease_duration,
+                renew_deadline: cfg.lease_duration.mul_f64(2.0 / 3.0),
+                retry_period: (cfg.lease_duration / 7).max(Duration::from_millis(200)),
+            },
+        );
+        health.set(LEADER_CHECK, true);
+        tracing::info!(%identity, lease = %cfg.leader_election_name, "waiting for the leader lease");
+        tokio::select! {
+            res = elector.acquire() => Some(res.map_err(|e| RunError::Leader(e.to_string()))?),
+            _ = stop.cancelled() => {
+                http.abort();
+                return Ok(());
+            }
+        }
+    } else {
+        health.set(LEADER_CHECK, true);
+        None
+    };
+    leader_gauge.set(1);
+    tracing::info!("leading: starting controllers {:?}", cfg.controllers);
+
+    let mut tasks = start_controllers(&cfg, kube, backend, &registry, &health, &stop).await?;
+
+    let lost = async {
+        match &guard {
+            Some(g) => g.lost().await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        _ = stop.cancelled() => {
+            // Controllers stop taking work and finish in-flight reconciles (bounded).
+            let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+                while tasks.join_next().await.is_some() {}
+            })
+            .await;
+            if drained.is_err() {
+                tracing::warn!("in-flight work did not finish within {SHUTDOWN_GRACE:?}; exiting anyway");
+            }
+            Ok(())
+        }
+        _ = lost => {
+            // No split brain: stop everything at once, without finishing anything.
+            tracing::error!("leader lease lost: stopping all controllers now");
+            tasks.abort_all();
+            Err(RunError::LostLease)
+        }
+    };
+    leader_gauge.set(0);
+    if let (Some(g), Ok(())) = (guard, &result) {
+        g.release().await;
+        tracing::info!("leader lease released");
+    }
+    http.abort();
+    result
+}
+
+async fn start_controllers(
+    cfg: &Config,
+    kube: Client,
+    backend: Option<BackendClient>,
+    registry: &Registry,
+    health: &Health,
+    stop: &CancellationToken,
+) -> Result<JoinSet<()>, RunError> {
+    let mut tasks = JoinSet::new();
+    let shutdown = || {
+        let stop = stop.clone();
+        async move { stop.cancelled().await }
+    };
+    if let (true, Some(backend)) = (cfg.enabled("pusher"), backend.clone()) {
+        let ctx = Arc::new(PusherContext::new(
+            kube.clone(),
+            backend,
+            PusherMetrics::new(registry)?,
+            PusherConfig {
+                workers: cfg.pusher_workers,
+                resync: cfg.resync_period,
+                verify_period: cfg.verify_period,
+                verify_rate: cfg.verify_rate,
+                ..PusherConfig::default()
+            },
+        ));
+        tasks.spawn(crate::pusher::run(ctx, health.clone(), shutdown()));
+    }
+    if let (true, Some(backend)) = (cfg.enabled("nodeannotator"), backend.clone()) {
+        let ctx = Arc::new(crate::nodeannotator::AnnotatorContext::new(
+            kube.clone(),
+            backend,
+        ));
+        tasks.spawn(crate::nodeannotator::run(
+            ctx,
+            health.clone(),
+            cfg.translator_workers,
+            shutdown(),
+        ));
+    }
+    if let (Some(period), Some(backend)) = (cfg.orphan_sweep_period, backend) {
+        tasks.spawn(crate::sweep::sweep_loop(
+            kube.clone(),
+            backend,
+            cfg.tenant.clone(),
+            period,
+            cfg.orphan_sweep_delete,
+            registry.clone(),
+            shutdown(),
+        ));
+    }
+    let translators: Vec<&str> = ["node", "pod", "service", "endpoints"]
+        .into_iter()
+        .filter(|k| cfg.enabled(k))
+        .collect();
+    if !translators.is_empty() {
+        let shared = Shared::start(
+            kube,
+            midonet_translators::TranslatorConfig {
+                tenant: cfg.tenant.clone(),
+                version: cfg.translation_version.clone(),
+            },
+            TranslatorMetrics::new(registry)?,
+        );
+        let runner = RunnerConfig {
+            workers: cfg.translator_workers,
+            resync: cfg.resync_period,
+        };
+        // Global resources first: every other Translation refers to them.
+        tokio::select! {
+            _ = crate::translate::ensure_globals(&shared) => {}
+            _ = stop.cancelled() => return Ok(tasks),
+        }
+        for kind in translators {
+            let (s, r, h, down) = (shared.clone(), runner.clone(), health.clone(), shutdown());
+            match kind {
+                "node" => tasks.spawn(crate::translate::run::<NodeKind>(s, r, h, down)),
+                "pod" => tasks.spawn(crate::translate::run::<PodKind>(s, r, h, down)),
+                "service" => tasks.spawn(crate::translate::run::<ServiceKind>(s, r, h, down)),
+                _ => tasks.spawn(crate::translate::run::<EndpointsKind>(s, r, h, down)),
+            };
+        }
+    }
+    Ok(tasks)
+}
