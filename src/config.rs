@@ -335,8 +335,13 @@ impl RunArgs {
             .map_err(|e| bad("--backend-timeout", "MIDONETKUBE_BACKEND_TIMEOUT", e))?;
         let verify_period = optional_period(&self.verify_period)
             .map_err(|e| bad("--verify-period", "MIDONETKUBE_VERIFY_PERIOD", e))?;
-        let orphan_sweep_period = optional_period(&self.orphan_sweep_period)
-            .map_err(|e| bad("--orphan-sweep-period", "MIDONETKUBE_ORPHAN_SWEEP_PERIOD", e))?;
+        let orphan_sweep_period = optional_period(&self.orphan_sweep_period).map_err(|e| {
+            bad(
+                "--orphan-sweep-period",
+                "MIDONETKUBE_ORPHAN_SWEEP_PERIOD",
+                e,
+            )
+        })?;
         let lease_duration = parse_duration(&self.lease_duration)
             .map_err(|e| bad("--lease-duration", "MIDONETKUBE_LEASE_DURATION", e))?;
         let translation_version = self
@@ -485,6 +490,9 @@ mod tests {
         assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
         assert_eq!(parse_duration("3").unwrap(), Duration::from_secs(3));
         assert!(parse_duration("3 weeks").is_err());
-        assert!(parse(&["--verify-period", "0"]).unwrap().verify_period.is_none());
+        assert!(parse(&["--verify-period", "0"])
+            .unwrap()
+            .verify_period
+            .is_none());
     }
 }

@@ -1,4 +1,8 @@
 //! midonet-kube-controllers: Kubernetes controllers that translate cluster objects into
 //! `Translation` custom resources and push those to the MidoNet REST API.
 
+pub mod config;
 pub mod crd;
+pub mod events;
+pub mod health;
+pub mod http;

@@ -64,15 +64,24 @@ async fn schema_rejects_bad_entries_with_422() {
     let ns = unique_namespace(&client, "crd-bad").await;
     let api: Api<Translation> = Api::namespaced(client, &ns);
     let cases = [
-        ("bad-parent", TranslationResource::new("Bridge", "NOT-A-UUID", "{}")),
+        (
+            "bad-parent",
+            TranslationResource::new("Bridge", "NOT-A-UUID", "{}"),
+        ),
         (
             "upper-parent",
             TranslationResource::new("Port", BRIDGE_ID.to_uppercase(), "{}"),
         ),
         ("bad-kind", TranslationResource::new("bridge", "", "{}")),
         ("kind-symbol", TranslationResource::new("Bri-dge", "", "{}")),
-        ("body-array", TranslationResource::new("Bridge", "", "[1,2]")),
-        ("body-string", TranslationResource::new("Bridge", "", "\"x\"")),
+        (
+            "body-array",
+            TranslationResource::new("Bridge", "", "[1,2]"),
+        ),
+        (
+            "body-string",
+            TranslationResource::new("Bridge", "", "\"x\""),
+        ),
     ];
     for (name, entry) in cases {
         let mut tr = valid_translation(name, &ns);

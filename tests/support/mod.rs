@@ -52,7 +52,9 @@ fn start_control_plane() -> ControlPlane {
                 "{}-{}",
                 std::env::args()
                     .next()
-                    .and_then(|a| Path::new(&a).file_name().map(|f| f.to_string_lossy().into_owned()))
+                    .and_then(|a| Path::new(&a)
+                        .file_name()
+                        .map(|f| f.to_string_lossy().into_owned()))
                     .unwrap_or_else(|| "test".into()),
                 std::process::id()
             ));
@@ -126,7 +128,10 @@ pub async fn apply_crd(client: &Client) {
     .await
     .expect("apply CRD");
     wait_until("CRD Established", Duration::from_secs(30), || async {
-        let crd = crds.get(midonet_kube_controllers::crd::CRD_NAME).await.ok()?;
+        let crd = crds
+            .get(midonet_kube_controllers::crd::CRD_NAME)
+            .await
+            .ok()?;
         let established = crd
             .status?
             .conditions?
