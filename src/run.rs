@@ -134,6 +134,20 @@ async fn sigterm() {
 
 /// Runs until SIGTERM/SIGINT (Ok) or a fatal error (Err, e.g. the lease was lost).
 pub async fn run(cfg: Config) -> Result<(), RunError> {
+    let stop = CancellationToken::new();
+    {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            sigterm().await;
+            tracing::info!("termination signal: finishing in-flight work");
+            stop.cancel();
+        });
+    }
+    run_until(cfg, stop).await
+}
+
+/// Runs until `stop` is cancelled (Ok) or a fatal error (Err). Embeddable (tests, demo).
+pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunError> {
     tracing::info!(config = ?cfg, "starting midonet-kube-controllers");
     let registry = Registry::new();
     let health = Health::new();
@@ -157,16 +171,6 @@ pub async fn run(cfg: Config) -> Result<(), RunError> {
     } else {
         None
     };
-
-    let stop = CancellationToken::new();
-    {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            sigterm().await;
-            tracing::info!("termination signal: finishing in-flight work");
-            stop.cancel();
-        });
-    }
 
     // Standby: ready (it can take over), but runs nothing until it holds the lease.
     const LEADER_CHECK: &str = "leader-election";
