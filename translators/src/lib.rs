@@ -5,7 +5,9 @@
 
 pub mod entry;
 pub mod meta;
+pub mod model;
 pub mod version;
 
 pub use entry::TranslationResource;
+pub use model::{BackendObject, Kind, ModelError, Resource};
 pub use version::TRANSLATION_VERSION;

@@ -1,0 +1,265 @@
+//! Small value types of the MidoNet model: MAC addresses, IPv4 CIDRs, enums carried as strings.
+//!
+//! Parsing from a body is strict (only the canonical spelling is accepted) so that a parsed
+//! resource serialises back to exactly the JSON it came from. `FromStr` on [`MacAddr`] is
+//! lenient, for callers normalising user input (e.g. a Kubernetes annotation).
+
+use std::fmt;
+use std::net::Ipv4Addr;
+use std::str::FromStr;
+
+/// An Ethernet MAC address. Serialised lowercase and colon-separated (`aa:bb:cc:dd:ee:ff`),
+/// as MidoNet prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl MacAddr {
+    /// Parses only the canonical form (lowercase hex, colon separators).
+    pub fn parse_canonical(s: &str) -> Option<MacAddr> {
+        let mac = s.parse::<MacAddr>().ok()?;
+        (mac.to_string() == s).then_some(mac)
+    }
+
+    /// The form MidoNet uses inside URL paths: dashes instead of colons.
+    pub fn to_dashed(&self) -> String {
+        self.to_string().replace(':', "-")
+    }
+}
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+/// Error of [`MacAddr::from_str`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid MAC address {0:?}")]
+pub struct BadMac(pub String);
+
+impl FromStr for MacAddr {
+    type Err = BadMac;
+
+    /// Accepts six two-digit hex octets separated by `:` or `-`, in any case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadMac(s.to_string());
+        let parts: Vec<&str> = s.split([':', '-']).collect();
+        if parts.len() != 6 {
+            return Err(bad());
+        }
+        let mut out = [0u8; 6];
+        for (slot, part) in out.iter_mut().zip(&parts) {
+            if part.len() != 2 || !part.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return Err(bad());
+            }
+            *slot = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+        }
+        Ok(MacAddr(out))
+    }
+}
+
+/// An IPv4 address with a prefix length, written `a.b.c.d/n` (e.g. a router port's
+/// `portSubnet` entry, where the address is the port's own address, not the network's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ipv4Cidr {
+    pub addr: Ipv4Addr,
+    pub prefix_len: u8,
+}
+
+impl Ipv4Cidr {
+    pub fn new(addr: Ipv4Addr, prefix_len: u8) -> Option<Ipv4Cidr> {
+        (prefix_len <= 32).then_some(Ipv4Cidr { addr, prefix_len })
+    }
+
+    /// The network address (host bits cleared).
+    pub fn network(&self) -> Ipv4Addr {
+        let mask = if self.prefix_len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(self.prefix_len))
+        };
+        Ipv4Addr::from(u32::from(self.addr) & mask)
+    }
+}
+
+impl fmt::Display for Ipv4Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix_len)
+    }
+}
+
+/// Error of [`Ipv4Cidr::from_str`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid IPv4 CIDR {0:?}")]
+pub struct BadCidr(pub String);
+
+impl FromStr for Ipv4Cidr {
+    type Err = BadCidr;
+
+    /// Accepts only the canonical form (no leading zeros in the prefix length).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadCidr(s.to_string());
+        let (addr, len) = s.split_once('/').ok_or_else(bad)?;
+        let addr: Ipv4Addr = addr.parse().map_err(|_| bad())?;
+        if len.is_empty() || len.len() > 2 || !len.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let prefix_len: u8 = len.parse().map_err(|_| bad())?;
+        let cidr = Ipv4Cidr::new(addr, prefix_len).ok_or_else(bad)?;
+        if cidr.to_string() != s {
+            return Err(bad());
+        }
+        Ok(cidr)
+    }
+}
+
+/// Declares a string-valued enum of the MidoNet API with its exact wire spellings.
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident => $wire:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            /// The spelling on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $wire),+ }
+            }
+
+            /// Parses the exact wire spelling.
+            pub fn from_wire(s: &str) -> Option<$name> {
+                match s { $($wire => Some($name::$variant),)+ _ => None }
+            }
+
+            /// The accepted spellings, for error messages.
+            pub fn expected() -> String {
+                [$($wire),+].join(", ")
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+wire_enum! {
+    /// `TunnelZone.type`.
+    TunnelZoneType { Gre => "gre", Vxlan => "vxlan", Vtep => "vtep" }
+}
+
+wire_enum! {
+    /// `Port.type`: which device the port belongs to.
+    PortType { Bridge => "Bridge", Router => "Router" }
+}
+
+wire_enum! {
+    /// `Route.type` (MidoNet's next-hop kind).
+    RouteType {
+        Normal => "Normal",
+        BlackHole => "BlackHole",
+        Reject => "Reject",
+        Local => "Local",
+        Fip64 => "Fip64",
+    }
+}
+
+wire_enum! {
+    /// `Rule.type`.
+    RuleType {
+        Accept => "accept",
+        Drop => "drop",
+        Reject => "reject",
+        Return => "return",
+        Jump => "jump",
+        Dnat => "dnat",
+        Snat => "snat",
+        RevDnat => "rev_dnat",
+        RevSnat => "rev_snat",
+    }
+}
+
+impl RuleType {
+    /// NAT rules need a `flowAction`.
+    pub fn is_nat(self) -> bool {
+        matches!(
+            self,
+            RuleType::Dnat | RuleType::Snat | RuleType::RevDnat | RuleType::RevSnat
+        )
+    }
+
+    /// Forward NAT rules need at least one `natTargets` entry.
+    pub fn is_forward_nat(self) -> bool {
+        matches!(self, RuleType::Dnat | RuleType::Snat)
+    }
+}
+
+wire_enum! {
+    /// `Rule.flowAction` of NAT rules: what happens after the translation.
+    FlowAction { Accept => "accept", Continue => "continue", Return => "return" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_parsing() {
+        let mac: MacAddr = "AA-bb-0c-DD-ee-0F".parse().unwrap();
+        assert_eq!(mac.to_string(), "aa:bb:0c:dd:ee:0f");
+        assert_eq!(mac.to_dashed(), "aa-bb-0c-dd-ee-0f");
+        assert!(MacAddr::parse_canonical("aa:bb:0c:dd:ee:0f").is_some());
+        assert!(MacAddr::parse_canonical("AA:bb:0c:dd:ee:0f").is_none());
+        for bad in [
+            "",
+            "aa:bb:cc:dd:ee",
+            "aa:bb:cc:dd:ee:fg",
+            "aaa:bb:cc:dd:ee:f",
+            "+a:bb:cc:dd:ee:ff",
+        ] {
+            assert!(bad.parse::<MacAddr>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cidr_parsing() {
+        let c: Ipv4Cidr = "10.1.2.3/24".parse().unwrap();
+        assert_eq!(c.network(), Ipv4Addr::new(10, 1, 2, 0));
+        assert_eq!(
+            Ipv4Cidr::new(Ipv4Addr::new(1, 2, 3, 4), 0)
+                .unwrap()
+                .network(),
+            Ipv4Addr::UNSPECIFIED
+        );
+        for bad in [
+            "10.0.0.1",
+            "10.0.0.1/33",
+            "10.0.0.1/024",
+            "10.0.0.1/",
+            "10.0.0.1/+4",
+            "10.0.0.01/8",
+        ] {
+            assert!(bad.parse::<Ipv4Cidr>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn wire_enums() {
+        assert_eq!(RuleType::from_wire("rev_dnat"), Some(RuleType::RevDnat));
+        assert_eq!(RuleType::from_wire("DNAT"), None);
+        assert!(RuleType::expected().contains("rev_snat"));
+        for t in RouteType::ALL {
+            assert_eq!(RouteType::from_wire(t.as_str()), Some(*t));
+        }
+    }
+}
