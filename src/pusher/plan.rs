@@ -180,3 +180,116 @@ pub fn parse_lenient(entries: &[TranslationResource]) -> Vec<Desired> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
+    const PORT: &str = "22222222-2222-4222-8222-222222222222";
+    const CHAIN: &str = "33333333-3333-4333-8333-333333333333";
+    const RULE: &str = "44444444-4444-4444-8444-444444444444";
+
+    fn bridge(name: &str) -> TranslationResource {
+        TranslationResource::new(
+            "Bridge",
+            "",
+            format!(r#"{{"id":"{BRIDGE}","name":"{name}","tenantId":"t"}}"#),
+        )
+    }
+    fn port() -> TranslationResource {
+        TranslationResource::new("Port", BRIDGE, format!(r#"{{"id":"{PORT}","type":"Bridge"}}"#))
+    }
+    fn chain() -> TranslationResource {
+        TranslationResource::new("Chain", "", format!(r#"{{"id":"{CHAIN}","name":"c","tenantId":"t"}}"#))
+    }
+    fn rule(proto: u8) -> TranslationResource {
+        TranslationResource::new(
+            "Rule",
+            CHAIN,
+            format!(r#"{{"id":"{RULE}","type":"accept","nwProto":{proto}}}"#),
+        )
+    }
+    fn pushed_of(entries: &[TranslationResource]) -> Vec<PushedResource> {
+        parse_all(entries)
+            .unwrap()
+            .into_iter()
+            .map(|d| PushedResource {
+                kind: d.resource.kind().name().into(),
+                path: d.path,
+                body_hash: d.body_hash,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn everything_new_is_created_in_order() {
+        let plan = plan_apply(parse_all(&[bridge("a"), port()]).unwrap(), &[]);
+        let steps: Vec<_> = plan.steps.iter().map(|(d, s)| (d.path.clone(), s.clone())).collect();
+        assert_eq!(
+            steps,
+            vec![
+                (format!("/bridges/{BRIDGE}"), Step::Create),
+                (format!("/ports/{PORT}"), Step::Create)
+            ]
+        );
+        assert!(plan.removals.is_empty());
+    }
+
+    #[test]
+    fn pushed_resources_cost_nothing() {
+        let entries = [bridge("a"), port()];
+        let plan = plan_apply(parse_all(&entries).unwrap(), &pushed_of(&entries));
+        assert_eq!(plan.backend_changes(), 0);
+    }
+
+    #[test]
+    fn added_resource_is_the_only_change() {
+        let plan = plan_apply(parse_all(&[bridge("a"), port()]).unwrap(), &pushed_of(&[bridge("a")]));
+        assert_eq!(plan.backend_changes(), 1);
+        assert_eq!(plan.steps[1].1, Step::Create);
+    }
+
+    #[test]
+    fn removed_resources_are_deleted_children_first() {
+        let plan = plan_apply(
+            parse_all(&[bridge("a")]).unwrap(),
+            &pushed_of(&[bridge("a"), port(), chain()]),
+        );
+        let removed: Vec<_> = plan.removals.iter().map(|p| p.path.clone()).collect();
+        assert_eq!(removed, vec![format!("/chains/{CHAIN}"), format!("/ports/{PORT}")]);
+    }
+
+    #[test]
+    fn changed_bodies_update_or_are_refused() {
+        let before = pushed_of(&[bridge("a"), chain(), rule(6)]);
+        let plan = plan_apply(parse_all(&[bridge("b"), chain(), rule(17)]).unwrap(), &before);
+        let steps: Vec<_> = plan.steps.iter().map(|(_, s)| s.clone()).collect();
+        assert_eq!(steps, vec![Step::Update, Step::Unchanged, Step::ImmutableChanged]);
+    }
+
+    #[test]
+    fn invalid_entries_are_rejected_with_their_index() {
+        let bad = TranslationResource::new("Bridge", "", "{not json");
+        let err = parse_all(&[bridge("a"), bad]).unwrap_err();
+        assert!(err.to_string().contains("#1"), "{err}");
+        let dup = parse_all(&[bridge("a"), bridge("b")]).unwrap_err();
+        assert!(matches!(dup, InvalidTranslation::Duplicate { .. }));
+        assert!(parse_all(&[TranslationResource::new("Router2", "", "{}")]).is_err());
+    }
+
+    #[test]
+    fn deletion_covers_recorded_and_unrecorded_in_reverse() {
+        let pushed = pushed_of(&[bridge("a")]);
+        let desired = parse_lenient(&[bridge("a"), port(), TranslationResource::new("X", "", "{}")]);
+        let order: Vec<_> = plan_delete(&pushed, &desired).into_iter().map(|(_, p)| p).collect();
+        assert_eq!(order, vec![format!("/ports/{PORT}"), format!("/bridges/{BRIDGE}")]);
+    }
+
+    #[test]
+    fn hashes_are_stable_and_content_sensitive() {
+        assert_eq!(resources_hash(&[bridge("a")]), resources_hash(&[bridge("a")]));
+        assert_ne!(resources_hash(&[bridge("a")]), resources_hash(&[bridge("b")]));
+        assert_ne!(resources_hash(&[bridge("a"), port()]), resources_hash(&[port(), bridge("a")]));
+    }
+}
