@@ -1,4 +1,6 @@
 //! midonet-kube-controllers: Kubernetes controllers that translate cluster objects into
 //! `Translation` custom resources and push those to the MidoNet REST API.
 
+pub mod backend;
 pub mod crd;
+pub mod sim;
