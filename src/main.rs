@@ -15,7 +15,7 @@ enum Command {
     /// Print the Translation CustomResourceDefinition as YAML.
     Crd,
     /// Run the MidoNet REST API simulator (for tests and demos) until Ctrl-C or SIGTERM.
-    BackendSim(midonet_kube_controllers::sim::SimArgs),
+    BackendSim(Box<midonet_kube_controllers::sim::SimArgs>),
 }
 
 fn main() -> ExitCode {
@@ -32,7 +32,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(midonet_kube_controllers::sim::run_cli(args)) {
+            match runtime.block_on(midonet_kube_controllers::sim::run_cli(*args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     eprintln!("error: {err}");
