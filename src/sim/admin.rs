@@ -11,6 +11,7 @@
 //! | GET | `/_sim/hosts` | | `[HostSeed]` |
 //! | POST | `/_sim/hosts` | `[HostSeed]` | `[HostSeed]` (all hosts) |
 //! | POST | `/_sim/wipe[?hosts=true]` | | 204 |
+//! | GET | `/_sim/tokens` | | `["<token>", …]` (valid session tokens; a test aid) |
 //! | POST | `/_sim/tokens/expire` | | 204 |
 //! | GET | `/_sim/health` | | 200 `ok` |
 
@@ -307,6 +308,11 @@ impl AdminClient {
     /// Forgets every resource and every host.
     pub async fn wipe_all(&self) -> Result<(), AdminError> {
         self.post("wipe?hosts=true").await
+    }
+
+    /// The session tokens currently valid (to check they never leak into logs).
+    pub async fn tokens(&self) -> Result<Vec<String>, AdminError> {
+        self.get_json("tokens").await
     }
 
     /// Invalidates every session token, as if they had expired.

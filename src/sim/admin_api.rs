@@ -24,6 +24,7 @@ pub(crate) fn routes() -> Router<Arc<SimState>> {
         .route("/_sim/faults", get(faults).put(set_faults))
         .route("/_sim/hosts", get(hosts).post(add_hosts))
         .route("/_sim/wipe", post(wipe))
+        .route("/_sim/tokens", get(tokens))
         .route("/_sim/tokens/expire", post(expire_tokens))
         .route("/_sim/health", get(|| async { "ok" }))
 }
@@ -79,6 +80,10 @@ async fn wipe(State(sim): State<Arc<SimState>>, Query(params): Query<WipeParams>
     sim.with_store(|s| s.wipe(params.hosts));
     sim.mark_dirty();
     empty(StatusCode::NO_CONTENT)
+}
+
+async fn tokens(State(sim): State<Arc<SimState>>) -> Json<Vec<String>> {
+    Json(sim.auth.live_tokens())
 }
 
 async fn expire_tokens(State(sim): State<Arc<SimState>>) -> Response {

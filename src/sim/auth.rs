@@ -99,6 +99,20 @@ impl Authenticator {
         }
     }
 
+    /// The tokens currently valid (for tests that check tokens never leak into logs).
+    pub fn live_tokens(&self) -> Vec<String> {
+        let now = Instant::now();
+        self.tokens
+            .lock()
+            .map(|t| {
+                t.iter()
+                    .filter(|(_, expiry)| **expiry > now)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Forgets every token, as if they had all expired.
     pub fn expire_all(&self) {
         if let Ok(mut tokens) = self.tokens.lock() {
