@@ -118,8 +118,8 @@ impl SimState {
     }
 }
 
-/// A running simulator. Dropping it stops the server too (without the final snapshot
-/// write that [`SimHandle::shutdown`] does).
+/// A running simulator. Dropping it also stops the server and the snapshot writer, in the
+/// background; [`SimHandle::shutdown`] waits for both.
 pub struct SimHandle {
     addr: SocketAddr,
     stop_server: Option<oneshot::Sender<()>>,
