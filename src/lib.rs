@@ -1,8 +1,10 @@
 //! midonet-kube-controllers: Kubernetes controllers that translate cluster objects into
 //! `Translation` custom resources and push those to the MidoNet REST API.
 
+pub mod backend;
 pub mod config;
 pub mod crd;
 pub mod events;
 pub mod health;
 pub mod http;
+pub mod sim;

@@ -1,0 +1,601 @@
+//! The simulated MidoNet REST API under `/midonet-api`: routing, media types, auth,
+//! fault injection and counting around the [`Store`](super::store::Store) operations.
+//!
+//! Checks run in MidoNet's order: authentication (401), path (404) and method (405),
+//! media type (406), body (400), then the operation's own answers.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use midonet_translators::model::Kind;
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+use super::conn::ConnInfo;
+use super::faults::Verdict;
+use super::store::{ApiError, Device, Outcome, Reply, Store};
+use super::SimState;
+
+/// The API's path prefix.
+pub(crate) const API_PREFIX: &str = "/midonet-api";
+const ERROR_MEDIA_TYPE: &str = "application/vnd.org.midonet.Error-v1+json";
+const TOKEN_MEDIA_TYPE: &str = "application/vnd.org.midonet.Token-v1+json";
+const APPLICATION_MEDIA_TYPE: &str = "application/vnd.org.midonet.Application-v5+json";
+
+/// A resolved API path.
+#[derive(Clone, Debug, PartialEq)]
+enum Endpoint {
+    Root,
+    Login,
+    TunnelZones,
+    TunnelZone(Uuid),
+    TunnelZoneHosts(Uuid),
+    TunnelZoneHost(Uuid, Uuid),
+    Hosts,
+    Host(Uuid),
+    HostPorts(Uuid),
+    HostPort(Uuid, Uuid),
+    Bridges,
+    Bridge(Uuid),
+    BridgePorts(Uuid),
+    MacTable(Uuid, Option<u16>),
+    MacEntry(Uuid, Option<u16>, String),
+    ArpTable(Uuid),
+    ArpEntry(Uuid, String),
+    Routers,
+    Router(Uuid),
+    RouterPorts(Uuid),
+    RouterRoutes(Uuid),
+    Ports,
+    Port(Uuid),
+    PortLink(Uuid),
+    Route(Uuid),
+    Chains,
+    Chain(Uuid),
+    ChainRules(Uuid),
+    Rule(Uuid),
+}
+
+fn id(s: &str) -> Option<Uuid> {
+    Uuid::parse_str(s).ok()
+}
+
+impl Endpoint {
+    /// Resolves the path segments below the prefix; `None` is a 404. Path ids that are
+    /// not UUIDs are 404 too, as with MidoNet's typed path parameters.
+    fn parse(segs: &[&str]) -> Option<Endpoint> {
+        use Endpoint as E;
+        Some(match segs {
+            [] => E::Root,
+            ["login"] => E::Login,
+            ["tunnel_zones"] => E::TunnelZones,
+            ["tunnel_zones", tz] => E::TunnelZone(id(tz)?),
+            ["tunnel_zones", tz, "hosts"] => E::TunnelZoneHosts(id(tz)?),
+            ["tunnel_zones", tz, "hosts", h] => E::TunnelZoneHost(id(tz)?, id(h)?),
+            ["hosts"] => E::Hosts,
+            ["hosts", h] => E::Host(id(h)?),
+            ["hosts", h, "ports"] => E::HostPorts(id(h)?),
+            ["hosts", h, "ports", p] => E::HostPort(id(h)?, id(p)?),
+            ["bridges"] => E::Bridges,
+            ["bridges", b] => E::Bridge(id(b)?),
+            ["bridges", b, "ports"] => E::BridgePorts(id(b)?),
+            ["bridges", b, "mac_table"] => E::MacTable(id(b)?, None),
+            ["bridges", b, "mac_table", e] => E::MacEntry(id(b)?, None, e.to_string()),
+            ["bridges", b, "vlans", v, "mac_table"] => E::MacTable(id(b)?, Some(v.parse().ok()?)),
+            ["bridges", b, "vlans", v, "mac_table", e] => {
+                E::MacEntry(id(b)?, Some(v.parse().ok()?), e.to_string())
+            }
+            ["bridges", b, "arp_table"] => E::ArpTable(id(b)?),
+            ["bridges", b, "arp_table", e] => E::ArpEntry(id(b)?, e.to_string()),
+            ["routers"] => E::Routers,
+            ["routers", r] => E::Router(id(r)?),
+            ["routers", r, "ports"] => E::RouterPorts(id(r)?),
+            ["routers", r, "routes"] => E::RouterRoutes(id(r)?),
+            ["ports"] => E::Ports,
+            ["ports", p] => E::Port(id(p)?),
+            ["ports", p, "link"] => E::PortLink(id(p)?),
+            ["routes", r] => E::Route(id(r)?),
+            ["chains"] => E::Chains,
+            ["chains", c] => E::Chain(id(c)?),
+            ["chains", c, "rules"] => E::ChainRules(id(c)?),
+            ["rules", r] => E::Rule(id(r)?),
+            _ => return None,
+        })
+    }
+
+    /// The kind the endpoint serves (`None` for the root and login).
+    fn kind(&self) -> Option<Kind> {
+        use Endpoint as E;
+        Some(match self {
+            E::Root | E::Login => return None,
+            E::TunnelZones | E::TunnelZone(_) => Kind::TunnelZone,
+            E::TunnelZoneHosts(_) | E::TunnelZoneHost(..) => Kind::TunnelZoneHost,
+            E::Hosts | E::Host(_) => Kind::Host,
+            E::HostPorts(_) | E::HostPort(..) => Kind::HostInterfacePort,
+            E::Bridges | E::Bridge(_) => Kind::Bridge,
+            E::BridgePorts(_) | E::RouterPorts(_) | E::Ports | E::Port(_) => Kind::Port,
+            E::MacTable(..) | E::MacEntry(..) => Kind::MacPort,
+            E::ArpTable(_) | E::ArpEntry(..) => Kind::Ipv4MacPair,
+            E::Routers | E::Router(_) => Kind::Router,
+            E::RouterRoutes(_) | E::Route(_) => Kind::Route,
+            E::PortLink(_) => Kind::PortLink,
+            E::Chains | E::Chain(_) => Kind::Chain,
+            E::ChainRules(_) | E::Rule(_) => Kind::Rule,
+        })
+    }
+
+    fn is_collection(&self) -> bool {
+        use Endpoint as E;
+        matches!(
+            self,
+            E::TunnelZones
+                | E::TunnelZoneHosts(_)
+                | E::Hosts
+                | E::HostPorts(_)
+                | E::Bridges
+                | E::BridgePorts(_)
+                | E::MacTable(..)
+                | E::ArpTable(_)
+                | E::Routers
+                | E::RouterPorts(_)
+                | E::RouterRoutes(_)
+                | E::Ports
+                | E::Chains
+                | E::ChainRules(_)
+        )
+    }
+
+    /// Methods the endpoint supports; anything else is 405. Only Router, Bridge, Port and
+    /// TunnelZone items take PUT.
+    fn methods(&self) -> &'static [Method] {
+        use Endpoint as E;
+        const GET: &[Method] = &[Method::GET];
+        const GET_POST: &[Method] = &[Method::GET, Method::POST];
+        const GET_DELETE: &[Method] = &[Method::GET, Method::DELETE];
+        const GET_PUT_DELETE: &[Method] = &[Method::GET, Method::PUT, Method::DELETE];
+        const POST_DELETE: &[Method] = &[Method::POST, Method::DELETE];
+        match self {
+            E::Root | E::Hosts | E::Host(_) | E::Ports => GET,
+            E::Login => &[Method::GET, Method::POST],
+            E::TunnelZones
+            | E::TunnelZoneHosts(_)
+            | E::HostPorts(_)
+            | E::Bridges
+            | E::BridgePorts(_)
+            | E::MacTable(..)
+            | E::ArpTable(_)
+            | E::Routers
+            | E::RouterPorts(_)
+            | E::RouterRoutes(_)
+            | E::Chains
+            | E::ChainRules(_) => GET_POST,
+            E::TunnelZone(_) | E::Bridge(_) | E::Router(_) | E::Port(_) => GET_PUT_DELETE,
+            E::TunnelZoneHost(..)
+            | E::HostPort(..)
+            | E::MacEntry(..)
+            | E::ArpEntry(..)
+            | E::Route(_)
+            | E::Chain(_)
+            | E::Rule(_) => GET_DELETE,
+            E::PortLink(_) => POST_DELETE,
+        }
+    }
+}
+
+// --- Media types ------------------------------------------------------------------------
+
+/// Vendor media types MidoNet accepts for one item of a kind.
+fn item_types(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::TunnelZone => &["application/vnd.org.midonet.TunnelZone-v1+json"],
+        Kind::TunnelZoneHost => &[
+            "application/vnd.org.midonet.TunnelZoneHost-v1+json",
+            "application/vnd.org.midonet.GreTunnelZoneHost-v1+json",
+        ],
+        Kind::Router => &["application/vnd.org.midonet.Router-v3+json"],
+        Kind::Bridge => &[
+            "application/vnd.org.midonet.Bridge-v4+json",
+            "application/vnd.org.midonet.Bridge-v5+json",
+        ],
+        Kind::Port => &[
+            "application/vnd.org.midonet.Port-v3+json",
+            "application/vnd.org.midonet.Port-v4+json",
+        ],
+        Kind::PortLink => &["application/vnd.org.midonet.PortLink-v1+json"],
+        Kind::Route => &["application/vnd.org.midonet.Route-v1+json"],
+        Kind::Chain => &["application/vnd.org.midonet.Chain-v1+json"],
+        Kind::Rule => &["application/vnd.org.midonet.Rule-v2+json"],
+        Kind::Host => &["application/vnd.org.midonet.Host-v3+json"],
+        Kind::HostInterfacePort => &["application/vnd.org.midonet.HostInterfacePort-v1+json"],
+        Kind::MacPort => &["application/vnd.org.midonet.MacPort-v2+json"],
+        Kind::Ipv4MacPair => &["application/vnd.org.midonet.IP4Mac-v1+json"],
+    }
+}
+
+/// Whether creates and updates of the kind also take plain `application/json`.
+/// MidoNet's tunnel-zone-host and ARP-table resources take only their vendor types.
+fn writes_take_plain_json(kind: Kind) -> bool {
+    !matches!(kind, Kind::TunnelZoneHost | Kind::Ipv4MacPair)
+}
+
+/// `type/subtype` of a media type, lowercased, parameters dropped.
+fn essence(media: &str) -> Option<(String, String)> {
+    let base = media.split(';').next()?.trim();
+    let (ty, sub) = base.split_once('/')?;
+    let (ty, sub) = (ty.trim(), sub.trim());
+    if ty.is_empty() || sub.is_empty() {
+        return None;
+    }
+    Some((ty.to_ascii_lowercase(), sub.to_ascii_lowercase()))
+}
+
+/// JAX-RS compatibility: equal ignoring case, or a wildcard on either side.
+fn compatible(a: &(String, String), b: &(String, String)) -> bool {
+    let part = |x: &str, y: &str| x == "*" || y == "*" || x == y;
+    part(&a.0, &b.0) && part(&a.1, &b.1)
+}
+
+fn any_compatible(given: &str, allowed: &[&str]) -> bool {
+    let Some(given) = essence(given) else {
+        return false;
+    };
+    allowed
+        .iter()
+        .filter_map(|a| essence(a))
+        .any(|a| compatible(&a, &given))
+}
+
+/// 406 unless the `Content-Type` of a create or update is one the kind takes.
+fn check_content_type(kind: Kind, headers: &HeaderMap) -> Result<(), ApiError> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mut allowed: Vec<&str> = item_types(kind).to_vec();
+    if writes_take_plain_json(kind) {
+        allowed.push("application/json");
+    }
+    if any_compatible(given, &allowed) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            406,
+            format!("media type {given:?} is not acceptable for a {kind}"),
+        ))
+    }
+}
+
+/// 406 if an `Accept` header is present and accepts none of the kind's types. A missing
+/// `Accept` is taken as `*/*`.
+fn check_accept(kind: Kind, collection: bool, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(accept) = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let mut allowed: Vec<String> = if collection {
+        item_types(kind)
+            .iter()
+            .map(|t| t.replacen("midonet.", "midonet.collection.", 1))
+            .collect()
+    } else {
+        item_types(kind).iter().map(|t| t.to_string()).collect()
+    };
+    allowed.push("application/json".into());
+    let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+    if accept.split(',').any(|a| any_compatible(a, &allowed)) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            406,
+            format!("cannot answer a {kind} as {accept:?}"),
+        ))
+    }
+}
+
+// --- The handler ------------------------------------------------------------------------
+
+/// Serves every request that is not for the admin API.
+pub(crate) async fn handle(
+    State(sim): State<Arc<SimState>>,
+    ConnectInfo(conn): ConnectInfo<ConnInfo>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(rest) = uri
+        .path()
+        .strip_prefix(API_PREFIX)
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+    else {
+        return error_response(&ApiError::not_found("not a MidoNet API path"));
+    };
+    let segments: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
+    let endpoint = Endpoint::parse(&segments);
+    let label = match &endpoint {
+        Some(Endpoint::Root) => "Application",
+        Some(e) => e.kind().map_or("login", Kind::name),
+        None => "unknown",
+    };
+    let is_login = endpoint == Some(Endpoint::Login);
+    sim.counter.request(label, method.as_str(), is_login);
+
+    let latency = sim.faults.latency();
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    match sim.faults.decide(method.as_str()) {
+        Verdict::Pass => {}
+        Verdict::Drop => {
+            sim.counter.fault();
+            conn.kill();
+            // Never written: the connection fails first.
+            return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+        }
+        Verdict::Fail(status) => {
+            sim.counter.fault();
+            let err = ApiError::new(status, "fault injected by the simulator");
+            sim.counter.answered(status);
+            return error_response(&err);
+        }
+    }
+
+    let response = match serve(&sim, endpoint, &method, &uri, &headers, &body) {
+        Ok(response) => response,
+        Err(err) => error_response(&err),
+    };
+    sim.counter.answered(response.status().as_u16());
+    response
+}
+
+fn serve(
+    sim: &SimState,
+    endpoint: Option<Endpoint>,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
+    if endpoint == Some(Endpoint::Login) {
+        if !endpoint
+            .as_ref()
+            .is_some_and(|e| e.methods().contains(method))
+        {
+            return Err(method_not_allowed());
+        }
+        let login = sim.auth.login(headers)?;
+        let mut response = json_response(
+            StatusCode::OK,
+            TOKEN_MEDIA_TYPE,
+            &json!({"key": login.key, "expires": login.expires}),
+        );
+        let cookie = format!("sessionId={}; Expires={}", login.key, login.expires);
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().insert(header::SET_COOKIE, value);
+        }
+        return Ok(response);
+    }
+    sim.auth.check(headers)?;
+    let endpoint = endpoint.ok_or_else(|| ApiError::not_found("no such MidoNet API path"))?;
+    if !endpoint.methods().contains(method) {
+        return Err(method_not_allowed());
+    }
+    if endpoint == Endpoint::Root {
+        return Ok(json_response(
+            StatusCode::OK,
+            APPLICATION_MEDIA_TYPE,
+            &json!({"version": "v5", "uri": format!("{API_PREFIX}/")}),
+        ));
+    }
+    let kind = endpoint
+        .kind()
+        .ok_or_else(|| ApiError::not_found("no such MidoNet API path"))?;
+    let writes = *method == Method::POST || *method == Method::PUT;
+    let input = if writes {
+        check_content_type(kind, headers)?;
+        Some(
+            serde_json::from_slice::<Value>(body)
+                .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))?,
+        )
+    } else {
+        if *method == Method::GET {
+            check_accept(kind, endpoint.is_collection(), headers)?;
+        }
+        None
+    };
+    let tenant = tenant_query(uri);
+    let outcome = {
+        let mut store = sim
+            .store
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        dispatch(&mut store, endpoint, method, tenant.as_deref(), input)
+    };
+    let reply = outcome?;
+    if *method != Method::GET {
+        sim.mark_dirty();
+    }
+    Ok(match reply {
+        Reply::Created(path) => {
+            let mut response = StatusCode::CREATED.into_response();
+            let host = headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or("localhost");
+            if let Ok(location) = HeaderValue::from_str(&format!("http://{host}{API_PREFIX}{path}"))
+            {
+                response.headers_mut().insert(header::LOCATION, location);
+            }
+            response
+        }
+        Reply::NoContent => StatusCode::NO_CONTENT.into_response(),
+        Reply::Json(media, value) => json_response(StatusCode::OK, media, &value),
+    })
+}
+
+/// Runs the store operation of an endpoint and method (already checked to be allowed).
+fn dispatch(
+    s: &mut Store,
+    endpoint: Endpoint,
+    method: &Method,
+    tenant: Option<&str>,
+    input: Option<Value>,
+) -> Outcome {
+    use Endpoint as E;
+    let body = || input.clone().unwrap_or(Value::Null);
+    match (endpoint, method.as_str()) {
+        (E::TunnelZones, "GET") => s.list_tunnel_zones(),
+        (E::TunnelZones, "POST") => s.create_tunnel_zone(body()),
+        (E::TunnelZone(id), "GET") => s.get_tunnel_zone(id),
+        (E::TunnelZone(id), "PUT") => s.update_tunnel_zone(id, body()),
+        (E::TunnelZone(id), "DELETE") => s.delete_tunnel_zone(id),
+        (E::TunnelZoneHosts(tz), "GET") => s.list_tunnel_zone_hosts(tz),
+        (E::TunnelZoneHosts(tz), "POST") => s.create_tunnel_zone_host(tz, body()),
+        (E::TunnelZoneHost(tz, h), "GET") => s.get_tunnel_zone_host(tz, h),
+        (E::TunnelZoneHost(tz, h), "DELETE") => s.delete_tunnel_zone_host(tz, h),
+        (E::Hosts, "GET") => s.list_hosts(),
+        (E::Host(h), "GET") => s.get_host(h),
+        (E::HostPorts(h), "GET") => s.list_host_ports(h),
+        (E::HostPorts(h), "POST") => s.create_host_port(h, body()),
+        (E::HostPort(h, p), "GET") => s.get_host_port(h, p),
+        (E::HostPort(h, p), "DELETE") => s.delete_host_port(h, p),
+        (E::Bridges, "GET") => s.list_bridges(tenant),
+        (E::Bridges, "POST") => s.create_bridge(body()),
+        (E::Bridge(id), "GET") => s.get_bridge(id),
+        (E::Bridge(id), "PUT") => s.update_bridge(id, body()),
+        (E::Bridge(id), "DELETE") => s.delete_bridge(id),
+        (E::BridgePorts(b), "GET") => s.list_device_ports(Device::Bridge, b),
+        (E::BridgePorts(b), "POST") => s.create_port(Device::Bridge, b, body()),
+        (E::MacTable(b, vlan), "GET") => s.list_mac_table(b, vlan),
+        (E::MacTable(b, vlan), "POST") => s.create_mac_entry(b, vlan, body()),
+        (E::MacEntry(b, vlan, e), "GET") => s.get_mac_entry(b, vlan, &e),
+        (E::MacEntry(b, vlan, e), "DELETE") => s.delete_mac_entry(b, vlan, &e),
+        (E::ArpTable(b), "GET") => s.list_arp_table(b),
+        (E::ArpTable(b), "POST") => s.create_arp_entry(b, body()),
+        (E::ArpEntry(b, e), "GET") => s.get_arp_entry(b, &e),
+        (E::ArpEntry(b, e), "DELETE") => s.delete_arp_entry(b, &e),
+        (E::Routers, "GET") => s.list_routers(tenant),
+        (E::Routers, "POST") => s.create_router(body()),
+        (E::Router(id), "GET") => s.get_router(id),
+        (E::Router(id), "PUT") => s.update_router(id, body()),
+        (E::Router(id), "DELETE") => s.delete_router(id),
+        (E::RouterPorts(r), "GET") => s.list_device_ports(Device::Router, r),
+        (E::RouterPorts(r), "POST") => s.create_port(Device::Router, r, body()),
+        (E::RouterRoutes(r), "GET") => s.list_routes(r),
+        (E::RouterRoutes(r), "POST") => s.create_route(r, body()),
+        (E::Ports, "GET") => s.list_ports(),
+        (E::Port(id), "GET") => s.get_port(id),
+        (E::Port(id), "PUT") => s.update_port(id, body()),
+        (E::Port(id), "DELETE") => s.delete_port(id),
+        (E::PortLink(p), "POST") => s.link_ports(p, body()),
+        (E::PortLink(p), "DELETE") => s.unlink_port(p),
+        (E::Route(id), "GET") => s.get_route(id),
+        (E::Route(id), "DELETE") => s.delete_route(id),
+        (E::Chains, "GET") => s.list_chains(tenant),
+        (E::Chains, "POST") => s.create_chain(body()),
+        (E::Chain(id), "GET") => s.get_chain(id),
+        (E::Chain(id), "DELETE") => s.delete_chain(id),
+        (E::ChainRules(c), "GET") => s.list_rules(c),
+        (E::ChainRules(c), "POST") => s.create_rule(c, body()),
+        (E::Rule(id), "GET") => s.get_rule(id),
+        (E::Rule(id), "DELETE") => s.delete_rule(id),
+        _ => Err(method_not_allowed()),
+    }
+}
+
+fn method_not_allowed() -> ApiError {
+    ApiError::new(405, "method not allowed on this path")
+}
+
+/// The `tenant_id` query parameter of collection GETs.
+fn tenant_query(uri: &Uri) -> Option<String> {
+    let query = uri.query()?;
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "tenant_id")
+        .map(|(_, v)| v.into_owned())
+}
+
+fn json_response(status: StatusCode, media: &str, value: &Value) -> Response {
+    let mut response = (status, value.to_string()).into_response();
+    if let Ok(ct) = HeaderValue::from_str(media) {
+        response.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    response
+}
+
+/// A MidoNet-style error: `{message, code}` plus `violations` for invalid bodies.
+pub(crate) fn error_response(err: &ApiError) -> Response {
+    let status = StatusCode::from_u16(err.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut body = json!({"message": err.message, "code": err.status});
+    if !err.violations.is_empty() {
+        body["violations"] = err
+            .violations
+            .iter()
+            .map(|(property, message)| json!({"property": property, "message": message}))
+            .collect();
+    }
+    let mut response = json_response(status, ERROR_MEDIA_TYPE, &body);
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Basic realm=\"midonet-api\""),
+        );
+    }
+    response
+}
+
+/// An empty body with a status, for admin answers.
+pub(crate) fn empty(status: StatusCode) -> Response {
+    (status, Body::empty()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_to_endpoints() {
+        let b = "11111111-1111-4111-8111-111111111111";
+        let bu = id(b).unwrap();
+        assert_eq!(Endpoint::parse(&[]), Some(Endpoint::Root));
+        assert_eq!(Endpoint::parse(&["bridges", b]), Some(Endpoint::Bridge(bu)));
+        assert_eq!(
+            Endpoint::parse(&["bridges", b, "vlans", "7", "mac_table"]),
+            Some(Endpoint::MacTable(bu, Some(7)))
+        );
+        assert_eq!(Endpoint::parse(&["bridges", "nope"]), None);
+        assert_eq!(
+            Endpoint::parse(&["bridges", b, "vlans", "x", "mac_table"]),
+            None
+        );
+        assert_eq!(Endpoint::parse(&["vteps"]), None);
+    }
+
+    #[test]
+    fn media_type_compatibility() {
+        let bridge = item_types(Kind::Bridge);
+        assert!(any_compatible(
+            "application/vnd.org.midonet.Bridge-v4+json",
+            bridge
+        ));
+        assert!(any_compatible(
+            "Application/VND.org.midonet.bridge-v5+json; charset=utf-8",
+            bridge
+        ));
+        assert!(any_compatible("*/*", bridge));
+        assert!(!any_compatible(
+            "application/vnd.org.midonet.Router-v3+json",
+            bridge
+        ));
+        assert!(!any_compatible("text/plain", bridge));
+        assert!(!any_compatible("", bridge));
+        assert!(!any_compatible("garbage", bridge));
+        // The original controller's spelling of the MAC media type.
+        assert!(any_compatible(
+            Kind::MacPort.media_type(),
+            item_types(Kind::MacPort)
+        ));
+    }
+}
