@@ -387,6 +387,14 @@ impl Rule {
         self
     }
 
+    /// Match IPv4 packets to exactly `ip` (as rewritten by the rules before, if any).
+    pub fn to_host(mut self, ip: Ipv4Addr) -> Self {
+        self.dl_type = Some(DL_TYPE_IPV4);
+        self.nw_dst_address = Some(ip);
+        self.nw_dst_length = Some(32);
+        self
+    }
+
     /// Match IPv4 packets to exactly `ip`, L4 protocol `proto`, destination port `port`.
     pub fn to_service(mut self, ip: Ipv4Addr, proto: u8, port: u16) -> Self {
         self.dl_type = Some(DL_TYPE_IPV4);

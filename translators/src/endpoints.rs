@@ -2,53 +2,74 @@
 //!
 //! # What is produced
 //!
-//! Per service port that has ready endpoints, one Translation (a *generation*) holding:
+//! Per service port that has ready endpoints, one Translation (a *generation*) holding, in
+//! push order:
 //!
 //! 1. a chain `KUBE-SEP-<namespace>/<name>/<port>/<hash>` (the generation chain);
-//! 2. in it, one hairpin SNAT rule per distinct endpoint address (traffic from the endpoint
-//!    itself gets the cluster IP as source, ports 30000–60000, flowAction `continue`), so that
-//!    an endpoint reaching its own service gets the replies through MidoNet;
-//! 3. in it, after the SNAT rules, one DNAT rule (flowAction `accept`) whose `natTargets` are
-//!    all ready `address:port` pairs. MidoNet picks one target at random for each new flow
-//!    (midolman `NATState.chooseRandomNatTarget`), which is the load balancing; the original
-//!    integration sent everything to whichever endpoint's rule came first (MNA-1264);
-//! 4. a jump from the service port's `KUBE-SVC-…` chain (made by the Service translator) to
-//!    the generation chain.
+//! 2. position 1: one DNAT rule (flowAction `continue`) whose `natTargets` are all ready
+//!    `address:port` pairs. MidoNet picks one target at random for each new flow (midolman
+//!    `NATState.chooseRandomNatTarget`): that is the load balancing. The original integration
+//!    sent everything to whichever endpoint's rule came first (MNA-1264);
+//! 3. positions 2..=n+1: one hairpin SNAT rule per distinct endpoint address E, matching
+//!    `src = E and dst = E` after the DNAT, i.e. an endpoint that was balanced onto itself;
+//!    the source becomes the cluster IP (ports 30000–60000), flowAction `continue`;
+//! 4. position n+2: an `accept` rule, which ends rule processing like an accepting DNAT rule
+//!    would;
+//! 5. a jump from the service port's `KUBE-SVC-…` chain (made by the Service translator) to
+//!    the generation chain, at position 1.
 //!
 //! `<hash>` is a hash of the cluster IP and the sorted target set, and it is part of the
 //! Translation's name and of every ID in it. Rules cannot be updated, so a changed target set
 //! is a new generation: a new Translation with new IDs, while the runner prunes the old one.
 //!
-//! # Chain order, and why a generation chain
+//! # Why the hairpin SNAT comes after the DNAT
+//!
+//! MidoNet keeps NAT state per device (the `NatKey` holds the bridge the rule ran on) and
+//! KUBE-PRE undoes NAT on replies as `[rev_snat (continue), rev_dnat (accept)]`, i.e. in the
+//! reverse of DNAT-then-SNAT. Both facts require the DNAT to come first and the SNAT to apply
+//! only to true hairpin traffic:
+//!
+//! - SNAT before DNAT leaves the reply `E -> clusterIP:P` with a DNAT reversal whose key no
+//!   longer matches once `rev_snat` would have run, and `rev_dnat` accepting first leaves a
+//!   packet addressed to the cluster IP, which nothing routes.
+//! - SNAT on *all* traffic from an endpoint breaks the common case where endpoint E reaches
+//!   its own service and is balanced onto another endpoint F on another node: F's reply goes
+//!   to the cluster IP, the reverse-SNAT state sits on E's bridge, and F's bridge has none.
+//!   Without SNAT, F answers E directly, the reply enters E's bridge and `rev_dnat` there
+//!   restores the cluster IP as source, as for any other client.
+//!
+//! Only when E is balanced onto itself would the reply never leave E, so only then is SNAT
+//! needed; that is what `dst = E` (matched after the DNAT rewrote the destination) selects.
+//!
+//! # Chain order under updates
 //!
 //! MidoNet inserts a POSTed rule at its `position` (1-based, default 1 = the head) and rejects
-//! positions beyond `rules + 1`. The hairpin SNAT rules must come before the DNAT rule, since
-//! `accept` ends chain processing.
+//! positions beyond `rules + 1`.
 //!
-//! - Inside the generation chain the order is fixed by explicit positions: SNAT rules at
-//!   1..=n, the DNAT rule at n+1, pushed in that order. The chain belongs to this Translation
-//!   alone, so when the rule at position k is POSTed the k-1 rules before it are already
-//!   there: every position is valid and the resulting order is exactly the push order. A rule
-//!   re-created later (drift repair) goes back to its own position.
-//! - The jump into the generation chain is pushed last, at position 1 of `KUBE-SVC-…`. Until
-//!   it exists the new generation is invisible and the previous generation, whose jump sits
-//!   further down, keeps serving; the moment it exists it shadows the previous one (the DNAT
-//!   accepts, so nothing falls through). Traffic therefore switches between two complete,
-//!   correctly ordered rule sets, never to a half-pushed one, whatever order the pusher
-//!   handles the new and the pruned Translation in, and even if two generations are pushed
-//!   concurrently (head insertion keeps each generation's rules together in its own chain).
+//! - Inside the generation chain the order is fixed by explicit positions 1..=n+2, pushed in
+//!   that order. The chain belongs to this Translation alone, so when the rule at position k
+//!   is POSTed the k-1 rules before it are already there: every position is valid and the
+//!   resulting order is the push order. A rule re-created later (drift repair) goes back to
+//!   its own position.
+//! - The jump into the generation chain is pushed last, at the head of `KUBE-SVC-…`. Until it
+//!   exists the new generation is invisible and the previous one, whose jump sits further
+//!   down, keeps serving; once it exists it shadows the previous one (the chain ends in
+//!   `accept`, so nothing falls through to an older generation). Traffic switches between two
+//!   complete, correctly ordered rule sets, never to a half-pushed one, whatever order the
+//!   pusher handles the new and the pruned Translation in, and even if two generations are
+//!   pushed concurrently: each generation's rules stay together in its own chain.
 //!
-//! The tempting alternative, the DNAT rule directly in `KUBE-SVC-…` and per-endpoint SNAT
-//! Translations next to it, breaks on the first update: a replaced DNAT rule POSTed at the
-//! head lands in front of the surviving SNAT rules and shadows them for good, and explicit
-//! positions cannot help because other Translations add and remove rules in the same chain.
+//! The tempting alternative, the rules directly in `KUBE-SVC-…` with one Translation for the
+//! DNAT rule and one per endpoint for its SNAT rule, breaks on the first update: the replaced
+//! DNAT rule is POSTed at the head, in front of the surviving SNAT rules, and explicit
+//! positions cannot fix that in a chain other Translations insert into and delete from.
 //!
 //! # Pairing
 //!
 //! An Endpoints object is paired with the Service of the same namespace/name, and its ports
-//! with the service ports of the same name (an unnamed port pairs with the unnamed port).
-//! Without the Service, or without a usable cluster IP, nothing is produced; the runner
-//! re-translates the Endpoints when the Service appears or changes.
+//! with the service ports of the same name and protocol (an unnamed port pairs with the
+//! unnamed port). Without the Service, or without a usable cluster IP, nothing is produced;
+//! the runner re-translates the Endpoints when the Service appears or changes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -103,18 +124,25 @@ pub fn endpoints(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) 
         let base = id_for_key(cfg, ENDPOINTS_PORT_KIND, &generation_key);
         let chain = base;
 
-        let mut resources = vec![backend::chain(
-            chain,
-            &cfg.tenant,
-            &backend_name(format!("KUBE-SEP-{generation_key}")),
-        )];
+        let mut resources = vec![
+            backend::chain(
+                chain,
+                &cfg.tenant,
+                &backend_name(format!("KUBE-SEP-{generation_key}")),
+            ),
+            Rule::new(sub_id(base, "DNAT"), chain, "dnat", 1)
+                .nat_targets(targets.iter().copied().collect())
+                .flow_action("continue")
+                .entry(),
+        ];
         let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.address_from).collect();
-        let mut position = 0u32;
+        let mut position = 1u32;
         for ip in &hosts {
             position += 1;
             resources.push(
                 Rule::new(sub_id(base, &format!("SNAT/{ip}")), chain, "snat", position)
                     .from_host(*ip)
+                    .to_host(*ip)
                     .nat_targets(vec![NatTarget::port_range(
                         cluster_ip,
                         SNAT_PORT_FROM,
@@ -124,12 +152,7 @@ pub fn endpoints(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) 
                     .entry(),
             );
         }
-        resources.push(
-            Rule::new(sub_id(base, "DNAT"), chain, "dnat", position + 1)
-                .nat_targets(targets.iter().copied().collect())
-                .flow_action("accept")
-                .entry(),
-        );
+        resources.push(Rule::new(sub_id(base, "Accept"), chain, "accept", position + 1).entry());
         resources.push(
             Rule::jump(
                 sub_id(base, "Jump"),

@@ -84,6 +84,7 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
         },
     };
     let subnet = pod_subnet(node, &mut out);
+    let addresses = node_addresses(node, &mut out);
 
     let base = bridge_id(cfg, name);
     let bridge = base;
@@ -158,7 +159,7 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     ]);
     if let Some(s) = subnet {
         // Pods reach the node's own addresses through the node's port.
-        for ip in node_addresses(node, &mut out) {
+        for ip in addresses {
             resources.push(backend::route(
                 sub_id(base, &format!("Address Route/{ip}/{}", s.node_ip)),
                 router,
@@ -337,10 +338,12 @@ fn tunnel_zone_membership(
             return None;
         }
     };
-    let zone = match annotations.get(TUNNEL_ZONE_ID_ANNOTATION).map(|z| z.trim()) {
-        None | Some("") => default_tunnel_zone_id(cfg),
+    // The key names the default zone "default" rather than by its (versioned) ID, so that
+    // the Translation's name stays the same across versions in that case too.
+    let (zone, zone_key) = match annotations.get(TUNNEL_ZONE_ID_ANNOTATION).map(|z| z.trim()) {
+        None | Some("") => (default_tunnel_zone_id(cfg), "default".to_string()),
         Some(raw) => match Uuid::parse_str(raw) {
-            Ok(id) => id,
+            Ok(id) => (id, id.to_string()),
             Err(_) => {
                 out.warn(
                     reason::INVALID_TUNNEL_ZONE_ID,
@@ -352,7 +355,7 @@ fn tunnel_zone_membership(
     };
     Some(DesiredTranslation::unversioned(
         NODE_TUNNEL_ENDPOINT_KIND,
-        &format!("{name}/{zone}/{host}"),
+        &format!("{name}/{zone_key}/{host}"),
         NODE_TRANSLATION_NAMESPACE,
         vec![backend::tunnel_zone_host(zone, host, ip)],
     ))
