@@ -52,7 +52,7 @@ impl Ipv4Cidr {
 
     /// The address `n` places after the network address, if it is still inside the network.
     pub fn nth(&self, n: u32) -> Option<Ipv4Addr> {
-        let size = 1u64 << (32 - u32::from(self.prefix));
+        let size = 1u64 << 32u32.checked_sub(u32::from(self.prefix))?;
         if u64::from(n) >= size {
             return None;
         }
@@ -141,6 +141,11 @@ mod tests {
             "0.0.0.1"
         );
         assert_eq!(Ipv4Cidr::parse("255.255.255.255/32").unwrap().nth(1), None);
+        let odd = Ipv4Cidr {
+            network: Ipv4Addr::UNSPECIFIED,
+            prefix: 40,
+        };
+        assert_eq!(odd.nth(0), None);
         assert_eq!(Ipv4Cidr::parse("fd00::/64"), Err(AddrError::Ipv6));
         for bad in [
             "",

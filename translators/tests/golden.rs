@@ -150,6 +150,19 @@ fn golden() {
             Err(_) => failures.push(format!("{case_name}: {expected_path:?} is missing")),
         }
     }
+    // An expected file without its input would silently stop being checked.
+    for entry in fs::read_dir(golden_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        if let Some(case_name) = file.strip_suffix(".expected.json") {
+            if !golden_dir()
+                .join(format!("{case_name}.input.json"))
+                .exists()
+            {
+                failures.push(format!("{file} has no input file"));
+            }
+        }
+    }
     assert!(
         failures.is_empty(),
         "golden mismatches (UPDATE_GOLDEN=1 regenerates):\n{}",
