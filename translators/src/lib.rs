@@ -11,3 +11,24 @@ pub mod version;
 pub use entry::TranslationResource;
 pub use model::{BackendObject, Kind, ModelError, Resource};
 pub use version::TRANSLATION_VERSION;
+
+// Translators: identities, names and the per-kind translation functions (see MAPPING.md).
+pub mod addr;
+pub mod backend;
+pub mod endpoints;
+pub mod global;
+pub mod ids;
+pub mod naming;
+pub mod node;
+pub mod pod;
+pub mod service;
+pub mod translate;
+
+pub use endpoints::endpoints;
+pub use global::global;
+pub use ids::{id_for_key, mac_for_key, sub_id, tenant_namespace};
+pub use naming::{translation_name, unversioned_translation_name};
+pub use node::node;
+pub use pod::pod;
+pub use service::service;
+pub use translate::{DesiredTranslation, Translated, TranslationWarning, TranslatorConfig};

@@ -1,0 +1,362 @@
+//! Node: a bridge for the node's pods, linked to the cluster router, and the node's own port.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::Node;
+use uuid::Uuid;
+
+use crate::addr::{mac_hex, parse_ipv4, parse_mac, AddrError, Ipv4Cidr};
+use crate::backend::{self, NatTarget, Rule};
+use crate::global::{cluster_router_id, default_tunnel_zone_id, main_chain_id};
+use crate::ids::{format_mac, id_for_key, mac_for_key, sub_id};
+use crate::meta::{
+    HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION,
+    TUNNEL_ZONE_ID_ANNOTATION,
+};
+use crate::naming::{backend_name, NODE_INTERFACE_NAME};
+use crate::translate::{
+    reason, DesiredTranslation, Translated, TranslatorConfig, NODE_TRANSLATION_NAMESPACE,
+};
+
+/// Kind used in the Node's IDs and Translation name.
+pub const NODE_KIND: &str = "Node";
+/// Kinds of the Node's version-independent Translations.
+pub const NODE_MAC_KIND: &str = "Node-MAC";
+pub const NODE_ARP_KIND: &str = "Node-ARP";
+pub const NODE_TUNNEL_ENDPOINT_KIND: &str = "Node-Tunnel-Endpoint";
+
+/// Source ports the node SNAT rule may use.
+pub const SNAT_PORT_FROM: u16 = 30000;
+pub const SNAT_PORT_TO: u16 = 60000;
+
+/// ID of the Node's bridge; pods of the node get their ports on it.
+pub fn bridge_id(cfg: &TranslatorConfig, node_name: &str) -> Uuid {
+    id_for_key(cfg, NODE_KIND, node_name)
+}
+
+/// Addresses the pod CIDR reserves for the network plumbing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubnetInfo {
+    pub subnet: Ipv4Cidr,
+    /// First address: the cluster router's port on this node's bridge, the pods' gateway.
+    pub gateway: Ipv4Addr,
+    /// Second address: the node's own interface on the bridge.
+    pub node_ip: Ipv4Addr,
+}
+
+impl SubnetInfo {
+    /// `None` when the subnet has no room for the gateway and the node address.
+    pub fn new(subnet: Ipv4Cidr) -> Option<Self> {
+        if subnet.prefix > 30 {
+            return None;
+        }
+        Some(Self {
+            subnet,
+            gateway: subnet.nth(1)?,
+            node_ip: subnet.nth(2)?,
+        })
+    }
+}
+
+pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
+    let mut out = Translated::default();
+    let name = match node.metadata.name.as_deref() {
+        Some(n) if !n.is_empty() => n,
+        _ => return out,
+    };
+    let empty = BTreeMap::new();
+    let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
+    // The node agent annotates the host id once the MidoNet agent on the node registered.
+    // Until then there is nothing to bind the node's port to: wait for the annotation.
+    let host = match annotations.get(HOST_ID_ANNOTATION) {
+        None => return out,
+        Some(raw) if raw.trim().is_empty() => return out,
+        Some(raw) => match Uuid::parse_str(raw.trim()) {
+            Ok(id) => id,
+            Err(_) => {
+                out.warn(
+                    reason::INVALID_HOST_ID,
+                    format!("annotation {HOST_ID_ANNOTATION}={raw:?} is not a UUID"),
+                );
+                return out;
+            }
+        },
+    };
+    let subnet = pod_subnet(node, &mut out);
+    let addresses = node_addresses(node, &mut out);
+
+    let base = bridge_id(cfg, name);
+    let bridge = base;
+    let bridge_port = sub_id(base, "Bridge Port");
+    let router_port = sub_id(base, "Router Port");
+    let node_chain = sub_id(base, "Node Port Chain");
+    let node_port = sub_id(base, "Node Port");
+    let router = cluster_router_id(cfg);
+    let tenant = cfg.tenant.as_str();
+
+    let mut resources = vec![
+        backend::bridge(
+            bridge,
+            tenant,
+            &backend_name(name.to_string()),
+            main_chain_id(cfg),
+        ),
+        backend::bridge_port(bridge_port, bridge, None),
+    ];
+    if let Some(s) = subnet {
+        resources.extend([
+            backend::router_port(
+                router_port,
+                router,
+                s.gateway,
+                s.subnet.network,
+                s.subnet.prefix,
+                &mac_for_key(name),
+            ),
+            backend::port_link(bridge_port, router_port),
+            // Routes and rules cannot be updated in MidoNet, so their IDs include everything
+            // their bodies depend on: a different body is a different resource.
+            backend::route(
+                sub_id(base, &format!("Route/{}", s.subnet)),
+                router,
+                s.subnet.network,
+                s.subnet.prefix,
+                router_port,
+                None,
+            ),
+        ]);
+    }
+    resources.push(backend::chain(
+        node_chain,
+        tenant,
+        &backend_name(format!("KUBE-NODE-{name}")),
+    ));
+    if let Some(s) = subnet {
+        // Traffic the cluster router sends to the node from the node's own address (e.g.
+        // the apiserver answering a pod through a service) is SNATed to the gateway, so that
+        // its replies come back through MidoNet and can be reverse-NATed.
+        resources.push(
+            Rule::new(
+                sub_id(base, &format!("Node Port SNAT Rule/{}", s.subnet)),
+                node_chain,
+                "snat",
+                1,
+            )
+            .from_host(s.node_ip)
+            .nat_targets(vec![NatTarget::port_range(
+                s.gateway,
+                SNAT_PORT_FROM,
+                SNAT_PORT_TO,
+            )])
+            .flow_action("continue")
+            .entry(),
+        );
+    }
+    resources.extend([
+        backend::bridge_port(node_port, bridge, Some(node_chain)),
+        backend::host_interface_port(host, node_port, NODE_INTERFACE_NAME),
+    ]);
+    if let Some(s) = subnet {
+        // Pods reach the node's own addresses through the node's port.
+        for ip in addresses {
+            resources.push(backend::route(
+                sub_id(base, &format!("Address Route/{ip}/{}", s.node_ip)),
+                router,
+                ip,
+                32,
+                router_port,
+                Some(s.node_ip),
+            ));
+        }
+    }
+    out.translations.push(DesiredTranslation::versioned(
+        cfg,
+        NODE_KIND,
+        name,
+        NODE_TRANSLATION_NAMESPACE,
+        resources,
+    ));
+
+    if let Some(tr) = tunnel_zone_membership(cfg, name, host, annotations, &mut out) {
+        out.translations.push(tr);
+    }
+    if let Some(raw) = annotations.get(MAC_ADDRESS_ANNOTATION) {
+        match parse_mac(raw) {
+            Some(mac) => {
+                let hex = mac_hex(&mac);
+                let mac = format_mac(&mac);
+                out.translations.push(DesiredTranslation::unversioned(
+                    NODE_MAC_KIND,
+                    &format!("{name}/mac/{hex}"),
+                    NODE_TRANSLATION_NAMESPACE,
+                    vec![backend::mac_port(bridge, &mac, node_port)],
+                ));
+                if let Some(s) = subnet {
+                    out.translations.push(DesiredTranslation::unversioned(
+                        NODE_ARP_KIND,
+                        &format!("{name}/ip/{}/{hex}", s.node_ip),
+                        NODE_TRANSLATION_NAMESPACE,
+                        vec![backend::ipv4_mac_pair(bridge, s.node_ip, &mac)],
+                    ));
+                }
+            }
+            None => out.warn(
+                reason::INVALID_MAC_ADDRESS,
+                format!("annotation {MAC_ADDRESS_ANNOTATION}={raw:?} is not a MAC address"),
+            ),
+        }
+    }
+    out
+}
+
+/// The node's IPv4 pod subnet: `spec.podCIDR`, or the first usable IPv4 entry of
+/// `spec.podCIDRs` (dual-stack nodes may list IPv6 first).
+fn pod_subnet(node: &Node, out: &mut Translated) -> Option<SubnetInfo> {
+    let spec = node.spec.as_ref();
+    let mut candidates: Vec<&str> = Vec::new();
+    for c in spec.and_then(|s| s.pod_cidr.as_deref()).into_iter().chain(
+        spec.and_then(|s| s.pod_cidrs.as_deref())
+            .unwrap_or_default()
+            .iter()
+            .map(String::as_str),
+    ) {
+        if !c.is_empty() && !candidates.contains(&c) {
+            candidates.push(c);
+        }
+    }
+    if candidates.is_empty() {
+        out.warn(
+            reason::MISSING_POD_CIDR,
+            "spec.podCIDR is not set: the node's pods are not connected to the cluster router",
+        );
+        return None;
+    }
+    let mut invalid = Vec::new();
+    let mut ipv6 = Vec::new();
+    for c in &candidates {
+        match Ipv4Cidr::parse(c) {
+            Ok(cidr) => match SubnetInfo::new(cidr) {
+                Some(info) => return Some(info),
+                None => invalid.push(format!("{c:?} (needs a prefix of /30 or shorter)")),
+            },
+            Err(AddrError::Ipv6) => ipv6.push(format!("{c:?}")),
+            Err(AddrError::Invalid) => invalid.push(format!("{c:?}")),
+        }
+    }
+    if !invalid.is_empty() {
+        out.warn(
+            reason::INVALID_POD_CIDR,
+            format!(
+                "unusable pod CIDR {}: the node's pods are not connected to the cluster router",
+                invalid.join(", ")
+            ),
+        );
+    } else {
+        out.warn(
+            reason::UNSUPPORTED_IP_FAMILY,
+            format!(
+                "only IPv6 pod CIDRs ({}); MidoNet needs IPv4",
+                ipv6.join(", ")
+            ),
+        );
+    }
+    None
+}
+
+/// The distinct IPv4 InternalIP/ExternalIP addresses of the node, sorted.
+fn node_addresses(node: &Node, out: &mut Translated) -> BTreeSet<Ipv4Addr> {
+    let mut ips = BTreeSet::new();
+    let mut invalid = Vec::new();
+    let mut ipv6 = 0usize;
+    let addresses = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default();
+    for a in addresses {
+        if a.type_ != "InternalIP" && a.type_ != "ExternalIP" {
+            continue;
+        }
+        match parse_ipv4(&a.address) {
+            Ok(ip) => {
+                ips.insert(ip);
+            }
+            Err(AddrError::Ipv6) => ipv6 += 1,
+            Err(AddrError::Invalid) => invalid.push(format!("{}={:?}", a.type_, a.address)),
+        }
+    }
+    if !invalid.is_empty() {
+        out.warn(
+            reason::INVALID_NODE_ADDRESS,
+            format!(
+                "node addresses that are not IP addresses: {}",
+                invalid.join(", ")
+            ),
+        );
+    }
+    // IPv6 next to IPv4 is ordinary dual-stack; only say something when nothing is usable.
+    if ips.is_empty() && ipv6 > 0 {
+        out.warn(
+            reason::UNSUPPORTED_IP_FAMILY,
+            "the node has only IPv6 addresses; no routes to them are made",
+        );
+    }
+    ips
+}
+
+/// The node's host joining its tunnel zone, from the tunnel annotations.
+///
+/// Named by the membership's identity (tunnel zone, host) without the version: its backend
+/// path does not depend on the version when the zone is named by annotation, and a versioned
+/// name would have the pruning of the old-version Translation delete the very membership the
+/// new one stands for.
+fn tunnel_zone_membership(
+    cfg: &TranslatorConfig,
+    name: &str,
+    host: Uuid,
+    annotations: &BTreeMap<String, String>,
+    out: &mut Translated,
+) -> Option<DesiredTranslation> {
+    let raw_ip = annotations.get(TUNNEL_ENDPOINT_IP_ANNOTATION)?;
+    let ip = match parse_ipv4(raw_ip) {
+        Ok(ip) => ip,
+        Err(AddrError::Ipv6) => {
+            out.warn(
+                reason::UNSUPPORTED_IP_FAMILY,
+                format!("annotation {TUNNEL_ENDPOINT_IP_ANNOTATION}={raw_ip:?} is IPv6; MidoNet tunnels need IPv4"),
+            );
+            return None;
+        }
+        Err(AddrError::Invalid) => {
+            out.warn(
+                reason::INVALID_TUNNEL_ENDPOINT_IP,
+                format!(
+                    "annotation {TUNNEL_ENDPOINT_IP_ANNOTATION}={raw_ip:?} is not an IP address"
+                ),
+            );
+            return None;
+        }
+    };
+    // The key names the default zone "default" rather than by its (versioned) ID, so that
+    // the Translation's name stays the same across versions in that case too.
+    let (zone, zone_key) = match annotations.get(TUNNEL_ZONE_ID_ANNOTATION).map(|z| z.trim()) {
+        None | Some("") => (default_tunnel_zone_id(cfg), "default".to_string()),
+        Some(raw) => match Uuid::parse_str(raw) {
+            Ok(id) => (id, id.to_string()),
+            Err(_) => {
+                out.warn(
+                    reason::INVALID_TUNNEL_ZONE_ID,
+                    format!("annotation {TUNNEL_ZONE_ID_ANNOTATION}={raw:?} is not a UUID"),
+                );
+                return None;
+            }
+        },
+    };
+    Some(DesiredTranslation::unversioned(
+        NODE_TUNNEL_ENDPOINT_KIND,
+        &format!("{name}/{zone_key}/{host}"),
+        NODE_TRANSLATION_NAMESPACE,
+        vec![backend::tunnel_zone_host(zone, host, ip)],
+    ))
+}

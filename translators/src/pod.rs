@@ -1,0 +1,160 @@
+//! Pod: a port on its node's bridge, bound to the pod's host-side interface.
+
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use uuid::Uuid;
+
+use crate::addr::{mac_hex, parse_ipv4, parse_mac, AddrError};
+use crate::backend;
+use crate::ids::{format_mac, id_for_key};
+use crate::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
+use crate::naming::pod_interface_name;
+use crate::node::bridge_id;
+use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig};
+
+/// Kind used in the Pod's IDs and Translation name.
+pub const POD_KIND: &str = "Pod";
+/// Kinds of the Pod's version-independent Translations.
+pub const POD_MAC_KIND: &str = "Pod-MAC";
+pub const POD_ARP_KIND: &str = "Pod-ARP";
+
+/// ID of the Pod's bridge port, from its `namespace/name` key.
+pub fn port_id(cfg: &TranslatorConfig, pod_key: &str) -> Uuid {
+    id_for_key(cfg, POD_KIND, pod_key)
+}
+
+/// `node` is the Node named by the pod's `spec.nodeName`, if known. Pods that are not on the
+/// pod network (unscheduled, `hostNetwork`, finished) produce nothing, and so do pods whose
+/// Node is unknown or has no host id yet: they are translated again when the Node changes.
+pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated {
+    let mut out = Translated::default();
+    let name = match pod.metadata.name.as_deref() {
+        Some(n) if !n.is_empty() => n,
+        _ => return out,
+    };
+    let namespace = match pod.metadata.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => ns,
+        _ => "default",
+    };
+    let Some(spec) = pod.spec.as_ref() else {
+        return out;
+    };
+    let node_name = match spec.node_name.as_deref() {
+        Some(n) if !n.is_empty() => n,
+        _ => return out,
+    };
+    if spec.host_network == Some(true) {
+        return out;
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return out;
+    }
+    let Some(node) = node.filter(|n| n.metadata.name.as_deref() == Some(node_name)) else {
+        return out;
+    };
+    // A missing or bad host id is the Node's problem, reported on the Node.
+    let Some(host) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HOST_ID_ANNOTATION))
+        .and_then(|raw| Uuid::parse_str(raw.trim()).ok())
+    else {
+        return out;
+    };
+
+    let key = format!("{namespace}/{name}");
+    let bridge = bridge_id(cfg, node_name);
+    let port = port_id(cfg, &key);
+    out.translations.push(DesiredTranslation::versioned(
+        cfg,
+        POD_KIND,
+        name,
+        namespace,
+        vec![
+            backend::bridge_port(port, bridge, None),
+            backend::host_interface_port(host, port, &pod_interface_name(&key)),
+        ],
+    ));
+
+    let Some(raw) = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MAC_ADDRESS_ANNOTATION))
+    else {
+        return out;
+    };
+    let Some(mac) = parse_mac(raw) else {
+        out.warn(
+            reason::INVALID_MAC_ADDRESS,
+            format!("annotation {MAC_ADDRESS_ANNOTATION}={raw:?} is not a MAC address"),
+        );
+        return out;
+    };
+    let hex = mac_hex(&mac);
+    let mac = format_mac(&mac);
+    // MAC and ARP entries are named by their content and not versioned: see
+    // `naming::unversioned_translation_name`.
+    out.translations.push(DesiredTranslation::unversioned(
+        POD_MAC_KIND,
+        &format!("{name}/mac/{hex}"),
+        namespace,
+        vec![backend::mac_port(bridge, &mac, port)],
+    ));
+    if let Some(ip) = pod_ipv4(pod, &mut out) {
+        out.translations.push(DesiredTranslation::unversioned(
+            POD_ARP_KIND,
+            &format!("{name}/ip/{ip}/{hex}"),
+            namespace,
+            vec![backend::ipv4_mac_pair(bridge, ip, &mac)],
+        ));
+    }
+    out
+}
+
+/// The pod's IPv4 address: `status.podIP`, or the first IPv4 entry of `status.podIPs`.
+/// Nothing (and no warning) while the pod has no address yet.
+fn pod_ipv4(pod: &Pod, out: &mut Translated) -> Option<Ipv4Addr> {
+    let status = pod.status.as_ref()?;
+    let candidates = status
+        .pod_ip
+        .iter()
+        .map(String::as_str)
+        .chain(
+            status
+                .pod_ips
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .map(|p| p.ip.as_str()),
+        )
+        .filter(|ip| !ip.is_empty());
+    let mut invalid = Vec::new();
+    let mut ipv6 = false;
+    for raw in candidates {
+        match parse_ipv4(raw) {
+            Ok(ip) => return Some(ip),
+            Err(AddrError::Ipv6) => ipv6 = true,
+            Err(AddrError::Invalid) => invalid.push(format!("{raw:?}")),
+        }
+    }
+    if !invalid.is_empty() {
+        invalid.dedup();
+        out.warn(
+            reason::INVALID_POD_IP,
+            format!(
+                "pod IP {} is not an IP address; no ARP entry is made",
+                invalid.join(", ")
+            ),
+        );
+    } else if ipv6 {
+        out.warn(
+            reason::UNSUPPORTED_IP_FAMILY,
+            "the pod has only IPv6 addresses; no ARP entry is made",
+        );
+    }
+    None
+}

@@ -1,0 +1,152 @@
+//! Types shared by all translators: their configuration, their output and their warnings.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::entry::TranslationResource;
+use crate::meta::{GLOBAL_LABEL, VERSION_LABEL};
+use crate::naming::{translation_name, unversioned_translation_name};
+use crate::version::TRANSLATION_VERSION;
+
+/// Tenant the original integration used, and our default.
+pub const DEFAULT_TENANT: &str = "midonetkube";
+/// Namespace of the Translations of cluster-scoped Nodes.
+pub const NODE_TRANSLATION_NAMESPACE: &str = "default";
+/// Namespace of the global Translations.
+pub const GLOBAL_TRANSLATION_NAMESPACE: &str = "kube-system";
+
+/// What every translation depends on besides the object itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TranslatorConfig {
+    /// MidoNet tenant: seeds every ID and is the `tenantId` of Bridges, Routers and Chains.
+    pub tenant: String,
+    /// Translation version: seeds every versioned name and every ID.
+    pub version: String,
+}
+
+impl Default for TranslatorConfig {
+    fn default() -> Self {
+        Self {
+            tenant: DEFAULT_TENANT.to_string(),
+            version: TRANSLATION_VERSION.to_string(),
+        }
+    }
+}
+
+/// One Translation the translator wants to exist. The runner adds the owner reference, the
+/// owner-uid label and the finalizer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DesiredTranslation {
+    /// A valid DNS-1123 subdomain of at most 253 characters.
+    pub name: String,
+    /// The owner's namespace; `default` for Nodes, `kube-system` for globals.
+    pub namespace: String,
+    /// [`VERSION_LABEL`] on versioned Translations, none on version-independent ones,
+    /// [`GLOBAL_LABEL`] on globals.
+    pub labels: BTreeMap<String, String>,
+    /// Backend resources in push order: every resource comes after the ones it refers to
+    /// within this Translation.
+    pub resources: Vec<TranslationResource>,
+}
+
+/// A part of an object that could not be translated. The runner turns it into a Warning
+/// event on the object; the rest of the object is still translated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TranslationWarning {
+    /// CamelCase reason, e.g. `InvalidPodCIDR`.
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// Output of translating one object.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Translated {
+    pub translations: Vec<DesiredTranslation>,
+    pub warnings: Vec<TranslationWarning>,
+}
+
+/// Warning reasons, in one place so that events stay consistent across translators.
+pub mod reason {
+    pub const INVALID_HOST_ID: &str = "InvalidHostID";
+    pub const MISSING_POD_CIDR: &str = "MissingPodCIDR";
+    pub const INVALID_POD_CIDR: &str = "InvalidPodCIDR";
+    pub const INVALID_NODE_ADDRESS: &str = "InvalidNodeAddress";
+    pub const INVALID_TUNNEL_ZONE_ID: &str = "InvalidTunnelZoneID";
+    pub const INVALID_TUNNEL_ENDPOINT_IP: &str = "InvalidTunnelEndpointIP";
+    pub const INVALID_MAC_ADDRESS: &str = "InvalidMACAddress";
+    pub const INVALID_POD_IP: &str = "InvalidPodIP";
+    pub const INVALID_CLUSTER_IP: &str = "InvalidClusterIP";
+    pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
+    pub const INVALID_PORT: &str = "InvalidPort";
+    pub const INVALID_ENDPOINT_ADDRESS: &str = "InvalidEndpointAddress";
+    /// IPv6 where MidoNet's REST API only takes IPv4.
+    pub const UNSUPPORTED_IP_FAMILY: &str = "UnsupportedIPFamily";
+}
+
+impl TranslationWarning {
+    pub fn new(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            reason: reason.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+impl Translated {
+    pub(crate) fn warn(&mut self, reason: &str, message: impl Into<String>) {
+        self.warnings.push(TranslationWarning::new(reason, message));
+    }
+}
+
+impl DesiredTranslation {
+    /// A versioned Translation named `<kind>.<version>.<key>`.
+    pub(crate) fn versioned(
+        cfg: &TranslatorConfig,
+        kind: &str,
+        key: &str,
+        namespace: &str,
+        resources: Vec<TranslationResource>,
+    ) -> Self {
+        Self {
+            name: translation_name(kind, &cfg.version, key),
+            namespace: namespace.to_string(),
+            labels: BTreeMap::from([(VERSION_LABEL.to_string(), cfg.version.clone())]),
+            resources,
+        }
+    }
+
+    /// A version-independent Translation named `<kind>.<key>`, without the version label.
+    pub(crate) fn unversioned(
+        kind: &str,
+        key: &str,
+        namespace: &str,
+        resources: Vec<TranslationResource>,
+    ) -> Self {
+        Self {
+            name: unversioned_translation_name(kind, key),
+            namespace: namespace.to_string(),
+            labels: BTreeMap::new(),
+            resources,
+        }
+    }
+
+    /// A global Translation (no owner) in `kube-system`.
+    pub(crate) fn global(
+        cfg: &TranslatorConfig,
+        key: &str,
+        resources: Vec<TranslationResource>,
+    ) -> Self {
+        let mut tr = Self::versioned(
+            cfg,
+            crate::global::GLOBAL_KIND,
+            key,
+            GLOBAL_TRANSLATION_NAMESPACE,
+            resources,
+        );
+        tr.labels
+            .insert(GLOBAL_LABEL.to_string(), "true".to_string());
+        tr
+    }
+}

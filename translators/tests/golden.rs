@@ -1,0 +1,171 @@
+//! Golden tests: each `tests/golden/<case>.input.json` is translated and the result compared,
+//! byte for byte, with `tests/golden/<case>.expected.json`.
+//!
+//! An input file holds:
+//! - `translator`: `global`, `node`, `pod`, `service` or `endpoints`;
+//! - `object`: the Kubernetes object (absent for `global`);
+//! - `dependency` (optional): the Pod's Node or the Endpoints' Service;
+//! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`.
+//!
+//! Regenerate the expected files with `UPDATE_GOLDEN=1 cargo test -p midonet-translators
+//! --test golden`, then review the diff: the expected files are the specification.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use midonet_translators::naming::is_dns1123_subdomain;
+use midonet_translators::{Translated, TranslatorConfig};
+use serde::Deserialize;
+use serde_json::Value;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    translator: String,
+    #[serde(default)]
+    object: Option<Value>,
+    #[serde(default)]
+    dependency: Option<Value>,
+    #[serde(default)]
+    config: Option<Config>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    tenant: String,
+    version: String,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(v: Option<Value>, what: &str) -> T {
+    serde_json::from_value(v.unwrap_or_else(|| panic!("{what} is required")))
+        .unwrap_or_else(|e| panic!("bad {what}: {e}"))
+}
+
+fn parse_opt<T: serde::de::DeserializeOwned>(v: Option<Value>) -> Option<T> {
+    v.map(|v| serde_json::from_value(v).expect("bad dependency"))
+}
+
+fn run(case: Case) -> Translated {
+    let cfg = case
+        .config
+        .map(|c| TranslatorConfig {
+            tenant: c.tenant,
+            version: c.version,
+        })
+        .unwrap_or_default();
+    match case.translator.as_str() {
+        "global" => Translated {
+            translations: midonet_translators::global(&cfg),
+            warnings: Vec::new(),
+        },
+        "node" => midonet_translators::node(&cfg, &parse::<Node>(case.object, "object")),
+        "pod" => midonet_translators::pod(
+            &cfg,
+            &parse::<Pod>(case.object, "object"),
+            parse_opt::<Node>(case.dependency).as_ref(),
+        ),
+        "service" => midonet_translators::service(&cfg, &parse::<Service>(case.object, "object")),
+        "endpoints" => midonet_translators::endpoints(
+            &cfg,
+            &parse::<Endpoints>(case.object, "object"),
+            parse_opt::<Service>(case.dependency).as_ref(),
+        ),
+        other => panic!("unknown translator {other:?}"),
+    }
+}
+
+/// Invariants every output must satisfy, whatever the case.
+fn check_invariants(name: &str, out: &Translated) {
+    for tr in &out.translations {
+        assert!(
+            is_dns1123_subdomain(&tr.name),
+            "{name}: bad Translation name {:?}",
+            tr.name
+        );
+        assert!(
+            !tr.resources.is_empty(),
+            "{name}: empty Translation {}",
+            tr.name
+        );
+        for r in &tr.resources {
+            let body: Value = serde_json::from_str(&r.body).expect("body is JSON");
+            assert!(
+                body.is_object(),
+                "{name}: body of {} is not an object",
+                r.kind
+            );
+        }
+    }
+    for w in &out.warnings {
+        assert!(!w.reason.is_empty() && w.reason.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+#[test]
+fn golden() {
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
+    let mut inputs: Vec<PathBuf> = fs::read_dir(golden_dir())
+        .expect("tests/golden exists")
+        .map(|e| e.expect("readable dir entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".input.json"))
+        .collect();
+    inputs.sort();
+    assert!(!inputs.is_empty(), "no golden cases found");
+
+    let mut failures = Vec::new();
+    for input in &inputs {
+        let file = input.file_name().unwrap().to_string_lossy().to_string();
+        let case_name = file.trim_end_matches(".input.json").to_string();
+        let case: Case = serde_json::from_str(&fs::read_to_string(input).unwrap())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let out = run(case);
+        check_invariants(&case_name, &out);
+        let actual = serde_json::to_string_pretty(&out).unwrap() + "\n";
+        let expected_path = golden_dir().join(format!("{case_name}.expected.json"));
+        if update {
+            fs::write(&expected_path, &actual).unwrap();
+            continue;
+        }
+        match fs::read_to_string(&expected_path) {
+            Ok(expected) if expected == actual => {}
+            Ok(expected) => {
+                let line = expected
+                    .lines()
+                    .zip(actual.lines())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(expected.lines().count().min(actual.lines().count()));
+                failures.push(format!(
+                    "{case_name}: differs from line {}:\n  expected: {}\n  actual:   {}",
+                    line + 1,
+                    expected.lines().nth(line).unwrap_or("<end>"),
+                    actual.lines().nth(line).unwrap_or("<end>"),
+                ));
+            }
+            Err(_) => failures.push(format!("{case_name}: {expected_path:?} is missing")),
+        }
+    }
+    // An expected file without its input would silently stop being checked.
+    for entry in fs::read_dir(golden_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let file = path.file_name().unwrap().to_string_lossy().to_string();
+        if let Some(case_name) = file.strip_suffix(".expected.json") {
+            if !golden_dir()
+                .join(format!("{case_name}.input.json"))
+                .exists()
+            {
+                failures.push(format!("{file} has no input file"));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "golden mismatches (UPDATE_GOLDEN=1 regenerates):\n{}",
+        failures.join("\n")
+    );
+}
