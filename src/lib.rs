@@ -2,3 +2,4 @@
 //! `Translation` custom resources and push those to the MidoNet REST API.
 
 pub mod crd;
+pub mod leader;
