@@ -287,6 +287,13 @@ impl Inner {
         let cfg = &self.cfg;
         let sent_at = Instant::now();
         let Some(mut lease) = self.api.get_opt(&cfg.lease_name).await? else {
+            if mode == Mode::Renew {
+                // Deleted under us: someone else may already have re-created it; our term
+                // is over either way.
+                return Ok(Attempt::HeldByOther {
+                    holder: String::new(),
+                });
+            }
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(cfg.lease_name.clone()),
@@ -302,13 +309,6 @@ impl Inner {
                     ..LeaseSpec::default()
                 }),
             };
-            if mode == Mode::Renew {
-                // Deleted under us: someone else may already have re-created it; our term
-                // is over either way.
-                return Ok(Attempt::HeldByOther {
-                    holder: String::new(),
-                });
-            }
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(Attempt::Held { sent_at }),
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
