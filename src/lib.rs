@@ -7,4 +7,5 @@ pub mod crd;
 pub mod events;
 pub mod health;
 pub mod http;
+pub mod leader;
 pub mod sim;
