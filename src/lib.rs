@@ -8,4 +8,8 @@ pub mod events;
 pub mod health;
 pub mod http;
 pub mod leader;
+pub mod nodeannotator;
+pub mod pusher;
+pub mod run;
 pub mod sim;
+pub mod translate;

@@ -1,8 +1,11 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use midonet_kube_controllers::config::RunArgs;
 
 /// Kubernetes controllers that turn cluster objects into MidoNet backend resources.
+///
+/// Without a subcommand, `run` is assumed (with its settings from MIDONETKUBE_* variables).
 #[derive(Parser)]
 #[command(name = "midonet-kube-controllers", version, about, long_about = None)]
 struct Cli {
@@ -12,27 +15,72 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run the controllers (the default).
+    Run(Box<RunArgs>),
     /// Print the Translation CustomResourceDefinition as YAML.
     Crd,
     /// Run the MidoNet REST API simulator (for tests and demos) until Ctrl-C or SIGTERM.
     BackendSim(Box<midonet_kube_controllers::sim::SimArgs>),
 }
 
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let cfg = match args.validate() {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    midonet_kube_controllers::run::init_logging(&cfg.log_level, cfg.log_json);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(midonet_kube_controllers::run::run(cfg));
+    // Background tasks (watches) must not hold up the exit.
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "exiting");
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        None => {
+            // `run` with settings from the environment only.
+            match Cli::try_parse_from(["midonet-kube-controllers", "run"]) {
+                Ok(Cli {
+                    command: Some(Command::Run(args)),
+                }) => run(*args),
+                Ok(_) => ExitCode::FAILURE,
+                Err(err) => err.exit(),
+            }
+        }
+        Some(Command::Run(args)) => run(*args),
         Some(Command::BackendSim(args)) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
+            let rt = match runtime() {
+                Ok(rt) => rt,
                 Err(err) => {
                     eprintln!("error: cannot start the async runtime: {err}");
                     return ExitCode::FAILURE;
                 }
             };
-            match runtime.block_on(midonet_kube_controllers::sim::run_cli(*args)) {
+            match rt.block_on(midonet_kube_controllers::sim::run_cli(*args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     eprintln!("error: {err}");
@@ -40,7 +88,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some(Command::Crd) | None => match midonet_kube_controllers::crd::crd_yaml() {
+        Some(Command::Crd) => match midonet_kube_controllers::crd::crd_yaml() {
             Ok(yaml) => {
                 print!("{yaml}");
                 ExitCode::SUCCESS

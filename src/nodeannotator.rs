@@ -145,7 +145,11 @@ async fn annotate(
         "metadata": {"annotations": add, "resourceVersion": node.resource_version()}
     });
     Api::<Node>::all(ctx.kube.clone())
-        .patch(&node.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(
+            &node.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await?;
     tracing::info!(node = %node.name_any(), annotations = ?add.keys().collect::<Vec<_>>(), "node annotated");
     Ok(())

@@ -286,17 +286,6 @@ async fn start_controllers(
             shutdown(),
         ));
     }
-    if let (Some(period), Some(backend)) = (cfg.orphan_sweep_period, backend) {
-        tasks.spawn(crate::sweep::sweep_loop(
-            kube.clone(),
-            backend,
-            cfg.tenant.clone(),
-            period,
-            cfg.orphan_sweep_delete,
-            registry.clone(),
-            shutdown(),
-        ));
-    }
     let translators: Vec<&str> = ["node", "pod", "service", "endpoints"]
         .into_iter()
         .filter(|k| cfg.enabled(k))

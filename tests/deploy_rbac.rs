@@ -2,9 +2,9 @@
 //! accepted (server dry run and real apply), its RBAC is exactly the expected least
 //! privilege, and those rules let a user do the controllers' job and nothing more.
 
-#[path = "support/rbac.rs"]
-mod rbac;
 mod support;
+
+use support::rbac;
 
 use std::collections::BTreeSet;
 

@@ -2,9 +2,9 @@
 //! (lease 2 s, renew deadline 1.5 s, retry 0.3 s). Electors use the restricted user with
 //! exactly the Lease rights of `deploy/`, except where noted.
 
-#[path = "support/rbac.rs"]
-mod rbac;
 mod support;
+
+use support::rbac;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! Prometheus metrics of the pusher.
 
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
+use prometheus::{
+    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+};
 
 const NS: &str = "midonet_kube_controllers";
 
@@ -39,8 +41,11 @@ impl PusherMetrics {
                 &["result"],
             )?,
             in_flight: IntGauge::with_opts(
-                Opts::new("pusher_reconciles_in_flight", "Pusher reconciles running now.")
-                    .namespace(NS),
+                Opts::new(
+                    "pusher_reconciles_in_flight",
+                    "Pusher reconciles running now.",
+                )
+                .namespace(NS),
             )?,
             retry_queue: IntGauge::with_opts(
                 Opts::new(
@@ -54,8 +59,11 @@ impl PusherMetrics {
                 &["state"],
             )?,
             translations_by_version: IntGaugeVec::new(
-                Opts::new("translations_by_version", "Translations by Translation version.")
-                    .namespace(NS),
+                Opts::new(
+                    "translations_by_version",
+                    "Translations by Translation version.",
+                )
+                .namespace(NS),
                 &["version"],
             )?,
             drift_repaired: IntCounterVec::new(

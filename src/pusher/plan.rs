@@ -198,10 +198,18 @@ mod tests {
         )
     }
     fn port() -> TranslationResource {
-        TranslationResource::new("Port", BRIDGE, format!(r#"{{"id":"{PORT}","type":"Bridge"}}"#))
+        TranslationResource::new(
+            "Port",
+            BRIDGE,
+            format!(r#"{{"id":"{PORT}","type":"Bridge"}}"#),
+        )
     }
     fn chain() -> TranslationResource {
-        TranslationResource::new("Chain", "", format!(r#"{{"id":"{CHAIN}","name":"c","tenantId":"t"}}"#))
+        TranslationResource::new(
+            "Chain",
+            "",
+            format!(r#"{{"id":"{CHAIN}","name":"c","tenantId":"t"}}"#),
+        )
     }
     fn rule(proto: u8) -> TranslationResource {
         TranslationResource::new(
@@ -225,7 +233,11 @@ mod tests {
     #[test]
     fn everything_new_is_created_in_order() {
         let plan = plan_apply(parse_all(&[bridge("a"), port()]).unwrap(), &[]);
-        let steps: Vec<_> = plan.steps.iter().map(|(d, s)| (d.path.clone(), s.clone())).collect();
+        let steps: Vec<_> = plan
+            .steps
+            .iter()
+            .map(|(d, s)| (d.path.clone(), s.clone()))
+            .collect();
         assert_eq!(
             steps,
             vec![
@@ -245,7 +257,10 @@ mod tests {
 
     #[test]
     fn added_resource_is_the_only_change() {
-        let plan = plan_apply(parse_all(&[bridge("a"), port()]).unwrap(), &pushed_of(&[bridge("a")]));
+        let plan = plan_apply(
+            parse_all(&[bridge("a"), port()]).unwrap(),
+            &pushed_of(&[bridge("a")]),
+        );
         assert_eq!(plan.backend_changes(), 1);
         assert_eq!(plan.steps[1].1, Step::Create);
     }
@@ -257,15 +272,24 @@ mod tests {
             &pushed_of(&[bridge("a"), port(), chain()]),
         );
         let removed: Vec<_> = plan.removals.iter().map(|p| p.path.clone()).collect();
-        assert_eq!(removed, vec![format!("/chains/{CHAIN}"), format!("/ports/{PORT}")]);
+        assert_eq!(
+            removed,
+            vec![format!("/chains/{CHAIN}"), format!("/ports/{PORT}")]
+        );
     }
 
     #[test]
     fn changed_bodies_update_or_are_refused() {
         let before = pushed_of(&[bridge("a"), chain(), rule(6)]);
-        let plan = plan_apply(parse_all(&[bridge("b"), chain(), rule(17)]).unwrap(), &before);
+        let plan = plan_apply(
+            parse_all(&[bridge("b"), chain(), rule(17)]).unwrap(),
+            &before,
+        );
         let steps: Vec<_> = plan.steps.iter().map(|(_, s)| s.clone()).collect();
-        assert_eq!(steps, vec![Step::Update, Step::Unchanged, Step::ImmutableChanged]);
+        assert_eq!(
+            steps,
+            vec![Step::Update, Step::Unchanged, Step::ImmutableChanged]
+        );
     }
 
     #[test]
@@ -281,15 +305,31 @@ mod tests {
     #[test]
     fn deletion_covers_recorded_and_unrecorded_in_reverse() {
         let pushed = pushed_of(&[bridge("a")]);
-        let desired = parse_lenient(&[bridge("a"), port(), TranslationResource::new("X", "", "{}")]);
-        let order: Vec<_> = plan_delete(&pushed, &desired).into_iter().map(|(_, p)| p).collect();
-        assert_eq!(order, vec![format!("/ports/{PORT}"), format!("/bridges/{BRIDGE}")]);
+        let desired =
+            parse_lenient(&[bridge("a"), port(), TranslationResource::new("X", "", "{}")]);
+        let order: Vec<_> = plan_delete(&pushed, &desired)
+            .into_iter()
+            .map(|(_, p)| p)
+            .collect();
+        assert_eq!(
+            order,
+            vec![format!("/ports/{PORT}"), format!("/bridges/{BRIDGE}")]
+        );
     }
 
     #[test]
     fn hashes_are_stable_and_content_sensitive() {
-        assert_eq!(resources_hash(&[bridge("a")]), resources_hash(&[bridge("a")]));
-        assert_ne!(resources_hash(&[bridge("a")]), resources_hash(&[bridge("b")]));
-        assert_ne!(resources_hash(&[bridge("a"), port()]), resources_hash(&[port(), bridge("a")]));
+        assert_eq!(
+            resources_hash(&[bridge("a")]),
+            resources_hash(&[bridge("a")])
+        );
+        assert_ne!(
+            resources_hash(&[bridge("a")]),
+            resources_hash(&[bridge("b")])
+        );
+        assert_ne!(
+            resources_hash(&[bridge("a"), port()]),
+            resources_hash(&[port(), bridge("a")])
+        );
     }
 }

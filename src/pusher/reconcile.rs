@@ -153,7 +153,11 @@ async fn write_status(
     }
     let patch = serde_json::json!({ "status": status });
     api_for(tr, ctx)
-        .patch_status(&tr.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+        .patch_status(
+            &tr.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
         .await?;
     ctx.remember_status(uid, status);
     Ok(())
@@ -190,13 +194,21 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
         Err(err) => {
             let message = format!("not pushed: {err}");
             tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), error = %err, "invalid Translation");
-            set_ready(&mut status, false, reason::INVALID, message.clone(), generation);
+            set_ready(
+                &mut status,
+                false,
+                reason::INVALID,
+                message.clone(),
+                generation,
+            );
             // Recorded as handled so it is not retried until the spec changes.
             status.pushed_hash = Some(hash);
             status.observed_generation = generation;
             write_status(tr, uid, ctx, &before, status).await?;
             if ctx.should_warn(uid, &message) {
-                ctx.events.warning(&oref, event::UPDATE_ERROR, message).await;
+                ctx.events
+                    .warning(&oref, event::UPDATE_ERROR, message)
+                    .await;
             }
             return Ok(Outcome::Invalid);
         }
@@ -283,9 +295,17 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
             "backend left as is: MidoNet cannot update {}; a changed body needs a new resource (new ID)",
             immutable.join(", ")
         );
-        set_ready(&mut status, false, reason::IMMUTABLE_CHANGED, message.clone(), generation);
+        set_ready(
+            &mut status,
+            false,
+            reason::IMMUTABLE_CHANGED,
+            message.clone(),
+            generation,
+        );
         if ctx.should_warn(uid, &message) {
-            ctx.events.warning(&oref, event::UPDATE_ERROR, message).await;
+            ctx.events
+                .warning(&oref, event::UPDATE_ERROR, message)
+                .await;
         }
         Outcome::Immutable
     };
@@ -342,7 +362,13 @@ async fn push_failed(
     tracing::info!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), path, attempts, retry_in = ?delay, error = %err, "push failed");
     // Progress is recorded even on failure: what was created must be deletable.
     status.pushed = record;
-    set_ready(&mut status, false, why, message.clone(), tr.metadata.generation);
+    set_ready(
+        &mut status,
+        false,
+        why,
+        message.clone(),
+        tr.metadata.generation,
+    );
     write_status(tr, uid, ctx, before, status).await?;
     let warn = if referent {
         attempts == REFERENT_WARNING_AFTER
@@ -377,7 +403,9 @@ async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outc
             );
             write_status(tr, uid, ctx, &before, status).await?;
             if ctx.should_warn(uid, &message) {
-                ctx.events.warning(&oref, event::DELETION_ERROR, message).await;
+                ctx.events
+                    .warning(&oref, event::DELETION_ERROR, message)
+                    .await;
             }
             return Ok(Outcome::Retry(delay));
         }

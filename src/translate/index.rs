@@ -53,7 +53,9 @@ impl OwnerIndex {
 
     /// Registers the notifier for Translations owned by objects of `owner_kind`.
     pub fn on_owned_deleted(&self, owner_kind: &str, notifier: OwnerNotifier) {
-        self.lock().notifiers.insert(owner_kind.to_string(), notifier);
+        self.lock()
+            .notifiers
+            .insert(owner_kind.to_string(), notifier);
     }
 
     /// (namespace, name) of the Translations owned by `owner`.
@@ -117,7 +119,12 @@ impl Recent {
         self.writes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn wrote(&self, key: (String, String), fingerprint: String, cached_rv_before: Option<String>) {
+    pub fn wrote(
+        &self,
+        key: (String, String),
+        fingerprint: String,
+        cached_rv_before: Option<String>,
+    ) {
         self.lock().insert(
             key,
             RecentWrite {
@@ -169,8 +176,8 @@ pub fn start(client: Client) -> (Store<Translation>, OwnerIndex) {
     let (reader, writer) = reflector::store();
     let index = OwnerIndex::default();
     let api: Api<Translation> = Api::all(client);
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     let idx = index.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);

@@ -46,9 +46,7 @@ impl TranslatorKind for PodKind {
         let name = node.name_any();
         pods.state()
             .iter()
-            .filter(|p| {
-                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str())
-            })
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
             .map(|p| ObjectRef::from_obj(&**p))
             .collect()
     }

@@ -29,8 +29,11 @@ impl TranslatorMetrics {
                 &["kind"],
             )?,
             reconciles: IntCounterVec::new(
-                Opts::new("translator_reconciles_total", "Translator reconciles, by kind and result.")
-                    .namespace(NS),
+                Opts::new(
+                    "translator_reconciles_total",
+                    "Translator reconciles, by kind and result.",
+                )
+                .namespace(NS),
                 &["kind", "result"],
             )?,
             writes: IntCounterVec::new(

@@ -37,7 +37,13 @@ pub use sync::{sync_translations, SyncOutcome};
 /// One Kubernetes kind the runner translates.
 pub trait TranslatorKind: Send + Sync + 'static {
     /// The watched kind; it owns the Translations made from it.
-    type Object: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static;
+    type Object: Resource<DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + Sync
+        + 'static;
     /// A kind the translation also reads (a Pod reads its Node); `WATCHES_DEPENDENCY` says
     /// whether there is one.
     type Dependency: Resource<DynamicType = ()>
@@ -56,8 +62,10 @@ pub trait TranslatorKind: Send + Sync + 'static {
     /// The dependency an object's translation reads, if any.
     fn dependency_of(obj: &Self::Object) -> Option<ObjectRef<Self::Dependency>>;
     /// The objects whose translation reads `dep`.
-    fn dependents_of(dep: &Self::Dependency, objects: &Store<Self::Object>)
-        -> Vec<ObjectRef<Self::Object>>;
+    fn dependents_of(
+        dep: &Self::Dependency,
+        objects: &Store<Self::Object>,
+    ) -> Vec<ObjectRef<Self::Object>>;
     /// The pure translation.
     fn translate(
         cfg: &TranslatorConfig,
@@ -201,7 +209,10 @@ async fn publish_warnings<K: TranslatorKind>(
             .warnings
             .with_label_values(&[K::NAME, &w.reason])
             .inc();
-        shared.events.warning(oref, &w.reason, w.message.clone()).await;
+        shared
+            .events
+            .warning(oref, &w.reason, w.message.clone())
+            .await;
     }
 }
 
@@ -254,9 +265,11 @@ pub async fn run<K: TranslatorKind>(
             let _ = gone_tx.send(r);
         }),
     );
-    let gone = futures::stream::unfold(gone_rx, |mut rx| async move {
-        rx.recv().await.map(|r| (r, rx))
-    });
+    let gone =
+        futures::stream::unfold(
+            gone_rx,
+            |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
+        );
 
     let controller = Controller::new(api, watcher::Config::default().any_semantic())
         .with_config(controller::Config::default().concurrency(config.workers))

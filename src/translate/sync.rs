@@ -10,7 +10,7 @@ use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL};
 use midonet_translators::DesiredTranslation;
 use sha2::{Digest, Sha256};
 
-use super::index::{cache_ref, Recent};
+use super::index::cache_ref;
 use super::{RunnerError, Shared};
 use crate::crd::{Translation, TranslationSpec};
 
@@ -44,10 +44,7 @@ impl SyncOutcome {
 }
 
 /// The Translation object the runner applies for a desired Translation.
-pub fn build(
-    desired: &DesiredTranslation,
-    owner: Option<&OwnerReference>,
-) -> Translation {
+pub fn build(desired: &DesiredTranslation, owner: Option<&OwnerReference>) -> Translation {
     let mut labels: BTreeMap<String, String> = desired.labels.clone();
     if let Some(owner) = owner {
         labels.insert(OWNER_UID_LABEL.into(), owner.uid.clone());
@@ -148,11 +145,7 @@ pub async fn sync_translations(
         } else {
             ("create", event::CREATED)
         };
-        shared
-            .metrics
-            .writes
-            .with_label_values(&[kind, op])
-            .inc();
+        shared.metrics.writes.with_label_values(&[kind, op]).inc();
         tracing::info!(kind, translation = %d.name, namespace = %d.namespace, op, "Translation written");
         if let Some(o) = &owner_obj {
             shared

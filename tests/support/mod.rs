@@ -203,3 +203,4 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+pub mod rbac;
