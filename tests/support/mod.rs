@@ -204,3 +204,4 @@ where
     }
 }
 pub mod rbac;
+pub mod stack;

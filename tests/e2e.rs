@@ -1,0 +1,250 @@
+//! The whole system on the real control plane with the simulator backend, run as the
+//! least-privilege user of `deploy/`: Node → Pod → Service → Endpoints lifecycles, the
+//! nodeannotator, deletion while the controllers are stopped, and a Translation version bump.
+//! Every step ends with an exact comparison of the simulator's state against what the
+//! Translations in the cluster ask for.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use midonet_kube_controllers::crd::Translation;
+use midonet_translators::meta::{HOST_ID_ANNOTATION, VERSION_LABEL};
+use midonet_translators::Kind;
+use serde_json::json;
+use support::stack::{wait_converged, Controllers};
+use support::*;
+use uuid::Uuid;
+
+fn node(name: &str, cidr: &str, ip: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"podCIDR": cidr},
+        "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
+    }))
+    .unwrap()
+}
+
+fn pod(name: &str, node: &str) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
+    }))
+    .unwrap()
+}
+
+fn endpoints(name: &str, ips: &[&str]) -> Endpoints {
+    let addresses: Vec<_> = ips.iter().map(|ip| json!({"ip": ip})).collect();
+    let subsets = if ips.is_empty() {
+        json!([])
+    } else {
+        json!([{"addresses": addresses, "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}])
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": name}, "subsets": subsets
+    }))
+    .unwrap()
+}
+
+/// natTargets of every DNAT rule in the simulator whose targets use port 8080.
+async fn dnat_targets(admin: &midonet_kube_controllers::sim::admin::AdminClient) -> Vec<String> {
+    let state = admin.state().await.unwrap();
+    let mut out: Vec<String> = state
+        .entries_of(Kind::Rule)
+        .iter()
+        .filter(|r| r.body.get("type").and_then(|t| t.as_str()) == Some("dnat"))
+        .flat_map(|r| {
+            r.body
+                .get("natTargets")
+                .and_then(|t| t.as_array())
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|t| t.get("portFrom").and_then(|p| p.as_u64()) == Some(8080))
+        .filter_map(|t| {
+            t.get("addressFrom")
+                .and_then(|a| a.as_str())
+                .map(String::from)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn whole_system_lifecycles_as_least_privilege_user() {
+    let client = admin_client().await;
+    rbac::bind_deploy_role_to_restricted_user(&client, "kube-system").await;
+    let host_a = Uuid::new_v4();
+    let host_b = Uuid::new_v4();
+    let (sim, admin) = stack::start_sim(&[("e2e-node-a", host_a), ("e2e-node-b", host_b)]).await;
+    let restricted = &control_plane().restricted_kubeconfig;
+    let controllers = Controllers::start(
+        restricted,
+        &sim,
+        &["--leader-elect", "true", "--lease-duration", "4s"],
+    )
+    .await;
+
+    // Nodes: the nodeannotator resolves their hosts, then they are translated.
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(
+            &PostParams::default(),
+            &node("e2e-node-a", "10.244.1.0/24", "192.168.0.11"),
+        )
+        .await
+        .unwrap();
+    nodes
+        .create(
+            &PostParams::default(),
+            &node("e2e-node-b", "10.244.2.0/24", "192.168.0.12"),
+        )
+        .await
+        .unwrap();
+    wait_until(
+        "nodeannotator sets the host id",
+        Duration::from_secs(60),
+        || async {
+            let n = nodes.get("e2e-node-a").await.ok()?;
+            (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host_a.to_string())).then_some(())
+        },
+    )
+    .await;
+
+    let ns = unique_namespace(&client, "e2e").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for (name, node) in [
+        ("p1", "e2e-node-a"),
+        ("p2", "e2e-node-b"),
+        ("p3", "e2e-node-a"),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, node))
+            .await
+            .unwrap();
+    }
+    let svc: Service = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+    .unwrap();
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+    eps.create(&PostParams::default(), &endpoints("web", &["10.244.1.5"]))
+        .await
+        .unwrap();
+    wait_converged(&client, &admin, "initial").await;
+
+    // Every kind produced something in the backend.
+    let state = admin.state().await.unwrap();
+    for kind in [
+        Kind::TunnelZone,
+        Kind::Router,
+        Kind::Bridge,
+        Kind::Port,
+        Kind::Chain,
+        Kind::Rule,
+        Kind::HostInterfacePort,
+    ] {
+        assert!(state.count(kind) > 0, "no {kind:?} in the backend");
+    }
+    assert_eq!(dnat_targets(&admin).await, vec!["10.244.1.5"]);
+
+    // Endpoints scale 1 → 3 → 0: the load-balanced DNAT rule's targets follow.
+    eps.replace("web", &PostParams::default(), &{
+        let mut e = endpoints("web", &["10.244.1.5", "10.244.2.5", "10.244.1.6"]);
+        e.metadata.resource_version = eps.get("web").await.unwrap().resource_version();
+        e
+    })
+    .await
+    .unwrap();
+    wait_until("3 DNAT targets", Duration::from_secs(60), || async {
+        (dnat_targets(&admin).await == vec!["10.244.1.5", "10.244.1.6", "10.244.2.5"]).then_some(())
+    })
+    .await;
+    wait_converged(&client, &admin, "scaled to 3").await;
+    eps.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"subsets": null})),
+    )
+    .await
+    .unwrap();
+    wait_until("no DNAT targets", Duration::from_secs(60), || async {
+        dnat_targets(&admin).await.is_empty().then_some(())
+    })
+    .await;
+    wait_converged(&client, &admin, "scaled to 0").await;
+
+    // Pod deleted: garbage collection removes its Translation, the pusher its port.
+    let p2_port_count = admin.state().await.unwrap().count(Kind::Port);
+    pods.delete("p2", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    wait_until("p2's port deleted", Duration::from_secs(60), || async {
+        (admin.state().await.ok()?.count(Kind::Port) < p2_port_count).then_some(())
+    })
+    .await;
+    wait_converged(&client, &admin, "pod deleted").await;
+
+    // Deleted while the controllers are stopped: cleaned after they start.
+    controllers.stop().await;
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    pods.delete("p3", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let trs: Api<Translation> = Api::all(client.clone());
+    wait_until(
+        "GC marks the Translations",
+        Duration::from_secs(60),
+        || async {
+            let list = trs.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .any(|t| t.metadata.deletion_timestamp.is_some())
+                .then_some(())
+        },
+    )
+    .await;
+    let controllers = Controllers::start(restricted, &sim, &[]).await;
+    wait_converged(&client, &admin, "after offline deletion").await;
+    let before_bump = stack::actual_paths(&admin.state().await.unwrap());
+    controllers.stop().await;
+
+    // Translation version bump: everything rebuilt under new IDs, nothing left behind.
+    let controllers = Controllers::start(restricted, &sim, &["--translation-version", "2"]).await;
+    wait_until(
+        "only version-2 Translations",
+        Duration::from_secs(90),
+        || async {
+            let list = trs.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .all(|t| t.labels().get(VERSION_LABEL).is_none_or(|v| v == "2"))
+                .then_some(())
+        },
+    )
+    .await;
+    wait_converged(&client, &admin, "after the version bump").await;
+    let after_bump = stack::actual_paths(&admin.state().await.unwrap());
+    let kept: Vec<_> = before_bump.intersection(&after_bump).collect();
+    assert!(
+        kept.iter().all(|p| p.contains("/mac_table/")
+            || p.contains("/arp_table/")
+            || p.contains("/tunnel_zones/")),
+        "IDs survived the bump: {kept:?}"
+    );
+    controllers.stop().await;
+    sim.shutdown().await;
+}
