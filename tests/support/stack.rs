@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 #[derive(Parser)]
+#[command(args_override_self = true)]
 struct Cli {
     #[command(flatten)]
     run: RunArgs,
