@@ -1,0 +1,433 @@
+//! The pusher alone (`--controllers pusher`) on the real apiserver with the simulator over
+//! HTTP: ordered creation, incremental changes, zero-request restarts, exact deletion with
+//! the finalizer, backend outages, bad input and legacy Translations.
+//!
+//! Steps share one simulator and run in sequence inside one test, each with its own IDs.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
+use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
+use midonet_translators::meta::FINALIZER;
+use serde_json::json;
+use support::stack::Controllers;
+use support::*;
+use uuid::Uuid;
+
+fn bridge(id: Uuid) -> TranslationResource {
+    TranslationResource::new(
+        "Bridge",
+        "",
+        format!(r#"{{"id":"{id}","name":"b-{id}","tenantId":"test"}}"#),
+    )
+}
+
+fn port(bridge: Uuid, id: Uuid) -> TranslationResource {
+    TranslationResource::new(
+        "Port",
+        bridge.to_string(),
+        format!(r#"{{"id":"{id}","type":"Bridge"}}"#),
+    )
+}
+
+fn translation(name: &str, ns: &str, resources: Vec<TranslationResource>) -> Translation {
+    let mut tr = Translation::new(name, ns, TranslationSpec { resources });
+    tr.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+    tr
+}
+
+fn ready(tr: &Translation) -> Option<(String, String)> {
+    let c = tr
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Ready")?;
+    Some((c.status.clone(), c.reason.clone()))
+}
+
+async fn wait_reason(api: &Api<Translation>, name: &str, status: &str, reason: &str) {
+    wait_until(
+        &format!("{name} Ready={status} ({reason})"),
+        Duration::from_secs(60),
+        || async {
+            let tr = api.get(name).await.ok()?;
+            (ready(&tr) == Some((status.into(), reason.into()))
+                && tr.status.as_ref()?.observed_generation == tr.metadata.generation)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+async fn has(admin: &AdminClient, path: &str) -> bool {
+    admin.state().await.unwrap().get(path).is_some()
+}
+
+async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
+    events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.involved_object.name.as_deref() == Some(name))
+        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+        .collect()
+}
+
+async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str) {
+    wait_until(
+        &format!("event {reason} on {name}"),
+        Duration::from_secs(30),
+        || async {
+            events_for(client, ns, name)
+                .await
+                .iter()
+                .any(|(_, r)| r == reason)
+                .then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn pusher_behaviour() {
+    let client = admin_client().await;
+    let (sim, admin) = stack::start_sim(&[]).await;
+    let kubeconfig = control_plane().kubeconfig.clone();
+    let ns = unique_namespace(&client, "pusher").await;
+    let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
+    let pusher_only = ["--controllers", "pusher"];
+    let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
+
+    // Create: every resource exists, created in order (the port needs its bridge), Ready.
+    let (b1, p1, p2) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    api.create(
+        &PostParams::default(),
+        &translation("t1", &ns, vec![bridge(b1), port(b1, p1)]),
+    )
+    .await
+    .unwrap();
+    wait_reason(&api, "t1", "True", "Pushed").await;
+    assert!(has(&admin, &format!("/bridges/{b1}")).await);
+    assert!(has(&admin, &format!("/ports/{p1}")).await);
+    wait_event(&client, &ns, "t1", "TranslationUpdatePushed").await;
+    let tr = api.get("t1").await.unwrap();
+    let status = tr.status.unwrap();
+    assert_eq!(status.pushed.len(), 2);
+    assert_eq!(status.resource_count, Some(2));
+
+    // Add a resource: only that one is requested from the backend.
+    admin.reset_requests().await.unwrap();
+    api.patch(
+        "t1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"resources": [bridge(b1), port(b1, p1), port(b1, p2)]}})),
+    )
+    .await
+    .unwrap();
+    wait_reason(&api, "t1", "True", "Pushed").await;
+    wait_until("p2 pushed", Duration::from_secs(30), || async {
+        has(&admin, &format!("/ports/{p2}")).await.then_some(())
+    })
+    .await;
+    let counts = admin.requests().await.unwrap();
+    assert_eq!(
+        counts.total, 1,
+        "only the new port is requested: {counts:?}"
+    );
+
+    // Remove a resource: it is deleted from the backend.
+    api.patch(
+        "t1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"resources": [bridge(b1), port(b1, p2)]}})),
+    )
+    .await
+    .unwrap();
+    wait_until(
+        "p1 deleted from the backend",
+        Duration::from_secs(30),
+        || async { (!has(&admin, &format!("/ports/{p1}")).await).then_some(()) },
+    )
+    .await;
+    wait_reason(&api, "t1", "True", "Pushed").await;
+
+    // Immutable kind changed (a rule body): refused, backend left as is.
+    let (chain, rule) = (Uuid::new_v4(), Uuid::new_v4());
+    let chain_entry = TranslationResource::new(
+        "Chain",
+        "",
+        format!(r#"{{"id":"{chain}","name":"c","tenantId":"test"}}"#),
+    );
+    let rule_entry = |proto: u8| {
+        TranslationResource::new(
+            "Rule",
+            chain.to_string(),
+            format!(r#"{{"id":"{rule}","type":"accept","nwProto":{proto}}}"#),
+        )
+    };
+    api.create(
+        &PostParams::default(),
+        &translation("t-rule", &ns, vec![chain_entry.clone(), rule_entry(6)]),
+    )
+    .await
+    .unwrap();
+    wait_reason(&api, "t-rule", "True", "Pushed").await;
+    api.patch(
+        "t-rule",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"resources": [chain_entry, rule_entry(17)]}})),
+    )
+    .await
+    .unwrap();
+    wait_reason(&api, "t-rule", "False", "ImmutableResourceChanged").await;
+    let state = admin.state().await.unwrap();
+    let stored = state.get(&format!("/rules/{rule}")).expect("rule kept");
+    assert_eq!(stored.body.get("nwProto").and_then(|v| v.as_u64()), Some(6));
+    wait_event(&client, &ns, "t-rule", "TranslationUpdateError").await;
+
+    // Malformed Translations: condition + Warning event, nothing pushed, others still served.
+    let bad_cases = [
+        (
+            "bad-json",
+            TranslationResource::new("Bridge", "", "{not json}"),
+        ),
+        ("bad-kind", TranslationResource::new("Bridgeish", "", "{}")),
+        (
+            "no-id",
+            TranslationResource::new("Bridge", "", r#"{"name":"x"}"#),
+        ),
+    ];
+    for (name, entry) in bad_cases.clone() {
+        api.create(&PostParams::default(), &translation(name, &ns, vec![entry]))
+            .await
+            .unwrap();
+    }
+    let b_ok = Uuid::new_v4();
+    api.create(
+        &PostParams::default(),
+        &translation("t-ok", &ns, vec![bridge(b_ok)]),
+    )
+    .await
+    .unwrap();
+    for (name, _) in bad_cases {
+        wait_reason(&api, name, "False", "InvalidTranslation").await;
+        wait_event(&client, &ns, name, "TranslationUpdateError").await;
+    }
+    wait_reason(&api, "t-ok", "True", "Pushed").await;
+
+    // Restart with many in-sync Translations: zero backend requests.
+    for i in 0..100 {
+        api.create(
+            &PostParams::default(),
+            &translation(&format!("many-{i}"), &ns, vec![bridge(Uuid::new_v4())]),
+        )
+        .await
+        .unwrap();
+    }
+    wait_until(
+        "100 Translations pushed",
+        Duration::from_secs(120),
+        || async {
+            let list = api.list(&ListParams::default()).await.ok()?;
+            list.items
+                .iter()
+                .filter(|t| t.name_any().starts_with("many-"))
+                .all(|t| ready(t).is_some_and(|(s, _)| s == "True"))
+                .then_some(())
+        },
+    )
+    .await;
+    pusher.stop().await;
+    admin.reset_requests().await.unwrap();
+    let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let counts = admin.requests().await.unwrap();
+    // The only request is the login that readiness waits for: no resource is touched.
+    assert_eq!(
+        counts.total - counts.login,
+        0,
+        "a restart with everything in sync costs nothing: {counts:?}"
+    );
+
+    // Delete: reverse order, finalizer removed, another finalizer preserved.
+    api.patch(
+        "t1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER, "example.com/keep"]}})),
+    )
+    .await
+    .unwrap();
+    api.delete("t1", &DeleteParams::default()).await.unwrap();
+    wait_until(
+        "t1's backend resources gone, our finalizer removed",
+        Duration::from_secs(30),
+        || async {
+            let tr = api.get("t1").await.ok()?;
+            (!has(&admin, &format!("/bridges/{b1}")).await
+                && !has(&admin, &format!("/ports/{p2}")).await
+                && tr.finalizers() == ["example.com/keep".to_string()])
+            .then_some(())
+        },
+    )
+    .await;
+    wait_event(&client, &ns, "t1", "TranslationDeletionPushed").await;
+    api.patch(
+        "t1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+
+    // Backend down during a delete: stays Terminating with a Warning, then recovers alone.
+    admin
+        .set_faults(Faults {
+            down: true,
+            ..Faults::default()
+        })
+        .await
+        .unwrap();
+    api.delete("t-ok", &DeleteParams::default()).await.unwrap();
+    // (A deletion bumps the generation; the condition is what tells the story here.)
+    wait_until(
+        "t-ok Ready=False (DeletionFailed)",
+        Duration::from_secs(90),
+        || async {
+            let tr = api.get("t-ok").await.ok()?;
+            (ready(&tr) == Some(("False".into(), "DeletionFailed".into()))).then_some(())
+        },
+    )
+    .await;
+    wait_event(&client, &ns, "t-ok", "TranslationDeletionError").await;
+    let tr = api.get("t-ok").await.unwrap();
+    assert!(tr.metadata.deletion_timestamp.is_some());
+    assert!(has(&admin, &format!("/bridges/{b_ok}")).await);
+    admin.clear_faults().await.unwrap();
+    wait_until(
+        "t-ok cleaned and gone after the backend returns",
+        Duration::from_secs(90),
+        || async {
+            (api.get_opt("t-ok").await.ok()?.is_none()
+                && !has(&admin, &format!("/bridges/{b_ok}")).await)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Deleting a malformed Translation removes its finalizer (it pushed nothing).
+    api.delete("bad-json", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_until("bad-json gone", Duration::from_secs(30), || async {
+        api.get_opt("bad-json").await.ok()?.is_none().then_some(())
+    })
+    .await;
+
+    // Owner deleted while the pusher is stopped: GC marks it, the pusher cleans it later.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let owner: ConfigMap = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}}),
+    )
+    .unwrap();
+    let owner = cms.create(&PostParams::default(), &owner).await.unwrap();
+    let b_owned = Uuid::new_v4();
+    let mut owned = translation("t-owned", &ns, vec![bridge(b_owned)]);
+    owned.metadata.owner_references = Some(vec![
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "owner".into(),
+            uid: owner.uid().unwrap(),
+            ..Default::default()
+        },
+    ]);
+    api.create(&PostParams::default(), &owned).await.unwrap();
+    wait_reason(&api, "t-owned", "True", "Pushed").await;
+    pusher.stop().await;
+    cms.delete("owner", &DeleteParams::default()).await.unwrap();
+    wait_until("GC marks t-owned", Duration::from_secs(60), || async {
+        api.get("t-owned")
+            .await
+            .ok()?
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
+    assert!(has(&admin, &format!("/bridges/{b_owned}")).await);
+    let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
+    wait_until(
+        "t-owned cleaned after the pusher starts",
+        Duration::from_secs(60),
+        || async {
+            (api.get_opt("t-owned").await.ok()?.is_none()
+                && !has(&admin, &format!("/bridges/{b_owned}")).await)
+                .then_some(())
+        },
+    )
+    .await;
+
+    // Legacy Translation from the original controller: top-level `resources`, no spec, its
+    // backend resources already present. Deleted cleanly.
+    let b_legacy = Uuid::new_v4();
+    let p_legacy = Uuid::new_v4();
+    let backend = midonet_kube_controllers::backend::BackendClient::new(
+        midonet_kube_controllers::backend::BackendConfig {
+            url: sim.api_url(),
+            ..Default::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+    for e in [bridge(b_legacy), port(b_legacy, p_legacy)] {
+        backend
+            .apply(&midonet_translators::Resource::from_entry(&e).unwrap())
+            .await
+            .unwrap();
+    }
+    pusher.stop().await; // the legacy object must be created as the old controller left it
+    let legacy: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &kube::discovery::ApiResource::erase::<Translation>(&()),
+    );
+    let obj: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "midonet.org/v1", "kind": "Translation",
+        "metadata": {"name": "legacy", "finalizers": [FINALIZER]},
+        "resources": [bridge(b_legacy), port(b_legacy, p_legacy)]
+    }))
+    .unwrap();
+    legacy.create(&PostParams::default(), &obj).await.unwrap();
+    let stored = api.get("legacy").await.unwrap();
+    assert!(
+        stored.is_legacy(),
+        "the CRD keeps the legacy field: {stored:?}"
+    );
+    api.delete("legacy", &DeleteParams::default())
+        .await
+        .unwrap();
+    let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
+    wait_until(
+        "legacy Translation cleaned",
+        Duration::from_secs(60),
+        || async {
+            (api.get_opt("legacy").await.ok()?.is_none()
+                && !has(&admin, &format!("/bridges/{b_legacy}")).await
+                && !has(&admin, &format!("/ports/{p_legacy}")).await)
+                .then_some(())
+        },
+    )
+    .await;
+
+    pusher.stop().await;
+    sim.shutdown().await;
+}
