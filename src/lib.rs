@@ -2,6 +2,7 @@
 //! `Translation` custom resources and push those to the MidoNet REST API.
 
 pub mod backend;
+pub mod cache;
 pub mod config;
 pub mod crd;
 pub mod events;

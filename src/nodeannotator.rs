@@ -168,21 +168,17 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     health.register(READY_CHECK);
-    let controller = Controller::new(
+    let synced = health.clone();
+    let (store, nodes) = crate::cache::cached(
         Api::<Node>::all(ctx.kube.clone()),
         watcher::Config::default().any_semantic(),
-    )
-    .with_config(controller::Config::default().concurrency(workers))
-    .graceful_shutdown_on(shutdown);
-    let store = controller.store();
-    let ready = tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            health.set(READY_CHECK, true);
-        }
-    });
+        move || synced.set(READY_CHECK, true),
+    );
+    let controller = Controller::for_stream(nodes, store.clone())
+        .with_config(controller::Config::default().concurrency(workers))
+        .graceful_shutdown_on(shutdown);
     controller
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;
-    ready.abort();
 }

@@ -153,7 +153,7 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     let health = Health::new();
     let leader_gauge = IntGauge::new(
         "midonet_kube_controllers_leader",
-        "1 while this instance holds the leader lease and runs controllers.",
+        "Whether this instance holds the leader lease and runs controllers (1) or stands by (0).",
     )?;
     registry.register(Box::new(leader_gauge.clone()))?;
 

@@ -218,12 +218,15 @@ pub async fn run(
     let repairs = futures::stream::unfold(repair_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
-    let controller = Controller::new(api, watcher::Config::default())
+    let synced = health.clone();
+    let (store, objects) = crate::cache::cached(api, watcher::Config::default(), move || {
+        synced.set(READY_CHECK, true)
+    });
+    let controller = Controller::for_stream(objects, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.config.workers))
         .reconcile_all_on(ticks)
         .reconcile_on(repairs)
         .graceful_shutdown_on(shutdown);
-    let store = controller.store();
 
     let background = tokio::spawn(background_tasks(
         store,
@@ -248,9 +251,7 @@ async fn background_tasks(
     health: Health,
     repair_tx: mpsc::Sender<ObjectRef<Translation>>,
 ) {
-    if store.wait_until_ready().await.is_ok() {
-        health.set(READY_CHECK, true);
-    }
+    let _ = health;
     if let Some(period) = ctx.config.verify_period {
         tokio::spawn(verify::verify_loop(
             store.clone(),

@@ -271,12 +271,17 @@ pub async fn run<K: TranslatorKind>(
             |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
         );
 
-    let controller = Controller::new(api, watcher::Config::default().any_semantic())
+    let synced = health.clone();
+    let synced_check = check.clone();
+    let (objects, stream) =
+        crate::cache::cached(api, watcher::Config::default().any_semantic(), move || {
+            synced.set(&synced_check, true)
+        });
+    let controller = Controller::for_stream(stream, objects.clone())
         .with_config(controller::Config::default().concurrency(config.workers))
         .reconcile_all_on(ticks)
         .reconcile_on(gone)
         .graceful_shutdown_on(shutdown);
-    let objects = controller.store();
     let (controller, dependencies) = if K::WATCHES_DEPENDENCY {
         let (reader, writer) = reflector::store::<K::Dependency>();
         let dep_api: Api<K::Dependency> = Api::all(shared.kube.clone());
@@ -292,20 +297,6 @@ pub async fn run<K: TranslatorKind>(
         (controller, None)
     };
 
-    let ready = {
-        let objects = objects.clone();
-        let dependencies = dependencies.clone();
-        let translations = shared.translations.clone();
-        let health = health.clone();
-        tokio::spawn(async move {
-            let _ = objects.wait_until_ready().await;
-            let _ = translations.wait_until_ready().await;
-            if let Some(d) = dependencies {
-                let _ = d.wait_until_ready().await;
-            }
-            health.set(&check, true);
-        })
-    };
     // Decisions read the Translation cache: wait for it before the first reconcile.
     let _ = shared.translations.wait_until_ready().await;
     let ctx = Arc::new(KindContext::<K> {
@@ -320,7 +311,6 @@ pub async fn run<K: TranslatorKind>(
             }
         })
         .await;
-    ready.abort();
 }
 
 /// Ensures the global Translations (tunnel zone, cluster router, chains); retries until done.

@@ -1,0 +1,39 @@
+//! Informer caches: a reflector store plus the stream of applied objects that feeds a
+//! controller. The store is created here (not by `Controller::new`) so that readiness
+//! checks can wait for its initial list.
+
+use std::fmt::Debug;
+use std::hash::Hash;
+
+use futures::{Stream, StreamExt};
+use kube::api::Api;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+
+/// A cache of `K` and the stream of its applied objects (for `Controller::for_stream`).
+/// `on_synced` runs each time the initial (or a re-)list has been stored.
+pub fn cached<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    on_synced: impl Fn() + Send + 'static,
+) -> (
+    Store<K>,
+    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(writer, watcher(api, config))
+        .inspect(move |event| {
+            if let Ok(watcher::Event::InitDone) = event {
+                on_synced();
+            }
+        })
+        .default_backoff()
+        .applied_objects();
+    (reader, stream)
+}

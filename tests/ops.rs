@@ -1,0 +1,270 @@
+//! The binary as operators run it: configuration errors, /healthz, /readyz, /metrics,
+//! SIGTERM, and two instances under leader election (real apiserver + simulator).
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
+use midonet_translators::meta::FINALIZER;
+use support::stack::{free_port, start_sim};
+use support::*;
+use uuid::Uuid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_midonet-kube-controllers");
+
+fn bad_config(args: &[&str], setting: &str) {
+    let out = Command::new(BIN)
+        .arg("run")
+        .args(args)
+        .env_remove("MIDONETKUBE_PASSWORD")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{args:?} must fail");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<_> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(lines[0].contains(setting), "names {setting}: {stderr}");
+}
+
+#[test]
+fn bad_configuration_fails_fast_naming_the_setting() {
+    bad_config(&["--controllers", "pod,routers"], "--controllers");
+    bad_config(&["--midonet-api", "::not a url"], "--midonet-api");
+    bad_config(
+        &["--password-file", "/nonexistent/secret"],
+        "--password-file",
+    );
+    bad_config(&["--metrics-address", "nowhere"], "--metrics-address");
+}
+
+struct Proc {
+    child: Child,
+    metrics: u16,
+}
+
+impl Proc {
+    fn start(sim_url: &str, extra: &[&str]) -> Proc {
+        let metrics = free_port();
+        let child = Command::new(BIN)
+            .arg("run")
+            .args([
+                "--kubeconfig",
+                &control_plane().kubeconfig.display().to_string(),
+            ])
+            .args(["--midonet-api", sim_url])
+            .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
+            .args(["--controllers", "pusher"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(
+                    std::env::temp_dir().join(format!("midonet-ops-{metrics}.log")),
+                )
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+            )
+            .spawn()
+            .unwrap();
+        Proc { child, metrics }
+    }
+
+    async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let resp = reqwest::get(format!("http://127.0.0.1:{}{path}", self.metrics))
+            .await
+            .ok()?;
+        let code = resp.status().as_u16();
+        Some((code, resp.text().await.ok()?))
+    }
+
+    async fn is_leader(&self) -> bool {
+        self.get("/metrics")
+            .await
+            .is_some_and(|(_, m)| m.lines().any(|l| l == "midonet_kube_controllers_leader 1"))
+    }
+
+    fn sigterm(&self) {
+        let ok = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn health_readiness_metrics_and_sigterm() {
+    let (sim, _admin) = start_sim(&[]).await;
+    let mut proc = Proc::start(sim.api_url().as_str(), &["--leader-elect", "false"]);
+    // Alive quickly; ready only once caches are synced and the backend login worked.
+    wait_until("healthz", Duration::from_secs(30), || async {
+        (proc.get("/healthz").await?.0 == 200).then_some(())
+    })
+    .await;
+    let (code, body) = wait_until("readyz ready", Duration::from_secs(30), || async {
+        let r = proc.get("/readyz").await?;
+        (r.0 == 200).then_some(r)
+    })
+    .await;
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("[+] pusher-cache") && body.contains("[+] backend-login"),
+        "{body}"
+    );
+    let (_, metrics) = proc.get("/metrics").await.unwrap();
+    for name in [
+        "midonet_kube_controllers_leader",
+        "midonet_kube_controllers_translations",
+        "midonet_kube_controllers_pusher_retry_queue_depth",
+        "midonet_kube_controllers_midonet_client_requests_total",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from /metrics");
+    }
+    let start = Instant::now();
+    proc.sigterm();
+    let status = loop {
+        if let Some(s) = proc.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no exit within the grace period"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "SIGTERM exits 0: {status:?}");
+}
+
+#[tokio::test]
+async fn readyz_is_not_ready_before_the_backend_answers() {
+    // A backend that is not there: alive, but never ready.
+    let dead = format!("http://127.0.0.1:{}/midonet-api", free_port());
+    let proc = Proc::start(&dead, &["--leader-elect", "false"]);
+    wait_until("healthz", Duration::from_secs(30), || async {
+        (proc.get("/healthz").await?.0 == 200).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (code, body) = proc.get("/readyz").await.unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("[-] backend-login"), "{body}");
+}
+
+#[tokio::test]
+async fn leader_election_one_works_then_the_standby_takes_over() {
+    let client = admin_client().await;
+    let (sim, admin) = start_sim(&[]).await;
+    let lease_ns = format!("lease-{}", std::process::id());
+    let ns_obj: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": lease_ns}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns_obj)
+        .await
+        .unwrap();
+    let args = [
+        "--leader-election-namespace",
+        lease_ns.as_str(),
+        "--lease-duration",
+        "3s",
+    ];
+    let a = Proc::start(sim.api_url().as_str(), &args);
+    let b = Proc::start(sim.api_url().as_str(), &args);
+    wait_until("one leader", Duration::from_secs(30), || async {
+        (a.is_leader().await || b.is_leader().await).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (la, lb) = (a.is_leader().await, b.is_leader().await);
+    let leader_lines = |m: Option<(u16, String)>| {
+        m.map(|(_, m)| {
+            m.lines()
+                .filter(|l| l.contains("_leader"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+    };
+    assert!(
+        la != lb,
+        "exactly one leader: {la} {lb} {:?} {:?}",
+        leader_lines(a.get("/metrics").await),
+        leader_lines(b.get("/metrics").await)
+    );
+    let (leader, standby) = if a.is_leader().await { (a, b) } else { (b, a) };
+
+    // Work done by the leader only: each resource POSTed once.
+    let ns = unique_namespace(&client, "le").await;
+    let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
+    admin.reset_requests().await.unwrap();
+    for i in 0..5 {
+        let id = Uuid::new_v4();
+        let mut tr = Translation::new(
+            &format!("t{i}"),
+            &ns,
+            TranslationSpec {
+                resources: vec![TranslationResource::new(
+                    "Bridge",
+                    "",
+                    format!(r#"{{"id":"{id}","name":"b","tenantId":"t"}}"#),
+                )],
+            },
+        );
+        tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        api.create(&PostParams::default(), &tr).await.unwrap();
+    }
+    wait_until("5 bridges", Duration::from_secs(30), || async {
+        (admin
+            .state()
+            .await
+            .ok()?
+            .count(midonet_translators::Kind::Bridge)
+            == 5)
+            .then_some(())
+    })
+    .await;
+    drop(leader); // SIGKILL: no lease release, the standby waits out the lease
+    wait_until(
+        "the standby takes over",
+        Duration::from_secs(30),
+        || async { standby.is_leader().await.then_some(()) },
+    )
+    .await;
+    // The survivor converges new work.
+    let id = Uuid::new_v4();
+    let mut tr = Translation::new(
+        "after",
+        &ns,
+        TranslationSpec {
+            resources: vec![TranslationResource::new(
+                "Bridge",
+                "",
+                format!(r#"{{"id":"{id}","name":"b","tenantId":"t"}}"#),
+            )],
+        },
+    );
+    tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    api.create(&PostParams::default(), &tr).await.unwrap();
+    wait_until("the survivor pushes", Duration::from_secs(30), || async {
+        (admin
+            .state()
+            .await
+            .ok()?
+            .count(midonet_translators::Kind::Bridge)
+            == 6)
+            .then_some(())
+    })
+    .await;
+    let counts = admin.requests().await.unwrap();
+    let posts = counts.get(midonet_translators::Kind::Bridge, "POST");
+    assert_eq!(posts, 6, "no duplicate backend requests: {counts:?}");
+}
