@@ -394,3 +394,57 @@ pub async fn run_cli(cfg: crate::config::Config, delete: bool) -> Result<(), Swe
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{PushedResource, TranslationResource, TranslationSpec, TranslationStatus};
+
+    #[test]
+    fn claims_cover_desired_pushed_and_unparseable_entries() {
+        let (b, p, gone, odd) = (
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+        );
+        let mut tr = Translation::new(
+            "t",
+            "ns",
+            TranslationSpec {
+                resources: vec![
+                    TranslationResource::new("Bridge", "", format!(r#"{{"id":"{b}"}}"#)),
+                    TranslationResource::new(
+                        "Port",
+                        b.to_string(),
+                        format!(r#"{{"id":"{p}","type":"Bridge"}}"#),
+                    ),
+                    // Bad type: not a Resource, but its id is still claimed.
+                    TranslationResource::new(
+                        "Port",
+                        b.to_string(),
+                        format!(r#"{{"id":"{odd}","type":"Nonsense"}}"#),
+                    ),
+                    TranslationResource::new("Bogus", "", "not json".to_string()),
+                ],
+            },
+        );
+        tr.status = Some(TranslationStatus {
+            pushed: vec![PushedResource {
+                kind: "Rule".into(),
+                path: format!("/rules/{gone}"),
+                body_hash: String::new(),
+            }],
+            ..TranslationStatus::default()
+        });
+        let claims = Claims::from_translations(&[tr]);
+        assert!(claims.claims(&format!("/bridges/{b}"), b));
+        assert!(claims.claims(&format!("/ports/{p}"), p));
+        assert!(claims.claims(&format!("/rules/{gone}"), gone));
+        assert!(claims.claims(&format!("/ports/{odd}"), odd));
+        let other = Uuid::new_v4();
+        assert!(!claims.claims(&format!("/bridges/{other}"), other));
+        // A path is claimed for its kind only.
+        assert!(!claims.claims(&format!("/routers/{b}"), Uuid::new_v4()));
+    }
+}
