@@ -13,4 +13,5 @@ pub mod nodeannotator;
 pub mod pusher;
 pub mod run;
 pub mod sim;
+pub mod sweep;
 pub mod translate;

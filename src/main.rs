@@ -19,6 +19,15 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print the Translation CustomResourceDefinition as YAML.
     Crd,
+    /// List backend resources of the tenant that no Translation claims (`KIND PATH` per
+    /// line); with --delete, delete them. Takes the same settings as `run`.
+    Sweep {
+        #[command(flatten)]
+        run: Box<RunArgs>,
+        /// Delete the orphans found (default: only print them).
+        #[arg(long)]
+        delete: bool,
+    },
     /// Run the MidoNet REST API simulator (for tests and demos) until Ctrl-C or SIGTERM.
     BackendSim(Box<midonet_kube_controllers::sim::SimArgs>),
 }
@@ -58,6 +67,31 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
+fn sweep(args: RunArgs, delete: bool) -> ExitCode {
+    let cfg = match args.validate() {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    midonet_kube_controllers::run::init_logging(&cfg.log_level, cfg.log_json);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(midonet_kube_controllers::sweep::run_cli(cfg, delete)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -72,6 +106,7 @@ fn main() -> ExitCode {
             }
         }
         Some(Command::Run(args)) => run(*args),
+        Some(Command::Sweep { run, delete }) => sweep(*run, delete),
         Some(Command::BackendSim(args)) => {
             let rt = match runtime() {
                 Ok(rt) => rt,

@@ -75,7 +75,8 @@ pub async fn kube_client(cfg: &Config) -> Result<Client, RunError> {
     Client::try_from(config).map_err(|e| RunError::KubeConfig(e.to_string()))
 }
 
-fn backend_client(cfg: &Config, registry: &Registry) -> Result<BackendClient, RunError> {
+/// The MidoNet API client per the configuration, its metrics registered in `registry`.
+pub fn backend_client(cfg: &Config, registry: &Registry) -> Result<BackendClient, RunError> {
     Ok(BackendClient::new(
         BackendConfig {
             url: cfg.midonet_api.clone(),
@@ -283,6 +284,22 @@ async fn start_controllers(
             ctx,
             health.clone(),
             cfg.translator_workers,
+            shutdown(),
+        ));
+    }
+    if let (Some(period), Some(backend)) = (cfg.orphan_sweep_period, backend.clone()) {
+        tracing::info!(
+            ?period,
+            delete = cfg.orphan_sweep_delete,
+            "starting the orphan sweep"
+        );
+        tasks.spawn(crate::sweep::sweep_loop(
+            kube.clone(),
+            backend,
+            cfg.tenant.clone(),
+            period,
+            cfg.orphan_sweep_delete,
+            registry.clone(),
             shutdown(),
         ));
     }

@@ -1,0 +1,450 @@
+//! The orphan sweep: backend resources of our tenant that no Translation claims.
+//!
+//! A resource is *claimed* when some Translation (Terminating ones included) names its
+//! item path, either in its desired resources or in `status.pushed`. The sweep lists the
+//! tenant's bridges, routers and chains, and under each claimed one its ports, routes (not
+//! the `Local` routes MidoNet makes by itself) and rules; every unclaimed item is an
+//! orphan. Children of an orphan parent are not reported: deleting the parent deletes them.
+//!
+//! The backend is listed *before* the Translations, so a resource pushed for a Translation
+//! created during the sweep is never taken for an orphan. The periodic loop deletes (when
+//! enabled) only orphans found by two consecutive sweeps.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::future::Future;
+use std::time::Duration;
+
+use kube::api::{Api, ListParams};
+use midonet_translators::model::{Kind, Resource, RouteType};
+use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
+use uuid::Uuid;
+
+use crate::backend::{BackendClient, BackendError};
+use crate::crd::Translation;
+
+/// The kinds the sweep looks at, in report order.
+pub const SWEPT_KINDS: [Kind; 6] = [
+    Kind::Bridge,
+    Kind::Router,
+    Kind::Chain,
+    Kind::Port,
+    Kind::Route,
+    Kind::Rule,
+];
+
+/// A backend resource of our tenant that no Translation claims.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Orphan {
+    pub kind: Kind,
+    /// Item path relative to the API base, e.g. `/bridges/{id}`: what DELETE takes.
+    pub path: String,
+    /// Human-readable context (e.g. which bridge a port is on).
+    pub description: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("cannot list Translations: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("MidoNet API: {0}")]
+    Backend(#[from] BackendError),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// What the Translations claim: item paths, plus bare ids of entries that do not parse
+/// (claimed under any kind, to stay on the safe side).
+#[derive(Debug, Default)]
+struct Claims {
+    paths: HashSet<String>,
+    ids: HashSet<Uuid>,
+}
+
+impl Claims {
+    fn from_translations(trs: &[Translation]) -> Claims {
+        let mut claims = Claims::default();
+        for tr in trs {
+            for entry in tr.desired_resources() {
+                match Resource::from_entry(entry) {
+                    Ok(r) => {
+                        claims.paths.insert(r.item_path());
+                    }
+                    Err(err) => {
+                        let id = serde_json::from_str::<serde_json::Value>(&entry.body)
+                            .ok()
+                            .and_then(|b| {
+                                b.get("id")?.as_str().and_then(|s| s.parse::<Uuid>().ok())
+                            });
+                        tracing::debug!(
+                            translation = ?tr.metadata.name,
+                            namespace = ?tr.metadata.namespace,
+                            error = %err,
+                            ?id,
+                            "sweep: unparseable Translation entry; claiming its id"
+                        );
+                        claims.ids.extend(id);
+                    }
+                }
+            }
+            if let Some(status) = &tr.status {
+                claims
+                    .paths
+                    .extend(status.pushed.iter().map(|p| p.path.clone()));
+            }
+        }
+        claims
+    }
+
+    fn claims(&self, path: &str, id: Uuid) -> bool {
+        self.paths.contains(path) || self.ids.contains(&id)
+    }
+}
+
+/// A listed backend resource.
+struct Found {
+    kind: Kind,
+    id: Uuid,
+    path: String,
+    description: String,
+    /// Item path of the parent, for a child.
+    parent: Option<String>,
+}
+
+/// Lists the tenant's resources: the top-level devices and chains, and all their children.
+async fn list_backend(
+    backend: &BackendClient,
+    tenant: &str,
+) -> Result<(Vec<Found>, Vec<Found>), SweepError> {
+    let mut parents = Vec::new();
+    for b in backend.list_bridges(Some(tenant)).await? {
+        if b.tenant_id.as_deref() == Some(tenant) {
+            parents.push(found(Kind::Bridge, "bridges", b.id, "bridge".into()));
+        }
+    }
+    for r in backend.list_routers(Some(tenant)).await? {
+        if r.tenant_id.as_deref() == Some(tenant) {
+            parents.push(found(Kind::Router, "routers", r.id, "router".into()));
+        }
+    }
+    for c in backend.list_chains(Some(tenant)).await? {
+        if c.tenant_id.as_deref() == Some(tenant) {
+            parents.push(found(Kind::Chain, "chains", c.id, "chain".into()));
+        }
+    }
+    let mut children = Vec::new();
+    for p in &parents {
+        // A parent deleted since it was listed has no children left to worry about.
+        let listed = match p.kind {
+            Kind::Bridge => backend.list_bridge_ports(p.id).await.map(|ports| {
+                ports
+                    .into_iter()
+                    .map(|x| found(Kind::Port, "ports", x.id, format!("port of {}", p.path)))
+                    .collect::<Vec<_>>()
+            }),
+            Kind::Router => {
+                let ports = backend.list_router_ports(p.id).await;
+                let routes = backend.list_routes(p.id).await;
+                match (ports, routes) {
+                    (Ok(ports), Ok(routes)) => Ok(ports
+                        .into_iter()
+                        .map(|x| found(Kind::Port, "ports", x.id, format!("port of {}", p.path)))
+                        .chain(
+                            routes
+                                .into_iter()
+                                .filter(|r| r.route_type != Some(RouteType::Local))
+                                .map(|x| {
+                                    found(
+                                        Kind::Route,
+                                        "routes",
+                                        x.id,
+                                        format!("route of {}", p.path),
+                                    )
+                                }),
+                        )
+                        .collect()),
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
+            }
+            _ => backend.list_rules(p.id).await.map(|rules| {
+                rules
+                    .into_iter()
+                    .map(|x| found(Kind::Rule, "rules", x.id, format!("rule of {}", p.path)))
+                    .collect()
+            }),
+        };
+        match listed {
+            Ok(items) => children.extend(items.into_iter().map(|mut f: Found| {
+                f.parent = Some(p.path.clone());
+                f
+            })),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((parents, children))
+}
+
+fn found(kind: Kind, collection: &str, id: Uuid, description: String) -> Found {
+    Found {
+        kind,
+        id,
+        path: format!("/{collection}/{id}"),
+        description,
+        parent: None,
+    }
+}
+
+/// The backend resources of `tenant` that no Translation claims, sorted by kind and path.
+///
+/// One LIST of all Translations (after listing the backend), and one backend GET per
+/// collection: the tenant's bridges, routers and chains, then the ports, routes and rules
+/// of each claimed one.
+pub async fn find_orphans(
+    kube: &kube::Client,
+    backend: &BackendClient,
+    tenant: &str,
+) -> Result<Vec<Orphan>, SweepError> {
+    let (parents, children) = list_backend(backend, tenant).await?;
+    let trs = Api::<Translation>::all(kube.clone())
+        .list(&ListParams::default())
+        .await?;
+    let claims = Claims::from_translations(&trs.items);
+    let mut orphan_parents = BTreeSet::new();
+    let mut orphans = Vec::new();
+    for p in parents {
+        if !claims.claims(&p.path, p.id) {
+            orphan_parents.insert(p.path.clone());
+            orphans.push(Orphan {
+                kind: p.kind,
+                path: p.path,
+                description: format!(
+                    "{} of tenant {tenant} claimed by no Translation",
+                    p.description
+                ),
+            });
+        }
+    }
+    for c in children {
+        // Deleting the orphan parent deletes it too.
+        let parent_orphaned = c
+            .parent
+            .as_ref()
+            .is_some_and(|p| orphan_parents.contains(p));
+        if parent_orphaned || claims.claims(&c.path, c.id) {
+            continue;
+        }
+        orphans.push(Orphan {
+            kind: c.kind,
+            path: c.path,
+            description: format!("{} claimed by no Translation", c.description),
+        });
+    }
+    orphans.sort();
+    orphans.dedup_by(|a, b| a.path == b.path);
+    Ok(orphans)
+}
+
+/// Deletes the orphans (404 counts as deleted). Returns how many were deleted. Stops at the
+/// first error.
+pub async fn delete_orphans(
+    backend: &BackendClient,
+    orphans: &[Orphan],
+) -> Result<usize, SweepError> {
+    let mut deleted = 0;
+    for o in orphans {
+        backend.delete_path(o.kind, &o.path).await?;
+        tracing::info!(kind = %o.kind, path = %o.path, "sweep: deleted orphan");
+        deleted += 1;
+    }
+    Ok(deleted)
+}
+
+/// Prometheus metrics of the sweep.
+#[derive(Clone)]
+pub struct SweepMetrics {
+    found: IntGaugeVec,
+    deleted: IntCounterVec,
+}
+
+impl SweepMetrics {
+    pub fn new(registry: &Registry) -> Result<SweepMetrics, prometheus::Error> {
+        let found = IntGaugeVec::new(
+            Opts::new(
+                "midonet_kube_controllers_orphans_found",
+                "Backend resources of the tenant claimed by no Translation, at the last sweep.",
+            ),
+            &["kind"],
+        )?;
+        let deleted = IntCounterVec::new(
+            Opts::new(
+                "midonet_kube_controllers_orphans_deleted_total",
+                "Orphaned backend resources the sweep deleted.",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(found.clone()))?;
+        registry.register(Box::new(deleted.clone()))?;
+        for k in SWEPT_KINDS {
+            found.with_label_values(&[k.name()]).set(0);
+            deleted.with_label_values(&[k.name()]);
+        }
+        Ok(SweepMetrics { found, deleted })
+    }
+
+    fn record_found(&self, orphans: &[Orphan]) {
+        let mut counts: BTreeMap<Kind, i64> = SWEPT_KINDS.iter().map(|k| (*k, 0)).collect();
+        for o in orphans {
+            *counts.entry(o.kind).or_default() += 1;
+        }
+        for (k, n) in counts {
+            self.found.with_label_values(&[k.name()]).set(n);
+        }
+    }
+}
+
+/// One sweep of the loop: find, log, and delete orphans seen by the previous sweep too.
+async fn sweep_once(
+    kube: &kube::Client,
+    backend: &BackendClient,
+    tenant: &str,
+    delete: bool,
+    metrics: &SweepMetrics,
+    previous: &mut BTreeSet<String>,
+) -> Result<(), SweepError> {
+    let orphans = find_orphans(kube, backend, tenant).await?;
+    metrics.record_found(&orphans);
+    for o in &orphans {
+        tracing::warn!(kind = %o.kind, path = %o.path, description = %o.description, "sweep: orphan");
+    }
+    tracing::info!(orphans = orphans.len(), delete, "sweep done");
+    let current: BTreeSet<String> = orphans.iter().map(|o| o.path.clone()).collect();
+    if delete {
+        let confirmed: Vec<Orphan> = orphans
+            .into_iter()
+            .filter(|o| previous.contains(&o.path))
+            .collect();
+        for o in &confirmed {
+            delete_orphans(backend, std::slice::from_ref(o)).await?;
+            metrics.deleted.with_label_values(&[o.kind.name()]).inc();
+        }
+    }
+    *previous = current;
+    Ok(())
+}
+
+/// Sweeps every `period` until `shutdown` completes. With `delete`, an orphan is deleted
+/// once two consecutive sweeps found it. Errors are logged and the next sweep retries.
+pub async fn sweep_loop(
+    kube: kube::Client,
+    backend: BackendClient,
+    tenant: String,
+    period: Duration,
+    delete: bool,
+    registry: Registry,
+    shutdown: impl Future<Output = ()>,
+) {
+    let metrics = match SweepMetrics::new(&registry) {
+        Ok(m) => m,
+        Err(err) => {
+            tracing::error!(error = %err, "sweep: cannot register metrics; not sweeping");
+            return;
+        }
+    };
+    tokio::pin!(shutdown);
+    let mut previous = BTreeSet::new();
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        let sweep = sweep_once(&kube, &backend, &tenant, delete, &metrics, &mut previous);
+        tokio::select! {
+            _ = &mut shutdown => return,
+            res = sweep => if let Err(err) = res {
+                tracing::warn!(error = %err, "sweep failed; retrying at the next period");
+            },
+        }
+    }
+}
+
+/// `midonet-kube-controllers sweep [--delete]`: prints `KIND PATH` per orphan and a
+/// summary on stdout; deletes them with `delete`.
+pub async fn run_cli(cfg: crate::config::Config, delete: bool) -> Result<(), SweepError> {
+    let registry = Registry::new();
+    let kube = crate::run::kube_client(&cfg)
+        .await
+        .map_err(|e| SweepError::Setup(e.to_string()))?;
+    let backend = crate::run::backend_client(&cfg, &registry)
+        .map_err(|e| SweepError::Setup(e.to_string()))?;
+    let orphans = find_orphans(&kube, &backend, &cfg.tenant).await?;
+    for o in &orphans {
+        println!("{} {}", o.kind, o.path);
+    }
+    if delete {
+        let n = delete_orphans(&backend, &orphans).await?;
+        println!("{n} orphan(s) of tenant {} deleted", cfg.tenant);
+    } else {
+        println!(
+            "{} orphan(s) of tenant {} found (dry run; --delete deletes them)",
+            orphans.len(),
+            cfg.tenant
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{PushedResource, TranslationResource, TranslationSpec, TranslationStatus};
+
+    #[test]
+    fn claims_cover_desired_pushed_and_unparseable_entries() {
+        let (b, p, gone, odd) = (
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+        );
+        let mut tr = Translation::new(
+            "t",
+            "ns",
+            TranslationSpec {
+                resources: vec![
+                    TranslationResource::new("Bridge", "", format!(r#"{{"id":"{b}"}}"#)),
+                    TranslationResource::new(
+                        "Port",
+                        b.to_string(),
+                        format!(r#"{{"id":"{p}","type":"Bridge"}}"#),
+                    ),
+                    // Bad type: not a Resource, but its id is still claimed.
+                    TranslationResource::new(
+                        "Port",
+                        b.to_string(),
+                        format!(r#"{{"id":"{odd}","type":"Nonsense"}}"#),
+                    ),
+                    TranslationResource::new("Bogus", "", "not json".to_string()),
+                ],
+            },
+        );
+        tr.status = Some(TranslationStatus {
+            pushed: vec![PushedResource {
+                kind: "Rule".into(),
+                path: format!("/rules/{gone}"),
+                body_hash: String::new(),
+            }],
+            ..TranslationStatus::default()
+        });
+        let claims = Claims::from_translations(&[tr]);
+        assert!(claims.claims(&format!("/bridges/{b}"), b));
+        assert!(claims.claims(&format!("/ports/{p}"), p));
+        assert!(claims.claims(&format!("/rules/{gone}"), gone));
+        assert!(claims.claims(&format!("/ports/{odd}"), odd));
+        let other = Uuid::new_v4();
+        assert!(!claims.claims(&format!("/bridges/{other}"), other));
+        // A path is claimed for its kind only.
+        assert!(!claims.claims(&format!("/routers/{b}"), Uuid::new_v4()));
+    }
+}
