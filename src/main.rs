@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use midonet_kube_controllers::config::RunArgs;
+use midonet_kube_controllers::config::{Config, RunArgs};
 
 /// Kubernetes controllers that turn cluster objects into MidoNet backend resources.
 ///
@@ -38,7 +38,13 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-fn run(args: RunArgs) -> ExitCode {
+/// Validates the settings, sets up logging and runs `job` on a runtime: exit 2 for bad
+/// settings, 1 for a failed job.
+fn run_with<Fut, E>(args: RunArgs, job: impl FnOnce(Config) -> Fut) -> ExitCode
+where
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
     let cfg = match args.validate() {
         Ok(cfg) => cfg,
         Err(err) => {
@@ -54,7 +60,7 @@ fn run(args: RunArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = rt.block_on(midonet_kube_controllers::run::run(cfg));
+    let result = rt.block_on(job(cfg));
     // Background tasks (watches) must not hold up the exit.
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {
@@ -67,29 +73,14 @@ fn run(args: RunArgs) -> ExitCode {
     }
 }
 
+fn run(args: RunArgs) -> ExitCode {
+    run_with(args, midonet_kube_controllers::run::run)
+}
+
 fn sweep(args: RunArgs, delete: bool) -> ExitCode {
-    let cfg = match args.validate() {
-        Ok(cfg) => cfg,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::from(2);
-        }
-    };
-    midonet_kube_controllers::run::init_logging(&cfg.log_level, cfg.log_json);
-    let rt = match runtime() {
-        Ok(rt) => rt,
-        Err(err) => {
-            eprintln!("error: cannot start the async runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match rt.block_on(midonet_kube_controllers::sweep::run_cli(cfg, delete)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("error: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    run_with(args, move |cfg| {
+        midonet_kube_controllers::sweep::run_cli(cfg, delete)
+    })
 }
 
 fn main() -> ExitCode {

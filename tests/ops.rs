@@ -161,6 +161,24 @@ async fn readyz_is_not_ready_before_the_backend_answers() {
     assert!(body.contains("[-] backend-login"), "{body}");
 }
 
+/// A Translation of one new bridge.
+fn bridge_translation(name: &str, ns: &str) -> Translation {
+    let id = Uuid::new_v4();
+    let mut tr = Translation::new(
+        name,
+        ns,
+        TranslationSpec {
+            resources: vec![TranslationResource::new(
+                "Bridge",
+                "",
+                format!(r#"{{"id":"{id}","name":"b","tenantId":"t"}}"#),
+            )],
+        },
+    );
+    tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    tr
+}
+
 #[tokio::test]
 async fn leader_election_one_works_then_the_standby_takes_over() {
     let client = admin_client().await;
@@ -206,32 +224,26 @@ async fn leader_election_one_works_then_the_standby_takes_over() {
     let ns = unique_namespace(&client, "le").await;
     let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
     admin.reset_requests().await.unwrap();
+    let bridges = |n: usize| {
+        let admin = &admin;
+        move || async move {
+            let count = admin
+                .state()
+                .await
+                .ok()?
+                .count(midonet_translators::Kind::Bridge);
+            (count == n).then_some(())
+        }
+    };
     for i in 0..5 {
-        let id = Uuid::new_v4();
-        let mut tr = Translation::new(
-            &format!("t{i}"),
-            &ns,
-            TranslationSpec {
-                resources: vec![TranslationResource::new(
-                    "Bridge",
-                    "",
-                    format!(r#"{{"id":"{id}","name":"b","tenantId":"t"}}"#),
-                )],
-            },
-        );
-        tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
-        api.create(&PostParams::default(), &tr).await.unwrap();
+        api.create(
+            &PostParams::default(),
+            &bridge_translation(&format!("t{i}"), &ns),
+        )
+        .await
+        .unwrap();
     }
-    wait_until("5 bridges", Duration::from_secs(30), || async {
-        (admin
-            .state()
-            .await
-            .ok()?
-            .count(midonet_translators::Kind::Bridge)
-            == 5)
-            .then_some(())
-    })
-    .await;
+    wait_until("5 bridges", Duration::from_secs(30), bridges(5)).await;
     drop(leader); // SIGKILL: no lease release, the standby waits out the lease
     wait_until(
         "the standby takes over",
@@ -240,30 +252,10 @@ async fn leader_election_one_works_then_the_standby_takes_over() {
     )
     .await;
     // The survivor converges new work.
-    let id = Uuid::new_v4();
-    let mut tr = Translation::new(
-        "after",
-        &ns,
-        TranslationSpec {
-            resources: vec![TranslationResource::new(
-                "Bridge",
-                "",
-                format!(r#"{{"id":"{id}","name":"b","tenantId":"t"}}"#),
-            )],
-        },
-    );
-    tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
-    api.create(&PostParams::default(), &tr).await.unwrap();
-    wait_until("the survivor pushes", Duration::from_secs(30), || async {
-        (admin
-            .state()
-            .await
-            .ok()?
-            .count(midonet_translators::Kind::Bridge)
-            == 6)
-            .then_some(())
-    })
-    .await;
+    api.create(&PostParams::default(), &bridge_translation("after", &ns))
+        .await
+        .unwrap();
+    wait_until("the survivor pushes", Duration::from_secs(30), bridges(6)).await;
     let counts = admin.requests().await.unwrap();
     let posts = counts.get(midonet_translators::Kind::Bridge, "POST");
     assert_eq!(posts, 6, "no duplicate backend requests: {counts:?}");
