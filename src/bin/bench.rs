@@ -1,0 +1,824 @@
+//! Benchmark of the controllers against a real local control plane and the in-process
+//! MidoNet API simulator (1 ms added latency). See `docs/benchmark.md`.
+//!
+//! `cargo run --release --bin midonet-kube-bench -- --nodes 50 --pods 2000 --services 300`
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use futures::{stream, StreamExt};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
+use midonet_kube_controllers::crd::{Translation, TranslationSpec};
+use midonet_kube_controllers::sim::admin::{AdminClient, Faults, StateDump};
+use midonet_kube_controllers::sim::{self, SimConfig};
+use midonet_translators::meta::{HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, VERSION_LABEL};
+use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
+use serde_json::{json, Value};
+use tokio::process::{Child, Command};
+use uuid::Uuid;
+
+type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
+
+const NAMESPACES: usize = 4;
+const FLOOR_NS: &str = "bench-floor";
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
+
+#[derive(Parser, Clone, Debug)]
+#[command(about = "Benchmark midonet-kube-controllers against the MidoNet API simulator")]
+struct Args {
+    #[arg(long, default_value_t = 50)]
+    nodes: usize,
+    #[arg(long, default_value_t = 2000)]
+    pods: usize,
+    #[arg(long, default_value_t = 300)]
+    services: usize,
+    #[arg(long, default_value_t = 4)]
+    endpoints_per_service: usize,
+    /// Pods deleted and as many created in the churn phase (capped at --pods).
+    #[arg(long, default_value_t = 500)]
+    churn: usize,
+    /// Also write the JSON result here.
+    #[arg(long)]
+    json_out: Option<PathBuf>,
+}
+
+fn main() -> Res<()> {
+    let args = Args::parse();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(run(args))
+}
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Res<T> {
+    Ok(serde_json::from_value(v)?)
+}
+
+fn ns_of(i: usize) -> String {
+    format!("bench-{}", i % NAMESPACES)
+}
+
+fn node_obj(i: usize, host: Uuid) -> Res<Node> {
+    let ip = format!("192.168.{}.{}", i / 250, 1 + i % 250);
+    obj(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": format!("bench-node-{i}"),
+                     "annotations": {HOST_ID_ANNOTATION: host.to_string(),
+                                     TUNNEL_ENDPOINT_IP_ANNOTATION: ip}},
+        "spec": {"podCIDR": format!("10.{}.{}.0/24", 100 + i / 256, i % 256)},
+        "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
+    }))
+}
+
+fn pod_obj(i: usize, nodes: usize) -> Res<Pod> {
+    obj(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("pod-{i}"), "namespace": ns_of(i)},
+        "spec": {"nodeName": format!("bench-node-{}", i % nodes.max(1)),
+                 "containers": [{"name": "c", "image": "x"}]}
+    }))
+}
+
+fn service_obj(i: usize) -> Res<Service> {
+    obj(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": format!("svc-{i}"), "namespace": ns_of(i)},
+        "spec": {"type": "ClusterIP",
+                 "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+}
+
+fn endpoints_obj(i: usize, n: usize) -> Res<Endpoints> {
+    let addresses: Vec<Value> = (0..n)
+        .map(|k| json!({"ip": format!("10.{}.{}.{}", 200 + i / 250, i % 250, 10 + k % 240)}))
+        .collect();
+    obj(json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": format!("svc-{i}"), "namespace": ns_of(i)},
+        "subsets": [{"addresses": addresses,
+                     "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}]
+    }))
+}
+
+async fn client_for(kubeconfig: &Path) -> Res<Client> {
+    let kc = Kubeconfig::read_from(kubeconfig)?;
+    let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    Ok(Client::try_from(config)?)
+}
+
+/// Starts a control plane in a temporary directory; returns the admin kubeconfig.
+fn start_control_plane() -> Res<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("midonet-kube-bench-{}", std::process::id()));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-env.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg("start")
+        .arg(&dir)
+        .arg("--watch-pid")
+        .arg(std::process::id().to_string())
+        .stderr(Stdio::inherit())
+        .output()?;
+    if !out.status.success() {
+        return Err("scripts/k8s-env.sh start failed".into());
+    }
+    let env = std::fs::read_to_string(dir.join("env"))?;
+    env.lines()
+        .filter_map(|l| l.strip_prefix("export KUBECONFIG="))
+        .map(PathBuf::from)
+        .next()
+        .ok_or_else(|| "KUBECONFIG missing from the env file".into())
+}
+
+async fn apply_crd(client: &Client) -> Res<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = midonet_kube_controllers::crd::CRD_NAME;
+    let pp = PatchParams::apply("midonet-kube-bench").force();
+    let crd = midonet_kube_controllers::crd::crd();
+    crds.patch(name, &pp, &Patch::Apply(&crd)).await?;
+    let start = Instant::now();
+    loop {
+        let crd = crds.get(name).await?;
+        let established = crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            return Err("CRD not Established in 60 s".into());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Creates objects at concurrency 16; returns them as the apiserver stored them.
+async fn create_all<K>(api: impl Fn(&K) -> Api<K>, objs: Vec<K>) -> Res<Vec<K>>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let results: Vec<Result<K, kube::Error>> = stream::iter(objs)
+        .map(|o| {
+            let api = api(&o);
+            async move { api.create(&PostParams::default(), &o).await }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let mut out = Vec::with_capacity(results.len());
+    for r in results {
+        out.push(r?);
+    }
+    Ok(out)
+}
+
+fn ns_api<K>(client: &Client) -> impl Fn(&K) -> Api<K> + '_
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    move |o: &K| {
+        Api::namespaced(
+            client.clone(),
+            o.meta().namespace.as_deref().unwrap_or("default"),
+        )
+    }
+}
+
+// ---------------------------------------------------------------- convergence checks
+
+fn is_ready(t: &Translation) -> bool {
+    t.metadata.deletion_timestamp.is_none()
+        && t.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        })
+}
+
+/// Item paths in the simulator a Translation can own (no Hosts, no `Local` routes).
+fn actual_paths(state: &StateDump) -> BTreeSet<String> {
+    state
+        .resources
+        .iter()
+        .filter(|e| e.kind != "Host")
+        .filter(|e| {
+            !(e.kind == "Route" && e.body.get("type").and_then(|t| t.as_str()) == Some("Local"))
+        })
+        .map(|e| e.path.clone())
+        .collect()
+}
+
+/// True when every Translation is Ready, none carries `stale_version`, and the simulator
+/// holds exactly the item paths the Translations ask for.
+async fn converged(
+    client: &Client,
+    admin: &AdminClient,
+    stale_version: Option<&str>,
+    count: usize,
+) -> Res<Result<(), String>> {
+    let trs = Api::<Translation>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
+    // The controllers may write a few Translations the pure translators are not asked for
+    // here (e.g. globals), so the count is a lower bound.
+    if trs.items.len() < count {
+        return Ok(Err(format!(
+            "{} Translations, want at least {count}",
+            trs.items.len()
+        )));
+    }
+    let not_ready = trs.items.iter().filter(|t| !is_ready(t)).count();
+    if not_ready > 0 {
+        return Ok(Err(format!("{not_ready} Translations not Ready")));
+    }
+    if let Some(v) = stale_version {
+        let stale = trs.items.iter().any(|t| {
+            t.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(VERSION_LABEL))
+                .is_some_and(|l| l == v)
+        });
+        if stale {
+            return Ok(Err(format!("Translations of version {v} left")));
+        }
+    }
+    let expected: BTreeSet<String> = trs
+        .items
+        .iter()
+        .flat_map(|t| t.desired_resources().to_vec())
+        .filter_map(|e| Resource::from_entry(&e).ok())
+        .map(|r| r.item_path())
+        .collect();
+    let actual = actual_paths(&admin.state().await?);
+    if expected != actual {
+        return Ok(Err(format!(
+            "{} backend paths missing, {} extra",
+            expected.difference(&actual).count(),
+            actual.difference(&expected).count()
+        )));
+    }
+    Ok(Ok(()))
+}
+
+async fn wait_converged(
+    client: &Client,
+    admin: &AdminClient,
+    stale_version: Option<&str>,
+    count: usize,
+    what: &str,
+) -> Res<Duration> {
+    let start = Instant::now();
+    let mut last_report = Instant::now();
+    loop {
+        let why = match converged(client, admin, stale_version, count).await? {
+            Ok(()) => return Ok(start.elapsed()),
+            Err(why) => why,
+        };
+        if start.elapsed() > CONVERGE_TIMEOUT {
+            return Err(format!("{what}: not converged in {CONVERGE_TIMEOUT:?}: {why}").into());
+        }
+        if last_report.elapsed() > Duration::from_secs(10) {
+            eprintln!("bench: {what}: not converged yet: {why}");
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+// ---------------------------------------------------------------- the controllers child
+
+struct Controllers {
+    child: Child,
+    metrics_port: u16,
+}
+
+fn free_port() -> Res<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+impl Controllers {
+    fn spawn(kubeconfig: &Path, api_url: &str, extra: &[&str]) -> Res<Controllers> {
+        let exe = std::env::current_exe()?.with_file_name("midonet-kube-controllers");
+        let metrics_port = free_port()?;
+        let log = std::env::temp_dir().join(format!(
+            "midonet-kube-bench-{}-controllers.log",
+            std::process::id()
+        ));
+        let child = Command::new(&exe)
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--midonet-api", api_url, "--leader-elect", "false"])
+            .arg("--metrics-address")
+            .arg(format!("127.0.0.1:{metrics_port}"))
+            .args(["--log-level", "warn"])
+            .args(["--controllers", "node,pod,service,endpoints,pusher"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stderr(
+                std::fs::File::options()
+                    .create(true)
+                    .append(true)
+                    .open(log)?,
+            )
+            .stdout(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        Ok(Controllers {
+            child,
+            metrics_port,
+        })
+    }
+
+    fn pid(&self) -> Res<u32> {
+        self.child.id().ok_or_else(|| "controllers exited".into())
+    }
+
+    /// Peak resident set size in KiB (`VmHWM`).
+    fn peak_rss_kib(&self) -> Res<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .ok_or_else(|| "no VmHWM in /proc/PID/status".into())
+    }
+
+    async fn stop(mut self) -> Res<()> {
+        let pid = self.pid()?;
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()?;
+        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+            Ok(status) => {
+                status?;
+                Ok(())
+            }
+            Err(_) => {
+                self.child.kill().await?;
+                Err("controllers did not stop within 30 s of SIGTERM".into())
+            }
+        }
+    }
+
+    async fn wait_ready(&self) -> Res<Duration> {
+        let http = reqwest::Client::new();
+        let url = format!("http://127.0.0.1:{}/readyz", self.metrics_port);
+        let start = Instant::now();
+        loop {
+            if let Ok(r) = http.get(&url).send().await {
+                if r.status().is_success() {
+                    return Ok(start.elapsed());
+                }
+            }
+            if start.elapsed() > READY_TIMEOUT {
+                return Err(format!("/readyz not 200 within {READY_TIMEOUT:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Sum of a metric's samples whose line contains `filter`.
+    async fn metric(&self, name: &str, filter: &str) -> Res<f64> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let text = reqwest::get(&url).await?.text().await?;
+        Ok(text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| l.starts_with(name) && l.contains(filter))
+            .filter(|l| l[name.len()..].starts_with('{') || l[name.len()..].starts_with(' '))
+            .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+            .sum())
+    }
+}
+
+// ---------------------------------------------------------------- floor
+
+fn translate_all(
+    nodes: &[Node],
+    pods: &[Pod],
+    services: &[Service],
+    endpoints: &[Endpoints],
+) -> Vec<Vec<DesiredTranslation>> {
+    let cfg = TranslatorConfig::default();
+    let by_name: BTreeMap<String, &Node> = nodes
+        .iter()
+        .filter_map(|n| n.metadata.name.clone().map(|k| (k, n)))
+        .collect();
+    let svc_by_key: BTreeMap<(String, String), &Service> = services
+        .iter()
+        .map(|s| {
+            (
+                (
+                    s.metadata.namespace.clone().unwrap_or_default(),
+                    s.metadata.name.clone().unwrap_or_default(),
+                ),
+                s,
+            )
+        })
+        .collect();
+    let global = midonet_translators::global(&cfg);
+    let node_trs = nodes
+        .iter()
+        .flat_map(|n| midonet_translators::node(&cfg, n).translations)
+        .collect();
+    let mut third: Vec<DesiredTranslation> = pods
+        .iter()
+        .flat_map(|p| {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .and_then(|n| by_name.get(n).copied());
+            midonet_translators::pod(&cfg, p, node).translations
+        })
+        .collect();
+    third.extend(
+        services
+            .iter()
+            .flat_map(|s| midonet_translators::service(&cfg, s).translations),
+    );
+    let eps = endpoints
+        .iter()
+        .flat_map(|e| {
+            let key = (
+                e.metadata.namespace.clone().unwrap_or_default(),
+                e.metadata.name.clone().unwrap_or_default(),
+            );
+            midonet_translators::endpoints(&cfg, e, svc_by_key.get(&key).copied()).translations
+        })
+        .collect();
+    vec![global, node_trs, third, eps]
+}
+
+/// Lower bound: writes the same Translations (scratch namespace) and the same backend
+/// resources with plain clients at concurrency 8, phase by phase (globals, nodes,
+/// pods+services, endpoints) so that referents exist first.
+async fn floor(
+    client: &Client,
+    api_url: &str,
+    phases: &[Vec<DesiredTranslation>],
+) -> Res<Duration> {
+    let trs: Api<Translation> = Api::namespaced(client.clone(), FLOOR_NS);
+    let backend = BackendClient::new(
+        BackendConfig {
+            url: url::Url::parse(api_url)?,
+            ..BackendConfig::default()
+        },
+        &prometheus::Registry::new(),
+    )?;
+    let start = Instant::now();
+    let kube_side = async {
+        let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
+        let results: Vec<Result<Translation, kube::Error>> = stream::iter(all)
+            .map(|d| {
+                let mut t = Translation::new(
+                    &d.name,
+                    FLOOR_NS,
+                    TranslationSpec {
+                        resources: d.resources.clone(),
+                    },
+                );
+                t.metadata.labels = Some(d.labels.clone());
+                let trs = trs.clone();
+                async move { trs.create(&PostParams::default(), &t).await }
+            })
+            .buffered(8)
+            .collect()
+            .await;
+        for r in results {
+            r?;
+        }
+        Res::Ok(())
+    };
+    let backend_side = async {
+        for phase in phases {
+            let results: Vec<Res<()>> = stream::iter(phase)
+                .map(|d| {
+                    let backend = &backend;
+                    async move {
+                        for e in &d.resources {
+                            let r = Resource::from_entry(e).map_err(|e| e.to_string())?;
+                            backend.apply(&r).await?;
+                        }
+                        Res::Ok(())
+                    }
+                })
+                .buffered(8)
+                .collect()
+                .await;
+            for r in results {
+                r?;
+            }
+        }
+        Res::Ok(())
+    };
+    let (a, b) = tokio::join!(kube_side, backend_side);
+    a?;
+    b?;
+    Ok(start.elapsed())
+}
+
+// ---------------------------------------------------------------- the scenario
+
+struct Row {
+    name: &'static str,
+    value: String,
+    target: &'static str,
+}
+
+async fn backend_counts(admin: &AdminClient) -> Res<(u64, u64, u64)> {
+    let r = admin.requests().await?;
+    let writes = r.of_method("POST") + r.of_method("PUT") + r.of_method("DELETE");
+    Ok((r.total - r.login, writes, r.of_method("GET")))
+}
+
+async fn run(args: Args) -> Res<()> {
+    let t0 = Instant::now();
+    eprintln!("bench: starting the control plane");
+    let kubeconfig = start_control_plane()?;
+    let client = client_for(&kubeconfig).await?;
+    apply_crd(&client).await?;
+
+    let hosts: Vec<(String, Uuid)> = (0..args.nodes)
+        .map(|i| (format!("bench-node-{i}"), Uuid::new_v4()))
+        .collect();
+    let sim = sim::start(SimConfig {
+        hosts: hosts.clone(),
+        faults: Faults {
+            latency_ms: 1,
+            ..Faults::default()
+        },
+        ..SimConfig::default()
+    })
+    .await?;
+    let admin = AdminClient::new(sim.admin_url())?;
+    let api_url = sim.api_url().to_string();
+
+    // 1. Objects.
+    eprintln!("bench: creating objects");
+    let ns_api_all: Api<Namespace> = Api::all(client.clone());
+    for n in (0..NAMESPACES).map(ns_of).chain([FLOOR_NS.to_string()]) {
+        ns_api_all
+            .create(
+                &PostParams::default(),
+                &obj(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))?,
+            )
+            .await?;
+    }
+    let t_create = Instant::now();
+    let node_objs = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, (_, h))| node_obj(i, *h))
+        .collect::<Res<Vec<_>>>()?;
+    let nodes = create_all(|_: &Node| Api::all(client.clone()), node_objs).await?;
+    let pod_objs = (0..args.pods)
+        .map(|i| pod_obj(i, args.nodes))
+        .collect::<Res<Vec<_>>>()?;
+    let pods = create_all(ns_api(&client), pod_objs).await?;
+    let svc_objs = (0..args.services)
+        .map(service_obj)
+        .collect::<Res<Vec<_>>>()?;
+    let services = create_all(ns_api(&client), svc_objs).await?;
+    let ep_objs = (0..args.services)
+        .map(|i| endpoints_obj(i, args.endpoints_per_service))
+        .collect::<Res<Vec<_>>>()?;
+    let endpoints = create_all(ns_api(&client), ep_objs).await?;
+    let create_time = t_create.elapsed();
+
+    // 9. Floor, before the controllers run; then clean up.
+    eprintln!("bench: measuring the floor");
+    let phases = translate_all(&nodes, &pods, &services, &endpoints);
+    let n_translations: usize = phases.iter().map(Vec::len).sum();
+    let floor_time = floor(&client, &api_url, &phases).await?;
+    Api::<Translation>::namespaced(client.clone(), FLOOR_NS)
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    admin.wipe().await?;
+    admin.reset_requests().await?;
+
+    // 2-4. Initial convergence.
+    eprintln!("bench: initial convergence");
+    let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
+    let initial = wait_converged(&client, &admin, None, n_translations, "initial sync").await?;
+    let resources = actual_paths(&admin.state().await?).len();
+    let (initial_requests, _, _) = backend_counts(&admin).await?;
+    let per_resource = initial_requests as f64 / resources.max(1) as f64;
+    let peak_rss = ctl.peak_rss_kib()?;
+    ctl.stop().await?;
+
+    // 5. Restart in sync.
+    eprintln!("bench: restart in sync");
+    admin.reset_requests().await?;
+    let ctl = Controllers::spawn(&kubeconfig, &api_url, &["--resync-period", "20s"])?;
+    // A /readyz that never turns 200 is reported, and the phase measured after the timeout.
+    let ready = match ctl.wait_ready().await {
+        Ok(d) => format!("{:.2} s", d.as_secs_f64()),
+        Err(e) => e.to_string(),
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_, restart_writes, restart_reads) = backend_counts(&admin).await?;
+
+    // 6. One full resync with nothing changed.
+    eprintln!("bench: full resync (waiting 21 s)");
+    const WRITES: &str = "midonet_kube_controllers_translator_translation_writes_total";
+    const PUSHED: &str = "midonet_kube_controllers_pusher_reconciles_total";
+    let w0 = ctl.metric(WRITES, "").await?;
+    let p0 = ctl.metric(PUSHED, "result=\"pushed\"").await?;
+    admin.reset_requests().await?;
+    tokio::time::sleep(Duration::from_secs(21)).await;
+    let resync_writes = ctl.metric(WRITES, "").await? - w0;
+    let resync_pushed = ctl.metric(PUSHED, "result=\"pushed\"").await? - p0;
+    let (resync_requests, _, _) = backend_counts(&admin).await?;
+
+    // 7. Churn.
+    let churn = args.churn.min(args.pods);
+    eprintln!("bench: churn of {churn} pods");
+    let before = actual_paths(&admin.state().await?);
+    admin.reset_requests().await?;
+    let t_churn = Instant::now();
+    let gone: Vec<Res<()>> = stream::iter(0..churn)
+        .map(|i| {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &ns_of(i));
+            async move {
+                api.delete(
+                    &format!("pod-{i}"),
+                    &DeleteParams::default().grace_period(0),
+                )
+                .await?;
+                Res::Ok(())
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for g in gone {
+        g?;
+    }
+    let new_pods = (args.pods..args.pods + churn)
+        .map(|i| pod_obj(i, args.nodes))
+        .collect::<Res<Vec<_>>>()?;
+    create_all(ns_api(&client), new_pods).await?;
+    wait_converged(&client, &admin, None, n_translations, "churn").await?;
+    let churn_time = t_churn.elapsed();
+    let after = actual_paths(&admin.state().await?);
+    let changed = before.symmetric_difference(&after).count();
+    let (churn_requests, _, _) = backend_counts(&admin).await?;
+    ctl.stop().await?;
+
+    // 8. Translation version bump.
+    eprintln!("bench: translation version bump");
+    admin.reset_requests().await?;
+    let t_bump = Instant::now();
+    let ctl = Controllers::spawn(&kubeconfig, &api_url, &["--translation-version", "2"])?;
+    wait_converged(&client, &admin, Some("1"), n_translations, "version bump").await?;
+    let bump_time = t_bump.elapsed();
+    let (bump_requests, _, _) = backend_counts(&admin).await?;
+    ctl.stop().await?;
+
+    let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
+    let secs = |d: Duration| format!("{:.2} s", d.as_secs_f64());
+    let rows = vec![
+        Row {
+            name: "objects created (time)",
+            value: secs(create_time),
+            target: "-",
+        },
+        Row {
+            name: "translations / backend resources",
+            value: format!("{n_translations} / {resources}"),
+            target: "-",
+        },
+        Row {
+            name: "floor (plain clients, conc. 8)",
+            value: secs(floor_time),
+            target: "-",
+        },
+        Row {
+            name: "initial convergence",
+            value: secs(initial),
+            target: "-",
+        },
+        Row {
+            name: "convergence / floor",
+            value: format!("{ratio:.2}"),
+            target: "<= 1.5",
+        },
+        Row {
+            name: "backend requests per resource (initial)",
+            value: format!("{per_resource:.2}"),
+            target: "-",
+        },
+        Row {
+            name: "peak RSS of the controllers",
+            value: format!("{:.1} MiB", peak_rss as f64 / 1024.0),
+            target: "-",
+        },
+        Row {
+            name: "restart in sync: /readyz 200 after",
+            value: ready.clone(),
+            target: "-",
+        },
+        Row {
+            name: "restart in sync: backend writes",
+            value: restart_writes.to_string(),
+            target: "0",
+        },
+        Row {
+            name: "restart in sync: backend reads",
+            value: restart_reads.to_string(),
+            target: "0",
+        },
+        Row {
+            name: "full resync: Translation writes",
+            value: format!("{resync_writes}"),
+            target: "0",
+        },
+        Row {
+            name: "full resync: pushes",
+            value: format!("{resync_pushed}"),
+            target: "0",
+        },
+        Row {
+            name: "full resync: backend requests",
+            value: resync_requests.to_string(),
+            target: "0",
+        },
+        Row {
+            name: "churn: convergence",
+            value: secs(churn_time),
+            target: "-",
+        },
+        Row {
+            name: "churn: backend requests per changed resource",
+            value: format!(
+                "{:.2} ({churn_requests}/{changed})",
+                churn_requests as f64 / changed.max(1) as f64
+            ),
+            target: "-",
+        },
+        Row {
+            name: "version bump: convergence",
+            value: secs(bump_time),
+            target: "-",
+        },
+        Row {
+            name: "version bump: backend requests",
+            value: bump_requests.to_string(),
+            target: "-",
+        },
+    ];
+    println!(
+        "scale: {} nodes, {} pods, {} services x {} endpoints; simulator latency 1 ms",
+        args.nodes, args.pods, args.services, args.endpoints_per_service
+    );
+    println!("{:<46} {:>22}  target", "measure", "value");
+    for r in &rows {
+        println!("{:<46} {:>22}  {}", r.name, r.value, r.target);
+    }
+    let result = json!({
+        "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
+                  "endpointsPerService": args.endpoints_per_service, "churn": churn},
+        "createSeconds": create_time.as_secs_f64(),
+        "translations": n_translations,
+        "backendResources": resources,
+        "floorSeconds": floor_time.as_secs_f64(),
+        "initialConvergenceSeconds": initial.as_secs_f64(),
+        "convergenceOverFloor": ratio,
+        "initialRequests": initial_requests,
+        "requestsPerResource": per_resource,
+        "peakRssKiB": peak_rss,
+        "restartInSync": {"ready": ready, "writes": restart_writes, "reads": restart_reads},
+        "fullResync": {"translationWrites": resync_writes, "pushes": resync_pushed,
+                       "backendRequests": resync_requests},
+        "churn": {"seconds": churn_time.as_secs_f64(), "requests": churn_requests,
+                  "changedResources": changed},
+        "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests},
+        "totalSeconds": t0.elapsed().as_secs_f64(),
+    });
+    let text = serde_json::to_string_pretty(&result)?;
+    println!("{text}");
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, text + "\n")?;
+    }
+    sim.shutdown().await;
+    Ok(())
+}
