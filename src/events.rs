@@ -8,6 +8,8 @@ use kube::Client;
 #[derive(Clone)]
 pub struct Events {
     recorder: Recorder,
+    client: Client,
+    controller: String,
 }
 
 impl Events {
@@ -17,7 +19,9 @@ impl Events {
             instance: std::env::var("POD_NAME").ok(),
         };
         Events {
-            recorder: Recorder::new(client, reporter),
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            controller: controller.to_string(),
         }
     }
 
@@ -32,6 +36,11 @@ impl Events {
     async fn publish(&self, obj: &ObjectReference, type_: EventType, reason: &str, note: String) {
         // The events API caps the note at 1 kB.
         let note = truncate(note, 1000);
+        if obj.namespace.as_deref().unwrap_or("").is_empty() {
+            // Older apiservers (v1.20) reject events.k8s.io/v1 events about cluster-scoped
+            // objects (Nodes); a core/v1 Event in `default` is what they accept.
+            return self.publish_core(obj, type_, reason, note).await;
+        }
         let event = Event {
             type_,
             reason: reason.to_string(),
@@ -60,4 +69,54 @@ fn truncate(mut s: String, max: usize) -> String {
         s.truncate(cut);
     }
     s
+}
+
+impl Events {
+    async fn publish_core(
+        &self,
+        obj: &ObjectReference,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let name = format!(
+            "{}.{:016x}",
+            obj.name.as_deref().unwrap_or("object"),
+            rand::random::<u64>()
+        );
+        let event = k8s_openapi::api::core::v1::Event {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some(name),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            involved_object: obj.clone(),
+            reason: Some(reason.to_string()),
+            message: Some(note),
+            type_: Some(match type_ {
+                EventType::Normal => "Normal".into(),
+                EventType::Warning => "Warning".into(),
+            }),
+            source: Some(k8s_openapi::api::core::v1::EventSource {
+                component: Some(self.controller.clone()),
+                host: None,
+            }),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            count: Some(1),
+            ..Default::default()
+        };
+        let api: kube::Api<k8s_openapi::api::core::v1::Event> =
+            kube::Api::namespaced(self.client.clone(), "default");
+        if let Err(err) = api.create(&kube::api::PostParams::default(), &event).await {
+            tracing::warn!(
+                reason,
+                object = obj.name.as_deref().unwrap_or(""),
+                error = %err,
+                "cannot publish event"
+            );
+        }
+    }
 }

@@ -143,6 +143,36 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
         .unwrap();
     wait_converged(&client, &admin, "initial").await;
 
+    // A Node whose host the backend does not know: a Warning event on the (cluster-scoped)
+    // Node, and nothing translated for it.
+    nodes
+        .create(
+            &PostParams::default(),
+            &node("e2e-node-unknown", "10.244.9.0/24", "192.168.0.19"),
+        )
+        .await
+        .unwrap();
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    wait_until(
+        "host-not-found Warning on the Node",
+        Duration::from_secs(60),
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .iter()
+                .any(|e| {
+                    e.involved_object.name.as_deref() == Some("e2e-node-unknown")
+                        && e.reason.as_deref() == Some("MidoNetHostNotFound")
+                        && e.type_.as_deref() == Some("Warning")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+
     // Every kind produced something in the backend.
     let state = admin.state().await.unwrap();
     for kind in [
