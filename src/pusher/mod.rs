@@ -228,12 +228,7 @@ pub async fn run(
         .reconcile_on(repairs)
         .graceful_shutdown_on(shutdown);
 
-    let background = tokio::spawn(background_tasks(
-        store,
-        ctx.clone(),
-        health.clone(),
-        repair_tx,
-    ));
+    let background = tokio::spawn(background_tasks(store, ctx.clone(), repair_tx));
     controller
         .run(reconcile::reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -248,10 +243,8 @@ pub async fn run(
 async fn background_tasks(
     store: Store<Translation>,
     ctx: Arc<PusherContext>,
-    health: Health,
     repair_tx: mpsc::Sender<ObjectRef<Translation>>,
 ) {
-    let _ = health;
     if let Some(period) = ctx.config.verify_period {
         tokio::spawn(verify::verify_loop(
             store.clone(),
