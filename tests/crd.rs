@@ -159,23 +159,11 @@ async fn garbage_collection_marks_owned_translation() {
     let client = admin_client().await;
     let ns = unique_namespace(&client, "crd-gc").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let owner: ConfigMap = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}
-    }))
-    .unwrap();
-    let owner = cms.create(&PostParams::default(), &owner).await.unwrap();
+    let owner = owner_configmap(&client, &ns, "owner").await;
 
     let api: Api<Translation> = Api::namespaced(client, &ns);
     let mut tr = valid_translation("t-owned", &ns);
-    tr.metadata.owner_references = Some(vec![
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: "owner".into(),
-            uid: owner.uid().unwrap(),
-            ..Default::default()
-        },
-    ]);
+    tr.metadata.owner_references = Some(vec![owner]);
     api.create(&PostParams::default(), &tr).await.unwrap();
 
     cms.delete("owner", &DeleteParams::default()).await.unwrap();

@@ -334,22 +334,10 @@ async fn pusher_behaviour() {
 
     // Owner deleted while the pusher is stopped: GC marks it, the pusher cleans it later.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let owner: ConfigMap = serde_json::from_value(
-        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "owner"}}),
-    )
-    .unwrap();
-    let owner = cms.create(&PostParams::default(), &owner).await.unwrap();
+    let owner = owner_configmap(&client, &ns, "owner").await;
     let b_owned = Uuid::new_v4();
     let mut owned = translation("t-owned", &ns, vec![bridge(b_owned)]);
-    owned.metadata.owner_references = Some(vec![
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-            name: "owner".into(),
-            uid: owner.uid().unwrap(),
-            ..Default::default()
-        },
-    ]);
+    owned.metadata.owner_references = Some(vec![owner]);
     api.create(&PostParams::default(), &owned).await.unwrap();
     wait_reason(&api, "t-owned", "True", "Pushed").await;
     pusher.stop().await;

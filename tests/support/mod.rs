@@ -205,3 +205,27 @@ where
 }
 pub mod rbac;
 pub mod stack;
+
+/// Creates a ConfigMap `name` in `ns` to own test objects; returns the reference to it.
+pub async fn owner_configmap(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), ns);
+    let cm = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}
+    }))
+    .expect("configmap");
+    let created = cms
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("create owner ConfigMap");
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: name.into(),
+        uid: created.metadata.uid.expect("uid"),
+        ..Default::default()
+    }
+}
