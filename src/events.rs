@@ -1,39 +1,116 @@
 //! Kubernetes events on the objects the controllers work on.
+//!
+//! Publishing is asynchronous, as client-go's event broadcaster is: a reconcile queues its
+//! event and goes on, and a background task writes the queue to the apiserver. An event
+//! write therefore never sits on the path from a Kubernetes change to the backend, and a
+//! slow or failing events API cannot stall reconciles. The queue is bounded; when it is
+//! full, events are dropped (events are best effort by design) and the drop is logged.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
+use tokio::sync::mpsc;
 
-/// Publishes events; a failure to publish is logged, never fatal.
+/// Events waiting to be written; beyond this, new ones are dropped.
+const QUEUE_CAPACITY: usize = 4096;
+/// Event writes in flight at the same time.
+const PUBLISHERS: usize = 4;
+
+/// Queues events for publication; a failure to publish is logged, never fatal.
 #[derive(Clone)]
 pub struct Events {
+    queue: mpsc::Sender<Queued>,
+    dropped: Arc<AtomicU64>,
+}
+
+struct Queued {
+    object: ObjectReference,
+    type_: EventType,
+    reason: String,
+    note: String,
+}
+
+/// Writes events to the apiserver (the background side of [`Events`]).
+struct Publisher {
     recorder: Recorder,
     client: Client,
     controller: String,
 }
 
 impl Events {
+    /// Starts the background publisher; must be called within a Tokio runtime.
     pub fn new(client: Client, controller: &str) -> Self {
         let reporter = Reporter {
             controller: controller.to_string(),
             instance: std::env::var("POD_NAME").ok(),
         };
-        Events {
+        let publisher = Arc::new(Publisher {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             controller: controller.to_string(),
+        });
+        let (queue, rx) = mpsc::channel::<Queued>(QUEUE_CAPACITY);
+        tokio::spawn(async move {
+            futures::stream::unfold(
+                rx,
+                |mut rx| async move { rx.recv().await.map(|ev| (ev, rx)) },
+            )
+            .for_each_concurrent(PUBLISHERS, |ev| {
+                let publisher = publisher.clone();
+                async move { publisher.publish(ev).await }
+            })
+            .await;
+        });
+        Events {
+            queue,
+            dropped: Arc::default(),
         }
     }
 
     pub async fn normal(&self, obj: &ObjectReference, reason: &str, note: String) {
-        self.publish(obj, EventType::Normal, reason, note).await
+        self.enqueue(obj, EventType::Normal, reason, note)
     }
 
     pub async fn warning(&self, obj: &ObjectReference, reason: &str, note: String) {
-        self.publish(obj, EventType::Warning, reason, note).await
+        self.enqueue(obj, EventType::Warning, reason, note)
     }
 
-    async fn publish(&self, obj: &ObjectReference, type_: EventType, reason: &str, note: String) {
+    fn enqueue(&self, obj: &ObjectReference, type_: EventType, reason: &str, note: String) {
+        let queued = Queued {
+            object: obj.clone(),
+            type_,
+            reason: reason.to_string(),
+            note,
+        };
+        if self.queue.try_send(queued).is_err() {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            // Logged at 1, 2, 4, 8, … drops, so a flood does not flood the log too.
+            if dropped.is_power_of_two() {
+                tracing::warn!(
+                    reason,
+                    object = obj.name.as_deref().unwrap_or(""),
+                    dropped,
+                    "event queue full; dropping events"
+                );
+            }
+        }
+    }
+}
+
+impl Publisher {
+    async fn publish(&self, ev: Queued) {
+        let Queued {
+            object: obj,
+            type_,
+            reason,
+            note,
+        } = ev;
+        let obj = &obj;
+        let reason = reason.as_str();
         // The events API caps the note at 1 kB.
         let note = truncate(note, 1000);
         if obj.namespace.as_deref().unwrap_or("").is_empty() {
@@ -71,7 +148,7 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
-impl Events {
+impl Publisher {
     async fn publish_core(
         &self,
         obj: &ObjectReference,
