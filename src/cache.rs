@@ -1,6 +1,7 @@
 //! Informer caches: a reflector store plus the stream of applied objects that feeds a
 //! controller. The store is created here (not by `Controller::new`) so that readiness
-//! checks can wait for its initial list.
+//! checks can wait for its initial list. Cached objects are trimmed of
+//! `metadata.managedFields`.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -9,7 +10,7 @@ use futures::{Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 /// A cache of `K` and the stream of its applied objects (for `Controller::for_stream`).
@@ -27,7 +28,9 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config))
+    // Nothing reads managedFields, and they are a large part of every object.
+    let events = watcher(api, config).modify(|o| o.managed_fields_mut().clear());
+    let stream = reflector::reflector(writer, events)
         .inspect(move |event| {
             if let Ok(watcher::Event::InitDone) = event {
                 on_synced();

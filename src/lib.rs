@@ -8,6 +8,7 @@ pub mod crd;
 pub mod events;
 pub mod health;
 pub mod http;
+pub mod informer;
 pub mod leader;
 pub mod nodeannotator;
 pub mod pusher;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::watcher;
 use kube::Client;
 use prometheus::{IntGauge, Registry};
 use tokio::task::JoinSet;
@@ -13,10 +14,14 @@ use tokio_util::sync::CancellationToken;
 use crate::backend::{BackendClient, BackendConfig};
 use crate::config::Config;
 use crate::health::Health;
+use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
 use crate::translate::kinds::{EndpointsKind, NodeKind, PodKind, ServiceKind};
 use crate::translate::{RunnerConfig, Shared, TranslatorMetrics};
+
+/// Name of the readiness check of the Translation informer.
+const TRANSLATION_CACHE_CHECK: &str = "translation-cache";
 
 /// How long in-flight work may take after SIGTERM before the process exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -260,8 +265,23 @@ async fn start_controllers(
         let stop = stop.clone();
         async move { stop.cancelled().await }
     };
-    if let (true, Some(backend)) = (cfg.enabled("pusher"), backend.clone()) {
-        let ctx = Arc::new(PusherContext::new(
+    let translators: Vec<&str> = ["node", "pod", "service", "endpoints"]
+        .into_iter()
+        .filter(|k| cfg.enabled(k))
+        .collect();
+    // One Translation informer for the translators and the pusher (see crate::informer).
+    let mut informer = TranslationInformer::new(kube.clone());
+    {
+        let health = health.clone();
+        health.register(TRANSLATION_CACHE_CHECK);
+        informer.observe(Box::new(move |event| {
+            if let watcher::Event::InitDone = event {
+                health.set(TRANSLATION_CACHE_CHECK, true);
+            }
+        }));
+    }
+    let pusher = match (cfg.enabled("pusher"), backend.clone()) {
+        (true, Some(backend)) => Some(PusherContext::new(
             kube.clone(),
             backend,
             PusherMetrics::new(registry)?,
@@ -272,8 +292,32 @@ async fn start_controllers(
                 verify_rate: cfg.verify_rate,
                 ..PusherConfig::default()
             },
-        ));
-        tasks.spawn(crate::pusher::run(ctx, health.clone(), shutdown()));
+            &mut informer,
+        )),
+        _ => None,
+    };
+    let shared = if translators.is_empty() {
+        None
+    } else {
+        Some(Shared::new(
+            kube.clone(),
+            midonet_translators::TranslatorConfig {
+                tenant: cfg.tenant.clone(),
+                version: cfg.translation_version.clone(),
+            },
+            TranslatorMetrics::new(registry)?,
+            &mut informer,
+        ))
+    };
+    let store = informer.store.clone();
+    match pusher {
+        Some(ctx) => {
+            tasks.spawn(crate::pusher::run(ctx, informer.start(), store, shutdown()));
+        }
+        None if shared.is_some() => {
+            tasks.spawn(informer.run());
+        }
+        None => {}
     }
     if let (true, Some(backend)) = (cfg.enabled("nodeannotator"), backend.clone()) {
         let ctx = Arc::new(crate::nodeannotator::AnnotatorContext::new(
@@ -303,19 +347,7 @@ async fn start_controllers(
             shutdown(),
         ));
     }
-    let translators: Vec<&str> = ["node", "pod", "service", "endpoints"]
-        .into_iter()
-        .filter(|k| cfg.enabled(k))
-        .collect();
-    if !translators.is_empty() {
-        let shared = Shared::start(
-            kube,
-            midonet_translators::TranslatorConfig {
-                tenant: cfg.tenant.clone(),
-                version: cfg.translation_version.clone(),
-            },
-            TranslatorMetrics::new(registry)?,
-        );
+    if let Some(shared) = shared {
         let runner = RunnerConfig {
             workers: cfg.translator_workers,
             resync: cfg.resync_period,

@@ -119,7 +119,7 @@ async fn health_readiness_metrics_and_sigterm() {
     .await;
     assert_eq!(code, 200);
     assert!(
-        body.contains("[+] pusher-cache") && body.contains("[+] backend-login"),
+        body.contains("[+] translation-cache") && body.contains("[+] backend-login"),
         "{body}"
     );
     let (_, metrics) = proc.get("/metrics").await.unwrap();

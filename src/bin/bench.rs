@@ -327,7 +327,11 @@ impl Controllers {
             .args(["--midonet-api", api_url, "--leader-elect", "false"])
             .arg("--metrics-address")
             .arg(format!("127.0.0.1:{metrics_port}"))
-            .args(["--log-level", "warn"])
+            // Quiet by default; MIDONETKUBE_LOG_LEVEL (e.g. `info`) for a diagnosis run.
+            .args([
+                "--log-level",
+                &std::env::var("MIDONETKUBE_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
+            ])
             .args(["--controllers", "node,pod,service,endpoints,pusher"])
             .args(extra)
             .stdin(Stdio::null())

@@ -6,6 +6,7 @@
 //! costs no backend request), deletion exact (it deletes what was created, even when the spec
 //! changed or became unreadable) and shrinking specs safe (removed resources are deleted).
 
+mod deps;
 pub mod metrics;
 pub mod plan;
 mod reconcile;
@@ -16,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -26,11 +26,8 @@ use tokio::sync::mpsc;
 use crate::backend::BackendClient;
 use crate::crd::{Translation, TranslationStatus};
 use crate::events::Events;
-use crate::health::Health;
+use crate::informer::TranslationInformer;
 pub use metrics::PusherMetrics;
-
-/// Name of the readiness check of the pusher's cache.
-pub const READY_CHECK: &str = "pusher-cache";
 
 #[derive(Clone, Debug)]
 pub struct PusherConfig {
@@ -81,16 +78,24 @@ pub struct PusherContext {
     failures: Mutex<HashMap<String, Failures>>,
     /// Pushed paths that drift verification found missing, per Translation UID.
     missing: Mutex<HashMap<String, HashSet<String>>>,
+    /// Which Translation provides which referent, and who waits for it.
+    deps: deps::Dependencies,
+    /// Translations to reconcile now: woken dependents, drift repairs.
+    wake_tx: mpsc::UnboundedSender<ObjectRef<Translation>>,
+    wake_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<Translation>>>>,
 }
 
 impl PusherContext {
+    /// The context of a pusher reading the process's Translation informer.
     pub fn new(
         kube: Client,
         backend: BackendClient,
         metrics: PusherMetrics,
         config: PusherConfig,
-    ) -> Self {
-        PusherContext {
+        informer: &mut TranslationInformer,
+    ) -> Arc<Self> {
+        let (wake_tx, wake_rx) = mpsc::unbounded_channel();
+        let ctx = Arc::new(PusherContext {
             events: Events::new(kube.clone(), "midonet-kube-controllers-pusher"),
             kube,
             backend,
@@ -99,6 +104,24 @@ impl PusherContext {
             written: Mutex::default(),
             failures: Mutex::default(),
             missing: Mutex::default(),
+            deps: deps::Dependencies::new(informer.store.clone()),
+            wake_tx,
+            wake_rx: Mutex::new(Some(wake_rx)),
+        });
+        let observer = Arc::downgrade(&ctx);
+        informer.observe(Box::new(move |event| {
+            if let Some(ctx) = observer.upgrade() {
+                ctx.deps.observe(event);
+            }
+        }));
+        ctx
+    }
+
+    /// Reconciles these Translations as soon as possible.
+    fn wake(&self, refs: impl IntoIterator<Item = ObjectRef<Translation>>) {
+        for r in refs {
+            // Only fails once the pusher has stopped, when nothing needs waking.
+            let _ = self.wake_tx.send(r);
         }
     }
 
@@ -120,7 +143,8 @@ impl PusherContext {
         Self::lock(&self.written).insert(uid.to_string(), status);
     }
 
-    fn forget(&self, uid: &str) {
+    fn forget(&self, tr: &Translation, uid: &str) {
+        self.deps.release(&ObjectRef::from_obj(tr));
         Self::lock(&self.written).remove(uid);
         Self::lock(&self.missing).remove(uid);
         self.succeeded(uid);
@@ -201,34 +225,33 @@ fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>
     Action::requeue(delay)
 }
 
-/// Runs the pusher until `shutdown` resolves; in-flight reconciles are finished first.
+/// Runs the pusher over `translations` (the applied objects of the process's Translation
+/// informer, see [`crate::informer`]) until `shutdown` resolves; in-flight reconciles are
+/// finished first.
 pub async fn run(
     ctx: Arc<PusherContext>,
-    health: Health,
+    translations: impl futures::Stream<Item = Result<Translation, watcher::Error>> + Send + 'static,
+    store: Store<Translation>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    health.register(READY_CHECK);
-    let api: Api<Translation> = Api::all(ctx.kube.clone());
     let resync = ctx.config.resync;
     let ticks = futures::stream::unfold((), move |()| async move {
         tokio::time::sleep(resync).await;
         Some(((), ()))
     });
-    let (repair_tx, repair_rx) = mpsc::channel::<ObjectRef<Translation>>(1024);
-    let repairs = futures::stream::unfold(repair_rx, |mut rx| async move {
-        rx.recv().await.map(|r| (r, rx))
+    let woken = PusherContext::lock(&ctx.wake_rx).take();
+    let woken = futures::stream::unfold(woken, |rx| async move {
+        let mut rx = rx?;
+        let next = rx.recv().await?;
+        Some((next, Some(rx)))
     });
-    let synced = health.clone();
-    let (store, objects) = crate::cache::cached(api, watcher::Config::default(), move || {
-        synced.set(READY_CHECK, true)
-    });
-    let controller = Controller::for_stream(objects, store.clone())
+    let controller = Controller::for_stream(translations, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.config.workers))
         .reconcile_all_on(ticks)
-        .reconcile_on(repairs)
+        .reconcile_on(woken)
         .graceful_shutdown_on(shutdown);
 
-    let background = tokio::spawn(background_tasks(store, ctx.clone(), repair_tx));
+    let background = tokio::spawn(background_tasks(store, ctx.clone()));
     controller
         .run(reconcile::reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -240,18 +263,9 @@ pub async fn run(
     background.abort();
 }
 
-async fn background_tasks(
-    store: Store<Translation>,
-    ctx: Arc<PusherContext>,
-    repair_tx: mpsc::Sender<ObjectRef<Translation>>,
-) {
+async fn background_tasks(store: Store<Translation>, ctx: Arc<PusherContext>) {
     if let Some(period) = ctx.config.verify_period {
-        tokio::spawn(verify::verify_loop(
-            store.clone(),
-            ctx.clone(),
-            period,
-            repair_tx,
-        ));
+        tokio::spawn(verify::verify_loop(store.clone(), ctx.clone(), period));
     }
     loop {
         update_gauges(&store, &ctx.metrics);

@@ -68,7 +68,7 @@ pub(super) async fn reconcile(
         .with_label_values(&[outcome.result()])
         .inc();
     Ok(match outcome {
-        Outcome::Retry(delay) => Action::requeue(delay),
+        Outcome::Retry(delay) | Outcome::Held(delay) => Action::requeue(delay),
         _ => Action::await_change(),
     })
 }
@@ -80,6 +80,8 @@ enum Outcome {
     Invalid,
     Immutable,
     Retry(std::time::Duration),
+    /// Waiting (at most this long) for a referent another Translation provides.
+    Held(std::time::Duration),
     Deleted,
 }
 
@@ -99,6 +101,7 @@ impl Outcome {
             Outcome::Invalid => "invalid",
             Outcome::Immutable => "immutable_changed",
             Outcome::Retry(_) => "retry",
+            Outcome::Held(_) => "held",
             Outcome::Deleted => "deleted",
         }
     }
@@ -223,6 +226,22 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
         .collect();
     let plan = plan::plan_apply(desired, &pushed);
     let changes = plan.backend_changes();
+
+    // Referents another Translation provides but has not pushed yet: wait to be woken
+    // rather than send requests the backend would refuse.
+    let creating: Vec<&plan::Desired> = plan
+        .steps
+        .iter()
+        .filter(|(_, step)| *step == Step::Create)
+        .map(|(d, _)| d)
+        .collect();
+    let key = kube::runtime::reflector::ObjectRef::from_obj(tr);
+    if let Some((blocker, left)) = ctx.deps.hold(&key, &creating, |t| ctx.recorded_status(t)) {
+        tracing::debug!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), referent = ?blocker.referent, provider = %blocker.provider, "waiting for another Translation to push a referent");
+        return Ok(Outcome::Held(left));
+    }
+    // Referents this push has created so far, to wake who waits for them.
+    let mut created: Vec<midonet_translators::model::Referent> = Vec::new();
     let mut record = before.pushed.clone();
     let mut immutable = Vec::new();
 
@@ -237,8 +256,13 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
         }
         tracing::debug!(translation = %tr.name_any(), kind = desired.resource.kind().name(), path = %desired.path, "pushing");
         if let Err(err) = ctx.backend.apply(&desired.resource).await {
-            return push_failed(tr, uid, ctx, &before, status, record, &desired.path, err).await;
+            let outcome =
+                push_failed(tr, uid, ctx, &before, status, record, &desired.path, err).await;
+            // What was created before the failure is recorded: its waiters can go on.
+            ctx.wake(ctx.deps.pushed(created));
+            return outcome;
         }
+        created.extend(desired.resource.provides());
         if missing.contains(&desired.path) {
             ctx.metrics
                 .drift_repaired
@@ -262,7 +286,10 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
             None => Ok(()),
         };
         if let Err(err) = result {
-            return push_failed(tr, uid, ctx, &before, status, record, &removed.path, err).await;
+            let outcome =
+                push_failed(tr, uid, ctx, &before, status, record, &removed.path, err).await;
+            ctx.wake(ctx.deps.pushed(created));
+            return outcome;
         }
         record.retain(|p| p.path != removed.path);
     }
@@ -310,6 +337,8 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
         Outcome::Immutable
     };
     write_status(tr, uid, ctx, &before, status).await?;
+    ctx.deps.release(&key);
+    ctx.wake(ctx.deps.pushed(created));
     if immutable.is_empty() {
         ctx.succeeded(uid);
     }
@@ -429,7 +458,7 @@ async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outc
             format!("{} backend resources deleted", targets.len()),
         )
         .await;
-    ctx.forget(uid);
+    ctx.forget(tr, uid);
     Ok(Outcome::Deleted)
 }
 

@@ -12,7 +12,6 @@ use std::time::Duration;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 use midonet_translators::model::Kind;
-use tokio::sync::mpsc;
 
 use super::{sync_state, PusherContext};
 use crate::crd::Translation;
@@ -21,7 +20,6 @@ pub(super) async fn verify_loop(
     store: Store<Translation>,
     ctx: Arc<PusherContext>,
     period: Duration,
-    repair_tx: mpsc::Sender<ObjectRef<Translation>>,
 ) {
     let pause = Duration::from_secs_f64(1.0 / f64::from(ctx.config.verify_rate.max(1)));
     loop {
@@ -57,9 +55,7 @@ pub(super) async fn verify_loop(
                 tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), missing = ?missing, "backend drift: resources missing; repairing");
                 repaired += missing.len();
                 ctx.mark_missing(&uid, missing);
-                if repair_tx.send(ObjectRef::from_obj(&*tr)).await.is_err() {
-                    return;
-                }
+                ctx.wake([ObjectRef::from_obj(&*tr)]);
             }
         }
         tracing::debug!(checked, repaired, "drift verification round done");

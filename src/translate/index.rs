@@ -1,5 +1,5 @@
-//! The translators' view of existing Translations: an informer cache plus an index by owner,
-//! plus the controller's own recent writes.
+//! The translators' view of existing Translations: an index by owner over the shared
+//! informer's cache (see [`crate::informer`]), plus the controller's own recent writes.
 //!
 //! Pruning and no-op detection read only this (never an uncached LIST/GET per event). The
 //! cache can lag behind our own writes (seed 004): `Recent` remembers what we wrote until the
@@ -8,11 +8,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
-use kube::api::Api;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Client, ResourceExt};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
 use midonet_translators::meta::GLOBAL_LABEL;
 
 use crate::crd::Translation;
@@ -28,6 +26,9 @@ pub type OwnerNotifier = Box<dyn Fn(&str, &str) + Send + Sync>;
 struct IndexState {
     by_owner: HashMap<String, BTreeSet<(String, String)>>,
     notifiers: HashMap<String, OwnerNotifier>,
+    /// (owner key, namespace, name) of the Translations listed by a (re-)list in progress;
+    /// they replace the index when the list is complete.
+    relisted: Vec<(String, (String, String))>,
 }
 
 /// The index of Translations by owner UID (or [`GLOBAL_OWNER`]).
@@ -67,6 +68,29 @@ impl OwnerIndex {
             .unwrap_or_default()
     }
 
+    /// Follows the shared Translation informer (see [`crate::informer`]).
+    pub fn observe(&self, event: &watcher::Event<Translation>) {
+        match event {
+            watcher::Event::Apply(tr) => self.insert(tr),
+            watcher::Event::Delete(tr) => self.remove(tr),
+            watcher::Event::Init => self.lock().relisted.clear(),
+            watcher::Event::InitApply(tr) => {
+                if let Some(key) = owner_key(tr) {
+                    let id = (tr.namespace().unwrap_or_default(), tr.name_any());
+                    self.lock().relisted.push((key, id));
+                }
+            }
+            watcher::Event::InitDone => {
+                let mut state = self.lock();
+                let relisted = std::mem::take(&mut state.relisted);
+                state.by_owner.clear();
+                for (key, id) in relisted {
+                    state.by_owner.entry(key).or_default().insert(id);
+                }
+            }
+        }
+    }
+
     fn insert(&self, tr: &Translation) {
         if let Some(key) = owner_key(tr) {
             self.lock()
@@ -92,10 +116,6 @@ impl OwnerIndex {
                 notify(&owner.name, &id.0);
             }
         }
-    }
-
-    fn reset(&self) {
-        self.lock().by_owner.clear();
     }
 }
 
@@ -169,36 +189,6 @@ impl Recent {
             None => w.deleted,
         }
     }
-}
-
-/// Starts the shared Translation informer; returns its store and the owner index.
-pub fn start(client: Client) -> (Store<Translation>, OwnerIndex) {
-    let (reader, writer) = reflector::store();
-    let index = OwnerIndex::default();
-    let api: Api<Translation> = Api::all(client);
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    let idx = index.clone();
-    tokio::spawn(async move {
-        let mut stream = std::pin::pin!(stream);
-        let mut init: Vec<Translation> = Vec::new();
-        while let Some(event) = stream.next().await {
-            match event {
-                Ok(watcher::Event::Apply(tr)) => idx.insert(&tr),
-                Ok(watcher::Event::Delete(tr)) => idx.remove(&tr),
-                Ok(watcher::Event::Init) => init.clear(),
-                Ok(watcher::Event::InitApply(tr)) => init.push(tr),
-                Ok(watcher::Event::InitDone) => {
-                    idx.reset();
-                    for tr in init.drain(..) {
-                        idx.insert(&tr);
-                    }
-                }
-                Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
-            }
-        }
-    });
-    (reader, index)
 }
 
 /// Key of a Translation in the cache.

@@ -79,6 +79,8 @@ pub struct Shared {
     pub kube: Client,
     pub config: TranslatorConfig,
     pub translations: Store<Translation>,
+    /// Resolves once `translations` holds the initial list.
+    pub translations_synced: crate::informer::Synced,
     pub index: index::OwnerIndex,
     pub recent: index::Recent,
     pub events: Events,
@@ -89,10 +91,20 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Starts the shared Translation cache and builds the context.
-    pub fn start(kube: Client, config: TranslatorConfig, metrics: TranslatorMetrics) -> Arc<Self> {
-        let (translations, index) = index::start(kube.clone());
+    /// Builds the context over the process's Translation informer, which keeps the owner
+    /// index up to date.
+    pub fn new(
+        kube: Client,
+        config: TranslatorConfig,
+        metrics: TranslatorMetrics,
+        informer: &mut crate::informer::TranslationInformer,
+    ) -> Arc<Self> {
+        let translations = informer.store.clone();
+        let index = index::OwnerIndex::default();
+        let observed = index.clone();
+        informer.observe(Box::new(move |event| observed.observe(event)));
         Arc::new(Shared {
+            translations_synced: informer.synced(),
             events: Events::new(kube.clone(), "midonet-kube-controllers"),
             kube,
             config,
@@ -285,7 +297,9 @@ pub async fn run<K: TranslatorKind>(
     let (controller, dependencies) = if K::WATCHES_DEPENDENCY {
         let (reader, writer) = reflector::store::<K::Dependency>();
         let dep_api: Api<K::Dependency> = Api::all(shared.kube.clone());
-        let stream = reflector::reflector(writer, watcher(dep_api, watcher::Config::default()))
+        let events =
+            watcher(dep_api, watcher::Config::default()).modify(|o| o.managed_fields_mut().clear());
+        let stream = reflector::reflector(writer, events)
             .default_backoff()
             .applied_objects();
         let objects = objects.clone();
@@ -298,7 +312,7 @@ pub async fn run<K: TranslatorKind>(
     };
 
     // Decisions read the Translation cache: wait for it before the first reconcile.
-    let _ = shared.translations.wait_until_ready().await;
+    shared.translations_synced.wait().await;
     let ctx = Arc::new(KindContext::<K> {
         shared,
         dependencies,
@@ -315,7 +329,7 @@ pub async fn run<K: TranslatorKind>(
 
 /// Ensures the global Translations (tunnel zone, cluster router, chains); retries until done.
 pub async fn ensure_globals(shared: &Shared) {
-    let _ = shared.translations.wait_until_ready().await;
+    shared.translations_synced.wait().await;
     let mut delay = Duration::from_millis(200);
     loop {
         let desired = midonet_translators::global(&shared.config);

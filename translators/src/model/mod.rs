@@ -14,6 +14,7 @@
 mod json;
 mod kind;
 mod objects;
+mod referents;
 mod values;
 
 use serde_json::Value;
@@ -27,6 +28,7 @@ pub use objects::{
     BackendObject, Bridge, Chain, Host, HostInterfacePort, Ipv4MacPair, MacPort, NatTarget, Port,
     PortLink, PortRange, Route, Router, Rule, TunnelZone, TunnelZoneHost,
 };
+pub use referents::Referent;
 pub use values::{
     BadCidr, BadMac, FlowAction, Ipv4Cidr, MacAddr, PortType, RouteType, RuleType, TunnelZoneType,
 };

@@ -1,0 +1,199 @@
+//! Ordering by dependency: which Translation provides each backend referent (a bridge, a
+//! chain, a host's tunnel zone membership, …), so the pusher can hold back a Translation
+//! whose referent another Translation will create but has not pushed yet, and wake it the
+//! moment that happens.
+//!
+//! Without this, Translations are pushed in whatever order the watch delivers them; a pod
+//! port POSTed before its node's bridge gets a 404, and the retry costs a request and a
+//! backoff delay. The hold is only an optimisation, never a correctness rule: a Translation
+//! is held at most [`MAX_HOLD`], then pushed anyway and the backend decides (cycles, or a
+//! provider that keeps failing, cannot wedge anything).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use midonet_translators::model::Referent;
+
+use super::plan::{self, Desired};
+use crate::crd::{Translation, TranslationStatus};
+
+/// The longest a Translation is held back for a referent another Translation provides.
+pub const MAX_HOLD: Duration = Duration::from_secs(10);
+
+type Key = ObjectRef<Translation>;
+
+/// A referent some other Translation provides and has not pushed yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocker {
+    pub referent: Referent,
+    pub provider: Key,
+}
+
+#[derive(Default)]
+struct State {
+    /// Who provides each referent, and at which backend path.
+    providers: HashMap<Referent, (Key, String)>,
+    /// What each Translation provides (to undo its entries).
+    provided: HashMap<Key, Vec<Referent>>,
+    /// Translations listed by a (re-)list in progress, with what they provide.
+    relisted: Vec<(Key, Vec<(Referent, String)>)>,
+    /// Translations held back, by the referent they wait for.
+    waiters: HashMap<Referent, HashSet<Key>>,
+    /// When each held Translation was first held.
+    held_since: HashMap<Key, Instant>,
+}
+
+/// The dependency index over the shared Translation informer.
+pub struct Dependencies {
+    state: Mutex<State>,
+    store: Store<Translation>,
+}
+
+/// What `tr` provides, with the backend path of each: nothing while it is being deleted.
+fn provisions(tr: &Translation) -> Vec<(Referent, String)> {
+    if tr.metadata.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+    plan::parse_lenient(tr.desired_resources())
+        .into_iter()
+        .flat_map(|d| {
+            let path = d.path;
+            d.resource
+                .provides()
+                .into_iter()
+                .map(move |r| (r, path.clone()))
+        })
+        .collect()
+}
+
+impl State {
+    fn forget(&mut self, key: &Key) {
+        for r in self.provided.remove(key).unwrap_or_default() {
+            if self.providers.get(&r).is_some_and(|(k, _)| k == key) {
+                self.providers.remove(&r);
+            }
+        }
+    }
+
+    fn set(&mut self, key: Key, provisions: Vec<(Referent, String)>) {
+        self.forget(&key);
+        let referents = provisions.iter().map(|(r, _)| *r).collect();
+        for (r, path) in provisions {
+            self.providers.insert(r, (key.clone(), path));
+        }
+        self.provided.insert(key, referents);
+    }
+}
+
+impl Dependencies {
+    pub fn new(store: Store<Translation>) -> Self {
+        Dependencies {
+            state: Mutex::default(),
+            store,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Follows the shared Translation informer (see [`crate::informer`]).
+    pub fn observe(&self, event: &watcher::Event<Translation>) {
+        match event {
+            watcher::Event::Apply(tr) => {
+                let provisions = provisions(tr);
+                self.lock().set(ObjectRef::from_obj(tr), provisions);
+            }
+            watcher::Event::Delete(tr) => self.lock().forget(&ObjectRef::from_obj(tr)),
+            watcher::Event::Init => self.lock().relisted.clear(),
+            watcher::Event::InitApply(tr) => {
+                let provisions = provisions(tr);
+                self.lock()
+                    .relisted
+                    .push((ObjectRef::from_obj(tr), provisions));
+            }
+            watcher::Event::InitDone => {
+                let mut state = self.lock();
+                let relisted = std::mem::take(&mut state.relisted);
+                state.providers.clear();
+                state.provided.clear();
+                for (key, provisions) in relisted {
+                    state.set(key, provisions);
+                }
+            }
+        }
+    }
+
+    /// Whether `key` should wait before creating `creating`: the first referent they need
+    /// that another live Translation provides but has not pushed (per `recorded`). When
+    /// there is one, `key` is registered to be woken by [`Self::pushed`] and the time left
+    /// of its hold is returned; after [`MAX_HOLD`] it is not held any more.
+    pub fn hold(
+        &self,
+        key: &Key,
+        creating: &[&Desired],
+        recorded: impl Fn(&Translation) -> TranslationStatus,
+    ) -> Option<(Blocker, Duration)> {
+        let own: HashSet<Referent> = creating
+            .iter()
+            .flat_map(|d| d.resource.provides())
+            .collect();
+        // Checked and registered under one lock: a provider's `pushed` either comes before
+        // (the check sees its record) or after (it finds us registered).
+        let mut state = self.lock();
+        let blocker = creating
+            .iter()
+            .flat_map(|d| d.resource.requires())
+            .filter(|r| !own.contains(r))
+            .find_map(|r| {
+                let (provider, path) = state.providers.get(&r)?;
+                if provider == key {
+                    return None;
+                }
+                let tr = self.store.get(provider)?;
+                if tr.metadata.deletion_timestamp.is_some() {
+                    return None;
+                }
+                let done = recorded(&tr).pushed.iter().any(|p| &p.path == path);
+                (!done).then(|| Blocker {
+                    referent: r,
+                    provider: provider.clone(),
+                })
+            });
+        let Some(blocker) = blocker else {
+            state.held_since.remove(key);
+            return None;
+        };
+        let since = *state
+            .held_since
+            .entry(key.clone())
+            .or_insert_with(Instant::now);
+        let left = MAX_HOLD.checked_sub(since.elapsed())?;
+        state
+            .waiters
+            .entry(blocker.referent)
+            .or_default()
+            .insert(key.clone());
+        Some((blocker, left))
+    }
+
+    /// `key` is not held any more (pushed, deleted or gone).
+    pub fn release(&self, key: &Key) {
+        self.lock().held_since.remove(key);
+    }
+
+    /// `referents` now exist in the backend: returns the Translations waiting for them.
+    pub fn pushed(&self, referents: impl IntoIterator<Item = Referent>) -> Vec<Key> {
+        let mut state = self.lock();
+        let mut woken = Vec::new();
+        for r in referents {
+            if let Some(keys) = state.waiters.remove(&r) {
+                woken.extend(keys);
+            }
+        }
+        woken
+    }
+}
