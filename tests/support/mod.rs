@@ -205,6 +205,7 @@ where
 }
 pub mod child;
 pub mod rbac;
+pub mod scenario;
 pub mod stack;
 
 /// Creates a ConfigMap `name` in `ns` to own test objects; returns the reference to it.
