@@ -231,3 +231,25 @@ pub async fn owner_configmap(
         ..Default::default()
     }
 }
+
+/// Stops and starts this test binary's kube-apiserver (`scripts/k8s-env.sh
+/// restart-apiserver`): same address, same etcd, so clients keep their configuration.
+/// Returns once the new one answers `/readyz`; panics if it does not come back.
+pub async fn restart_apiserver() {
+    let dir = control_plane().dir.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .arg(repo_root().join("scripts/k8s-env.sh"))
+            .arg("restart-apiserver")
+            .arg(&dir)
+            .output()
+            .expect("run scripts/k8s-env.sh restart-apiserver")
+    })
+    .await
+    .expect("restart-apiserver task");
+    assert!(
+        out.status.success(),
+        "restarting kube-apiserver failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
