@@ -253,3 +253,34 @@ pub async fn restart_apiserver() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `kubectl create -f` of one object given as JSON; returns kubectl's output.
+pub fn kubectl_create(object: &serde_json::Value) -> Output {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("object.json");
+    std::fs::write(&file, object.to_string()).expect("write object");
+    kubectl(&["create", "-f", &file.display().to_string()])
+}
+
+/// Warning events in the cluster: (involved kind, involved name, reason, message).
+pub async fn warning_events(client: &Client) -> Vec<(String, String, String, String)> {
+    use k8s_openapi::api::core::v1::Event;
+    Api::<Event>::all(client.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.type_.as_deref() == Some("Warning"))
+                .map(|e| {
+                    (
+                        e.involved_object.kind.unwrap_or_default(),
+                        e.involved_object.name.unwrap_or_default(),
+                        e.reason.unwrap_or_default(),
+                        e.message.unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
