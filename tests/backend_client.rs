@@ -232,14 +232,26 @@ async fn a_conflict_without_the_resource_is_retryable() {
         .await
         .unwrap();
     // MidoNet answers 409 to a binding on a host in no tunnel zone; the binding is not
-    // there, so the conflict cannot be settled yet.
+    // there, so the conflict cannot be settled yet: a refusal of its own, with a message
+    // saying why, after one POST and one GET (not retried by the client).
     let binding: Resource = HostInterfacePort::new(host_id(), port, "veth0").into();
+    let adm = admin(&sim);
+    adm.reset_requests().await.unwrap();
     let err = c.apply(&binding).await.unwrap_err();
     assert!(
-        matches!(err, BackendError::VanishedAfterConflict { .. }),
+        matches!(err, BackendError::BindingRefused { host, port: p, .. } if host == host_id() && p == port),
         "{err}"
     );
+    assert!(err.is_host_not_in_tunnel_zone(), "{err}");
+    assert!(err.to_string().contains("tunnel zone"), "{err}");
+    assert_eq!(err.status(), Some(409));
     assert!(err.is_retryable() && !err.is_referent_missing());
+    let counts = adm.requests().await.unwrap();
+    assert_eq!(
+        counts.total - counts.login,
+        2,
+        "POST and GET only: {counts:?}"
+    );
     // After the host joins a tunnel zone, it works.
     let tz = new_id();
     c.apply(&TunnelZone::new(tz, "tz", TunnelZoneType::Vxlan).into())

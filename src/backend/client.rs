@@ -52,7 +52,9 @@ impl BackendClient {
     ///
     /// POST; on 409 an updatable kind is PUT (a 409 on the PUT of a TunnelZone is a name
     /// clash MidoNet always reports, and counts as done), any other kind is looked up and
-    /// must exist. 404 or 400 on the POST means a referent is not there yet
+    /// must exist. A port binding (HostInterfacePort) answered 409 that is not there is
+    /// [`BackendError::BindingRefused`] (typically: the host is in no tunnel zone). 404 or
+    /// 400 on the POST means a referent is not there yet
     /// ([`BackendError::is_referent_missing`]).
     pub async fn apply(&self, r: &Resource) -> Result<(), BackendError> {
         let kind = r.kind();
@@ -75,9 +77,9 @@ impl BackendClient {
             .await?;
         match reply.status {
             s if s.is_success() => Ok(()),
-            StatusCode::CONFLICT => self.settle_conflict(r, body).await,
+            StatusCode::CONFLICT => self.settle_conflict(r, body, &reply).await,
             StatusCode::INTERNAL_SERVER_ERROR if duplicate_is_500 => {
-                self.settle_conflict(r, body).await
+                self.settle_conflict(r, body, &reply).await
             }
             StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST => Err(BackendError::ReferentMissing {
                 kind,
@@ -90,8 +92,14 @@ impl BackendClient {
         }
     }
 
-    /// After a POST conflict: update in place, or confirm the resource exists.
-    async fn settle_conflict(&self, r: &Resource, body: Vec<u8>) -> Result<(), BackendError> {
+    /// After a POST conflict (`conflict` is its answer): update in place, or confirm the
+    /// resource exists.
+    async fn settle_conflict(
+        &self,
+        r: &Resource,
+        body: Vec<u8>,
+        conflict: &Reply,
+    ) -> Result<(), BackendError> {
         let kind = r.kind();
         let item_path = r.item_path();
         if kind.updatable() {
@@ -127,13 +135,21 @@ impl BackendClient {
             return self.confirm_link(link).await;
         }
         if self.exists(kind, &item_path).await? {
-            Ok(())
-        } else {
-            Err(BackendError::VanishedAfterConflict {
-                kind,
-                path: item_path,
-            })
+            return Ok(());
         }
+        if let Resource::HostInterfacePort(binding) = r {
+            // Not a resource that exists already: MidoNet refused the binding itself.
+            return Err(BackendError::BindingRefused {
+                host: binding.parent,
+                port: binding.port_id,
+                interface: binding.interface_name.clone().unwrap_or_default(),
+                body: self.transport.scrub(&conflict.body),
+            });
+        }
+        Err(BackendError::VanishedAfterConflict {
+            kind,
+            path: item_path,
+        })
     }
 
     /// MidoNet has no GET for a link: read the port and compare its peer.

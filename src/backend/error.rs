@@ -47,6 +47,22 @@ pub enum BackendError {
     #[error("{kind} {path}: creation conflicted, but the resource does not exist")]
     VanishedAfterConflict { kind: Kind, path: String },
 
+    /// MidoNet answered 409 to binding a port to a host interface, and the binding is not
+    /// there: the host is in no tunnel zone (MidoNet binds ports only on hosts it can tunnel
+    /// to), or the port or the interface is bound to something else already. Not retried by
+    /// the client; a later attempt succeeds once the host has joined a tunnel zone.
+    #[error(
+        "MidoNet refused to bind port {port} to interface {interface:?} of host {host} \
+         (HTTP 409: {body}); the host must be a member of a tunnel zone (the Node needs a \
+         tunnel endpoint IP), and neither the port nor the interface may be bound already"
+    )]
+    BindingRefused {
+        host: Uuid,
+        port: Uuid,
+        interface: String,
+        body: String,
+    },
+
     /// The port is already linked to another peer.
     #[error("port {port} is linked to {actual}, not to {wanted}")]
     LinkConflict {
@@ -82,8 +98,8 @@ pub enum BackendError {
 }
 
 impl BackendError {
-    /// True when a later retry may succeed without anything else changing: transport
-    /// failures, unavailability, referents not there yet, races with deletions.
+    /// True when a later retry may succeed: transport failures, unavailability, referents
+    /// not there yet, races with deletions, a host that has not joined a tunnel zone yet.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -91,8 +107,16 @@ impl BackendError {
                 | BackendError::Unavailable { .. }
                 | BackendError::ReferentMissing { .. }
                 | BackendError::VanishedAfterConflict { .. }
+                | BackendError::BindingRefused { .. }
                 | BackendError::LinkConflict { .. }
         )
+    }
+
+    /// True for a port binding MidoNet refused because the host is in no tunnel zone
+    /// (going by MidoNet's message).
+    pub fn is_host_not_in_tunnel_zone(&self) -> bool {
+        matches!(self, BackendError::BindingRefused { body, .. }
+            if body.to_ascii_lowercase().contains("tunnel zone"))
     }
 
     /// True for "a referent is not there yet" (POST answered 404 or 400).
@@ -108,6 +132,7 @@ impl BackendError {
             | BackendError::LoginFailed { status, .. }
             | BackendError::Status { status, .. } => Some(*status),
             BackendError::Unauthorized { .. } => Some(401),
+            BackendError::BindingRefused { .. } => Some(409),
             _ => None,
         }
     }

@@ -20,6 +20,10 @@ pub mod reason {
     pub const INVALID: &str = "InvalidTranslation";
     pub const IMMUTABLE_CHANGED: &str = "ImmutableResourceChanged";
     pub const DELETION_FAILED: &str = "DeletionFailed";
+    /// MidoNet refuses to bind a port on a host that is in no tunnel zone.
+    pub const HOST_NOT_IN_TUNNEL_ZONE: &str = "HostNotInTunnelZone";
+    /// MidoNet refused a port binding for another reason (port or interface bound already).
+    pub const BINDING_REFUSED: &str = "BindingRefused";
 }
 
 /// Event reasons, as the original controller named them.
@@ -379,14 +383,24 @@ async fn push_failed(
     err: crate::backend::BackendError,
 ) -> Result<Outcome, PusherError> {
     let (attempts, delay) = ctx.failed(uid);
-    let referent = err.is_referent_missing();
-    let (why, message) = if referent {
+    // Waiting for a referent, or for the host to join a tunnel zone (another Translation
+    // pushes that), is normal while the cluster converges: warn only when it lasts.
+    let (why, message, warn_when_lasting) = if err.is_referent_missing() {
         (
             reason::WAITING_FOR_REFERENT,
             format!("{path}: waiting for a referenced resource: {err}"),
+            true,
         )
+    } else if err.is_host_not_in_tunnel_zone() {
+        (
+            reason::HOST_NOT_IN_TUNNEL_ZONE,
+            format!("{path}: {err}"),
+            true,
+        )
+    } else if matches!(err, crate::backend::BackendError::BindingRefused { .. }) {
+        (reason::BINDING_REFUSED, format!("{path}: {err}"), true)
     } else {
-        (reason::BACKEND_ERROR, format!("{path}: {err}"))
+        (reason::BACKEND_ERROR, format!("{path}: {err}"), false)
     };
     tracing::info!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), path, attempts, retry_in = ?delay, error = %err, "push failed");
     // Progress is recorded even on failure: what was created must be deletable.
@@ -399,7 +413,7 @@ async fn push_failed(
         tr.metadata.generation,
     );
     write_status(tr, uid, ctx, before, status).await?;
-    let warn = if referent {
+    let warn = if warn_when_lasting {
         attempts == REFERENT_WARNING_AFTER
     } else {
         ctx.should_warn(uid, &message)

@@ -203,7 +203,9 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+pub mod child;
 pub mod rbac;
+pub mod scenario;
 pub mod stack;
 
 /// Creates a ConfigMap `name` in `ns` to own test objects; returns the reference to it.
@@ -228,4 +230,57 @@ pub async fn owner_configmap(
         uid: created.metadata.uid.expect("uid"),
         ..Default::default()
     }
+}
+
+/// Stops and starts this test binary's kube-apiserver (`scripts/k8s-env.sh
+/// restart-apiserver`): same address, same etcd, so clients keep their configuration.
+/// Returns once the new one answers `/readyz`; panics if it does not come back.
+pub async fn restart_apiserver() {
+    let dir = control_plane().dir.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .arg(repo_root().join("scripts/k8s-env.sh"))
+            .arg("restart-apiserver")
+            .arg(&dir)
+            .output()
+            .expect("run scripts/k8s-env.sh restart-apiserver")
+    })
+    .await
+    .expect("restart-apiserver task");
+    assert!(
+        out.status.success(),
+        "restarting kube-apiserver failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `kubectl create -f` of one object given as JSON; returns kubectl's output.
+pub fn kubectl_create(object: &serde_json::Value) -> Output {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("object.json");
+    std::fs::write(&file, object.to_string()).expect("write object");
+    kubectl(&["create", "-f", &file.display().to_string()])
+}
+
+/// Warning events in the cluster: (involved kind, involved name, reason, message).
+pub async fn warning_events(client: &Client) -> Vec<(String, String, String, String)> {
+    use k8s_openapi::api::core::v1::Event;
+    Api::<Event>::all(client.clone())
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.type_.as_deref() == Some("Warning"))
+                .map(|e| {
+                    (
+                        e.involved_object.kind.unwrap_or_default(),
+                        e.involved_object.name.unwrap_or_default(),
+                        e.reason.unwrap_or_default(),
+                        e.message.unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }

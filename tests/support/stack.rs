@@ -25,12 +25,15 @@ struct Cli {
 }
 
 pub async fn start_sim(hosts: &[(&str, Uuid)]) -> (SimHandle, AdminClient) {
-    let handle = sim::start(SimConfig {
+    start_sim_with(SimConfig {
         hosts: hosts.iter().map(|(n, id)| (n.to_string(), *id)).collect(),
         ..SimConfig::default()
     })
     .await
-    .expect("start simulator");
+}
+
+pub async fn start_sim_with(config: SimConfig) -> (SimHandle, AdminClient) {
+    let handle = sim::start(config).await.expect("start simulator");
     let admin = AdminClient::new(handle.admin_url()).expect("admin client");
     (handle, admin)
 }
@@ -145,7 +148,16 @@ pub async fn converged(client: &Client, admin: &AdminClient) -> Option<()> {
 
 /// Waits for convergence; on timeout reports the difference.
 pub async fn wait_converged(client: &Client, admin: &AdminClient, what: &str) {
-    let deadline = Duration::from_secs(90);
+    wait_converged_within(client, admin, what, Duration::from_secs(90)).await
+}
+
+/// [`wait_converged`] with a given hang guard.
+pub async fn wait_converged_within(
+    client: &Client,
+    admin: &AdminClient,
+    what: &str,
+    deadline: Duration,
+) {
     let start = std::time::Instant::now();
     while start.elapsed() < deadline {
         if converged(client, admin).await.is_some() {
@@ -181,4 +193,299 @@ pub async fn wait_converged(client: &Client, admin: &AdminClient, what: &str) {
         })
         .collect();
     panic!("not converged ({what}): missing {missing:?}, extra {extra:?}, not ready {not_ready:?}");
+}
+
+/// What the objects in the cluster call for, computed with the pure translators (as the
+/// controllers do, with the default tenant and version): the Translations (`ns/name`) and
+/// the backend item paths of their resources.
+#[derive(Debug, Default)]
+pub struct Expected {
+    /// `ns/name` → the item paths of its resources.
+    pub translations: std::collections::BTreeMap<String, BTreeSet<String>>,
+    /// Every Translation's item paths.
+    pub paths: BTreeSet<String>,
+}
+
+pub async fn expected_from_cluster(client: &Client) -> Expected {
+    use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+    use midonet_translators::{DesiredTranslation, TranslatorConfig};
+    use std::collections::BTreeMap;
+
+    let lp = ListParams::default();
+    let live = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        m.deletion_timestamp.is_none()
+    };
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&lp)
+        .await
+        .expect("list Nodes")
+        .items;
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&lp)
+        .await
+        .expect("list Pods")
+        .items;
+    let services = Api::<Service>::all(client.clone())
+        .list(&lp)
+        .await
+        .expect("list Services")
+        .items;
+    let endpoints = Api::<Endpoints>::all(client.clone())
+        .list(&lp)
+        .await
+        .expect("list Endpoints")
+        .items;
+    let cfg = TranslatorConfig::default();
+    let node_by_name: BTreeMap<String, &Node> = nodes
+        .iter()
+        .filter_map(|n| Some((n.metadata.name.clone()?, n)))
+        .collect();
+    let key = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+        (
+            m.namespace.clone().unwrap_or_default(),
+            m.name.clone().unwrap_or_default(),
+        )
+    };
+    let svc_by_key: BTreeMap<(String, String), &Service> =
+        services.iter().map(|s| (key(&s.metadata), s)).collect();
+
+    let mut all: Vec<DesiredTranslation> = midonet_translators::global(&cfg);
+    for n in nodes.iter().filter(|n| live(&n.metadata)) {
+        all.extend(midonet_translators::node(&cfg, n).translations);
+    }
+    for p in pods.iter().filter(|p| live(&p.metadata)) {
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| node_by_name.get(n).copied());
+        all.extend(midonet_translators::pod(&cfg, p, node).translations);
+    }
+    for s in services.iter().filter(|s| live(&s.metadata)) {
+        all.extend(midonet_translators::service(&cfg, s).translations);
+    }
+    for e in endpoints.iter().filter(|e| live(&e.metadata)) {
+        let svc = svc_by_key.get(&key(&e.metadata)).copied();
+        all.extend(midonet_translators::endpoints(&cfg, e, svc).translations);
+    }
+    let mut out = Expected::default();
+    for d in &all {
+        let paths: BTreeSet<String> = d
+            .resources
+            .iter()
+            .map(|e| {
+                Resource::from_entry(e)
+                    .expect("translators make valid resources")
+                    .item_path()
+            })
+            .collect();
+        out.paths.extend(paths.iter().cloned());
+        out.translations
+            .insert(format!("{}/{}", d.namespace, d.name), paths);
+    }
+    out
+}
+
+fn is_ready(t: &Translation) -> bool {
+    t.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+fn tr_key(t: &Translation) -> String {
+    format!(
+        "{}/{}",
+        t.metadata.namespace.clone().unwrap_or_default(),
+        t.metadata.name.clone().unwrap_or_default()
+    )
+}
+
+/// Resources of the simulator that claim the same identity as another one: the same path
+/// twice, Bridges, Routers or Chains with the same tenant and name, and Routes or Rules
+/// identical but for their id (and a rule's position) on the same router or chain.
+pub fn duplicates(state: &StateDump) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let mut seen: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for e in &state.resources {
+        seen.entry(format!("path {}", e.path))
+            .or_default()
+            .push(&e.path);
+        let identity = match e.kind.as_str() {
+            "Bridge" | "Router" | "Chain" => Some(format!(
+                "{} tenant {} name {}",
+                e.kind,
+                e.body.get("tenantId").unwrap_or(&serde_json::Value::Null),
+                e.body.get("name").unwrap_or(&serde_json::Value::Null)
+            )),
+            "Route" | "Rule" => {
+                let mut body = e.body.clone();
+                if let Some(o) = body.as_object_mut() {
+                    o.remove("id");
+                    o.remove("position");
+                }
+                Some(format!("{} parent {} body {body}", e.kind, e.parent))
+            }
+            _ => None,
+        };
+        if let Some(identity) = identity {
+            seen.entry(identity).or_default().push(&e.path);
+        }
+    }
+    seen.into_iter()
+        .filter(|(_, paths)| paths.len() > 1)
+        .map(|(identity, paths)| format!("{identity}: {paths:?}"))
+        .collect()
+}
+
+/// `Ok` when the cluster and the backend are exactly what the objects call for: the
+/// Translations are exactly those the translators make of the objects, none is
+/// Terminating, every one is Ready=True, and the simulator holds exactly the resources
+/// they ask for (item paths; hosts and `Local` routes aside), none twice.
+pub async fn exact_state(client: &Client, admin: &AdminClient) -> Result<(), String> {
+    exact_state_except(client, admin, &BTreeSet::new()).await
+}
+
+/// [`exact_state`], except that the Translations in `excluded` (`ns/name`, expected to
+/// exist) need not be Ready, and their resources may or may not be in the backend.
+pub async fn exact_state_except(
+    client: &Client,
+    admin: &AdminClient,
+    excluded: &BTreeSet<String>,
+) -> Result<(), String> {
+    let mut expected = expected_from_cluster(client).await;
+    let excluded_paths: BTreeSet<String> = excluded
+        .iter()
+        .filter_map(|k| expected.translations.get(k))
+        .flatten()
+        .cloned()
+        .collect();
+    expected.paths.retain(|p| !excluded_paths.contains(p));
+    let trs = Api::<Translation>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("list Translations: {e}"))?
+        .items;
+    let names: BTreeSet<String> = trs.iter().map(tr_key).collect();
+    let expected_names: BTreeSet<String> = expected.translations.keys().cloned().collect();
+    let mut problems = Vec::new();
+    let sample = |v: Vec<&String>| {
+        let n = v.len();
+        let shown: Vec<&String> = v.into_iter().take(10).collect();
+        format!("{n} {shown:?}")
+    };
+    let missing_trs: Vec<&String> = expected_names.difference(&names).collect();
+    let extra_trs: Vec<&String> = names.difference(&expected_names).collect();
+    if !missing_trs.is_empty() {
+        problems.push(format!("Translations missing: {}", sample(missing_trs)));
+    }
+    if !extra_trs.is_empty() {
+        problems.push(format!("Translations extra: {}", sample(extra_trs)));
+    }
+    let terminating: Vec<String> = trs
+        .iter()
+        .filter(|t| t.metadata.deletion_timestamp.is_some())
+        .map(tr_key)
+        .collect();
+    if !terminating.is_empty() {
+        problems.push(format!(
+            "Translations Terminating: {}",
+            sample(terminating.iter().collect())
+        ));
+    }
+    let not_ready: Vec<String> = trs
+        .iter()
+        .filter(|t| !is_ready(t) && !excluded.contains(&tr_key(t)))
+        .map(|t| {
+            let c = t
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+            format!(
+                "{} ({})",
+                tr_key(t),
+                c.map(|c| format!("{}: {}", c.reason, c.message))
+                    .unwrap_or_else(|| "no Ready condition".into())
+            )
+        })
+        .collect();
+    if !not_ready.is_empty() {
+        problems.push(format!(
+            "Translations not Ready: {}",
+            sample(not_ready.iter().collect())
+        ));
+    }
+    let asked: BTreeSet<String> = trs
+        .iter()
+        .filter(|t| t.metadata.deletion_timestamp.is_none())
+        .flat_map(|t| t.desired_resources().to_vec())
+        .filter_map(|e| Resource::from_entry(&e).ok())
+        .map(|r| r.item_path())
+        .filter(|p| !excluded_paths.contains(p))
+        .collect();
+    if asked != expected.paths {
+        problems.push(format!(
+            "Translations ask for other resources than the translators make: missing {}, extra {}",
+            sample(expected.paths.difference(&asked).collect()),
+            sample(asked.difference(&expected.paths).collect())
+        ));
+    }
+    let state = admin
+        .state()
+        .await
+        .map_err(|e| format!("simulator state: {e}"))?;
+    let mut actual = actual_paths(&state);
+    actual.retain(|p| !excluded_paths.contains(p));
+    if actual != expected.paths {
+        problems.push(format!(
+            "backend: missing {}, extra {}",
+            sample(expected.paths.difference(&actual).collect()),
+            sample(actual.difference(&expected.paths).collect())
+        ));
+    }
+    let dups = duplicates(&state);
+    if !dups.is_empty() {
+        problems.push(format!("backend duplicates: {dups:?}"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// Waits until [`exact_state`] holds; after `deadline` (a hang guard) panics with what
+/// differs.
+pub async fn wait_exact(client: &Client, admin: &AdminClient, what: &str, deadline: Duration) {
+    wait_exact_except(client, admin, &BTreeSet::new(), what, deadline).await
+}
+
+/// Waits until [`exact_state_except`] holds; panics after `deadline` (a hang guard).
+pub async fn wait_exact_except(
+    client: &Client,
+    admin: &AdminClient,
+    excluded: &BTreeSet<String>,
+    what: &str,
+    deadline: Duration,
+) {
+    let start = std::time::Instant::now();
+    let mut last_report = std::time::Instant::now();
+    loop {
+        let why = match exact_state_except(client, admin, excluded).await {
+            Ok(()) => return,
+            Err(why) => why,
+        };
+        if start.elapsed() > deadline {
+            panic!("not exactly converged ({what}) after {deadline:?}:\n{why}");
+        }
+        if last_report.elapsed() > Duration::from_secs(15) {
+            eprintln!(
+                "[{:.0}s] {what}: not converged yet:\n{why}",
+                start.elapsed().as_secs_f64()
+            );
+            last_report = std::time::Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+    }
 }
