@@ -4,16 +4,19 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 
+use crate::authz::{Attempt, Authz};
+
 /// Publishes events; a failure to publish is logged, never fatal.
 #[derive(Clone)]
 pub struct Events {
     recorder: Recorder,
     client: Client,
     controller: String,
+    authz: Authz,
 }
 
 impl Events {
-    pub fn new(client: Client, controller: &str) -> Self {
+    pub fn new(client: Client, controller: &str, authz: Authz) -> Self {
         let reporter = Reporter {
             controller: controller.to_string(),
             instance: std::env::var("POD_NAME").ok(),
@@ -22,6 +25,7 @@ impl Events {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             controller: controller.to_string(),
+            authz,
         }
     }
 
@@ -49,13 +53,18 @@ impl Events {
             secondary: None,
         };
         if let Err(err) = self.recorder.publish(&event, obj).await {
-            tracing::warn!(
-                reason,
-                object = obj.name.as_deref().unwrap_or(""),
-                namespace = obj.namespace.as_deref().unwrap_or(""),
-                error = %err,
-                "cannot publish event"
-            );
+            // The recorder creates an event, or patches it to count a repeat; the API
+            // server's message says which of the two was refused.
+            let attempt = Attempt::new("create", "events", obj.namespace.as_deref());
+            if !self.authz.report(attempt, &err) {
+                tracing::warn!(
+                    reason,
+                    object = obj.name.as_deref().unwrap_or(""),
+                    namespace = obj.namespace.as_deref().unwrap_or(""),
+                    error = %err,
+                    "cannot publish event"
+                );
+            }
         }
     }
 }
@@ -111,12 +120,15 @@ impl Events {
         let api: kube::Api<k8s_openapi::api::core::v1::Event> =
             kube::Api::namespaced(self.client.clone(), "default");
         if let Err(err) = api.create(&kube::api::PostParams::default(), &event).await {
-            tracing::warn!(
-                reason,
-                object = obj.name.as_deref().unwrap_or(""),
-                error = %err,
-                "cannot publish event"
-            );
+            let attempt = Attempt::new("create", "events", Some("default"));
+            if !self.authz.report(attempt, &err) {
+                tracing::warn!(
+                    reason,
+                    object = obj.name.as_deref().unwrap_or(""),
+                    error = %err,
+                    "cannot publish event"
+                );
+            }
         }
     }
 }

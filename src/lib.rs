@@ -1,6 +1,7 @@
 //! midonet-kube-controllers: Kubernetes controllers that translate cluster objects into
 //! `Translation` custom resources and push those to the MidoNet REST API.
 
+pub mod authz;
 pub mod backend;
 pub mod cache;
 pub mod config;

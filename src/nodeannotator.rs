@@ -20,6 +20,7 @@ use midonet_translators::meta::{
     HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, TUNNEL_ZONE_ID_ANNOTATION,
 };
 
+use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
 use crate::events::Events;
 use crate::health::Health;
@@ -32,15 +33,21 @@ pub struct AnnotatorContext {
     pub kube: Client,
     pub backend: BackendClient,
     pub events: Events,
+    pub authz: Authz,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl AnnotatorContext {
-    pub fn new(kube: Client, backend: BackendClient) -> Self {
+    pub fn new(kube: Client, backend: BackendClient, authz: Authz) -> Self {
         AnnotatorContext {
-            events: Events::new(kube.clone(), "midonet-kube-controllers-nodeannotator"),
+            events: Events::new(
+                kube.clone(),
+                "midonet-kube-controllers-nodeannotator",
+                authz.clone(),
+            ),
             kube,
             backend,
+            authz,
             failures: Mutex::default(),
         }
     }
@@ -157,7 +164,13 @@ async fn annotate(
 
 fn error_policy(node: Arc<Node>, err: &AnnotatorError, ctx: Arc<AnnotatorContext>) -> Action {
     let delay = ctx.failed(&node.name_any());
-    tracing::warn!(node = %node.name_any(), error = %err, "annotating failed; retrying");
+    let AnnotatorError::Kube(e) = err;
+    if ctx.authz.report(Attempt::new("patch", "nodes", None), e) {
+        // Already logged as an authorization error (rate-limited); retried all the same.
+        tracing::debug!(node = %node.name_any(), error = %err, "annotating failed; retrying");
+    } else {
+        tracing::warn!(node = %node.name_any(), error = %err, "annotating failed; retrying");
+    }
     Action::requeue(delay)
 }
 
@@ -172,7 +185,8 @@ pub async fn run(
     let (store, nodes) = crate::cache::cached(
         Api::<Node>::all(ctx.kube.clone()),
         watcher::Config::default().any_semantic(),
-        move || synced.set(READY_CHECK, true),
+        &ctx.authz,
+        move |ok| synced.set(READY_CHECK, ok),
     );
     let controller = Controller::for_stream(nodes, store.clone())
         .with_config(controller::Config::default().concurrency(workers))

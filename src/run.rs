@@ -10,6 +10,7 @@ use prometheus::{IntGauge, Registry};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::authz::{Attempt, Authz};
 use crate::backend::{BackendClient, BackendConfig};
 use crate::config::Config;
 use crate::health::Health;
@@ -39,8 +40,19 @@ pub enum RunError {
 
 /// Sets up logging (text or JSON) per the configuration.
 pub fn init_logging(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
+    let mut filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // kube-runtime's watcher warns about a 403 on every retry, with a debug dump of the
+    // error; crate::authz reports those as named authorization errors, once a minute.
+    // Whoever asks for kube_runtime, debug or trace gets them all the same.
+    let verbose = ["kube_runtime", "debug", "trace"]
+        .iter()
+        .any(|w| level.contains(w));
+    if !verbose {
+        if let Ok(quiet) = "kube_runtime::watcher=error".parse() {
+            filter = filter.add_directive(quiet);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -157,6 +169,7 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
         "Whether this instance holds the leader lease and runs controllers (1) or stands by (0).",
     )?;
     registry.register(Box::new(leader_gauge.clone()))?;
+    let authz = Authz::new(&registry)?;
 
     let (addr, serve) = crate::http::bind(cfg.metrics_address, registry.clone(), health.clone())
         .await
@@ -198,7 +211,12 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
         health.set(LEADER_CHECK, true);
         tracing::info!(%identity, lease = %cfg.leader_election_name, "waiting for the leader lease");
         tokio::select! {
-            res = elector.acquire() => Some(res.map_err(|e| RunError::Leader(e.to_string()))?),
+            res = elector.acquire() => Some(res.map_err(|e| {
+                if let crate::leader::LeaderError::Denied { namespace, source, .. } = &e {
+                    authz.report(Attempt::new("get", "leases", Some(namespace)), source);
+                }
+                RunError::Leader(e.to_string())
+            })?),
             _ = stop.cancelled() => {
                 http.abort();
                 return Ok(());
@@ -211,7 +229,8 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     leader_gauge.set(1);
     tracing::info!("leading: starting controllers {:?}", cfg.controllers);
 
-    let mut tasks = start_controllers(&cfg, kube, backend, &registry, &health, &stop).await?;
+    let mut tasks =
+        start_controllers(&cfg, kube, backend, &registry, &authz, &health, &stop).await?;
 
     let lost = async {
         match &guard {
@@ -252,6 +271,7 @@ async fn start_controllers(
     kube: Client,
     backend: Option<BackendClient>,
     registry: &Registry,
+    authz: &Authz,
     health: &Health,
     stop: &CancellationToken,
 ) -> Result<JoinSet<()>, RunError> {
@@ -272,6 +292,7 @@ async fn start_controllers(
                 verify_rate: cfg.verify_rate,
                 ..PusherConfig::default()
             },
+            authz.clone(),
         ));
         tasks.spawn(crate::pusher::run(ctx, health.clone(), shutdown()));
     }
@@ -279,6 +300,7 @@ async fn start_controllers(
         let ctx = Arc::new(crate::nodeannotator::AnnotatorContext::new(
             kube.clone(),
             backend,
+            authz.clone(),
         ));
         tasks.spawn(crate::nodeannotator::run(
             ctx,
@@ -315,6 +337,8 @@ async fn start_controllers(
                 version: cfg.translation_version.clone(),
             },
             TranslatorMetrics::new(registry)?,
+            authz.clone(),
+            health,
         );
         let runner = RunnerConfig {
             workers: cfg.translator_workers,

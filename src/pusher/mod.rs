@@ -23,6 +23,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
 
+use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
 use crate::crd::{Translation, TranslationStatus};
 use crate::events::Events;
@@ -75,6 +76,7 @@ pub struct PusherContext {
     pub events: Events,
     pub metrics: PusherMetrics,
     pub config: PusherConfig,
+    pub authz: Authz,
     /// The status this process last wrote per Translation UID: the informer cache may not
     /// show our own write yet, and acting on the stale status would repeat backend calls.
     written: Mutex<HashMap<String, TranslationStatus>>,
@@ -89,13 +91,19 @@ impl PusherContext {
         backend: BackendClient,
         metrics: PusherMetrics,
         config: PusherConfig,
+        authz: Authz,
     ) -> Self {
         PusherContext {
-            events: Events::new(kube.clone(), "midonet-kube-controllers-pusher"),
+            events: Events::new(
+                kube.clone(),
+                "midonet-kube-controllers-pusher",
+                authz.clone(),
+            ),
             kube,
             backend,
             metrics,
             config,
+            authz,
             written: Mutex::default(),
             failures: Mutex::default(),
             missing: Mutex::default(),
@@ -163,6 +171,19 @@ impl PusherContext {
         delay.mul_f64(jitter)
     }
 
+    /// Reports `err` if it is an authorization error; returns whether it was.
+    fn report_denied(&self, tr: &Translation, err: &PusherError) -> bool {
+        match err {
+            // Every Kubernetes write of a reconcile patches the Translation or its status;
+            // the API server's message says which.
+            PusherError::Kube(e) => self.authz.report(
+                Attempt::new("patch", "translations", tr.namespace().as_deref()),
+                e,
+            ),
+            PusherError::Patch(_) => false,
+        }
+    }
+
     fn take_missing(&self, uid: &str) -> HashSet<String> {
         Self::lock(&self.missing).remove(uid).unwrap_or_default()
     }
@@ -186,14 +207,12 @@ pub enum PusherError {
 fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>) -> Action {
     let uid = tr.uid().unwrap_or_default();
     let (count, delay) = ctx.failed(&uid);
-    tracing::warn!(
-        translation = %tr.name_any(),
-        namespace = tr.namespace().as_deref().unwrap_or(""),
-        error = %err,
-        failures = count,
-        retry_in = ?delay,
-        "pusher reconcile failed"
-    );
+    if ctx.report_denied(&tr, err) {
+        // Logged as an authorization error (rate-limited); retried all the same.
+        tracing::debug!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
+    } else {
+        tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
+    }
     ctx.metrics
         .reconciles
         .with_label_values(&["kube_error"])
@@ -219,9 +238,10 @@ pub async fn run(
         rx.recv().await.map(|r| (r, rx))
     });
     let synced = health.clone();
-    let (store, objects) = crate::cache::cached(api, watcher::Config::default(), move || {
-        synced.set(READY_CHECK, true)
-    });
+    let (store, objects) =
+        crate::cache::cached(api, watcher::Config::default(), &ctx.authz, move |ok| {
+            synced.set(READY_CHECK, ok)
+        });
     let controller = Controller::for_stream(objects, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.config.workers))
         .reconcile_all_on(ticks)

@@ -413,7 +413,9 @@ async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outc
     if let Err(err) = remove_finalizer(tr, ctx).await {
         let (_, delay) = ctx.failed(uid);
         let message = format!("cannot remove the finalizer: {err}");
-        tracing::warn!(translation = %tr.name_any(), error = %err, "finalizer removal failed");
+        if !ctx.report_denied(tr, &err) {
+            tracing::warn!(translation = %tr.name_any(), error = %err, "finalizer removal failed");
+        }
         if ctx.should_warn(uid, &message) {
             ctx.events
                 .warning(&oref, event::DELETION_FINALIZER_ERROR, message)

@@ -11,10 +11,11 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use midonet_translators::meta::GLOBAL_LABEL;
 
+use crate::authz::Authz;
 use crate::crd::Translation;
 
 /// Owner key of the global Translations (they have no owner).
@@ -172,12 +173,16 @@ impl Recent {
 }
 
 /// Starts the shared Translation informer; returns its store and the owner index.
-pub fn start(client: Client) -> (Store<Translation>, OwnerIndex) {
+/// `synced` as for [`crate::cache::cached`].
+pub fn start(
+    client: Client,
+    authz: &Authz,
+    synced: impl Fn(bool) + Send + 'static,
+) -> (Store<Translation>, OwnerIndex) {
     let (reader, writer) = reflector::store();
     let index = OwnerIndex::default();
     let api: Api<Translation> = Api::all(client);
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let stream = crate::cache::reflected(writer, api, watcher::Config::default(), authz, synced);
     let idx = index.clone();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
@@ -194,6 +199,8 @@ pub fn start(client: Client) -> (Store<Translation>, OwnerIndex) {
                         idx.insert(&tr);
                     }
                 }
+                // A denial was reported (rate-limited) by the stream itself.
+                Err(err) if crate::authz::is_forbidden_watch(&err) => {}
                 Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
             }
         }
