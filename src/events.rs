@@ -59,8 +59,9 @@ impl Events {
             if !self.authz.report(attempt, &err) {
                 tracing::warn!(
                     reason,
-                    object = obj.name.as_deref().unwrap_or(""),
+                    kind = obj.kind.as_deref().unwrap_or(""),
                     namespace = obj.namespace.as_deref().unwrap_or(""),
+                    object = obj.name.as_deref().unwrap_or(""),
                     error = %err,
                     "cannot publish event"
                 );
@@ -124,6 +125,7 @@ impl Events {
             if !self.authz.report(attempt, &err) {
                 tracing::warn!(
                     reason,
+                    kind = obj.kind.as_deref().unwrap_or(""),
                     object = obj.name.as_deref().unwrap_or(""),
                     error = %err,
                     "cannot publish event"

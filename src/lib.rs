@@ -10,6 +10,7 @@ pub mod events;
 pub mod health;
 pub mod http;
 pub mod leader;
+pub mod logfields;
 pub mod nodeannotator;
 pub mod pusher;
 pub mod run;

@@ -38,8 +38,11 @@ pub enum RunError {
     LostLease,
 }
 
-/// Sets up logging (text or JSON) per the configuration.
+/// Sets up logging (text or JSON) per the configuration. Fields of the spans a line is
+/// logged in (see [`crate::logfields`]) are printed before the message in text, and under
+/// `span`/`spans` in JSON, where the event's own fields are at the top level.
 pub fn init_logging(level: &str, json: bool) {
+    use std::io::IsTerminal;
     let mut filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // kube-runtime's watcher warns about a 403 on every retry, with a debug dump of the
@@ -55,6 +58,8 @@ pub fn init_logging(level: &str, json: bool) {
     }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour codes only for a person at a terminal, not in `kubectl logs` or files.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().flatten_event(true).try_init()

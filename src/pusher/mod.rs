@@ -22,6 +22,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
@@ -30,6 +31,8 @@ use crate::events::Events;
 use crate::health::Health;
 pub use metrics::PusherMetrics;
 
+/// The controller's name, as in `--controllers`.
+pub const CONTROLLER: &str = "pusher";
 /// Name of the readiness check of the pusher's cache.
 pub const READY_CHECK: &str = "pusher-cache";
 
@@ -207,11 +210,14 @@ pub enum PusherError {
 fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>) -> Action {
     let uid = tr.uid().unwrap_or_default();
     let (count, delay) = ctx.failed(&uid);
+    // Outside the reconcile's span: name the Translation here.
+    let span = crate::logfields::object_span(CONTROLLER, &*tr);
+    let _entered = span.enter();
     if ctx.report_denied(&tr, err) {
         // Logged as an authorization error (rate-limited); retried all the same.
-        tracing::debug!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
+        tracing::debug!(error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
     } else {
-        tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
+        tracing::warn!(error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
     }
     ctx.metrics
         .reconciles
@@ -250,7 +256,14 @@ pub async fn run(
 
     let background = tokio::spawn(background_tasks(store, ctx.clone(), repair_tx));
     controller
-        .run(reconcile::reconcile, error_policy, ctx)
+        .run(
+            |tr, ctx| {
+                let span = crate::logfields::object_span(CONTROLLER, &*tr);
+                reconcile::reconcile(tr, ctx).instrument(span)
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(err) = res {
                 tracing::debug!(error = %err, "pusher queue");

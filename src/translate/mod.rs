@@ -27,6 +27,7 @@ use kube::{Client, Resource, ResourceExt};
 use midonet_translators::{Translated, TranslatorConfig};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::crd::Translation;
@@ -214,14 +215,8 @@ async fn publish_warnings<K: TranslatorKind>(
         return;
     }
     for w in &translated.warnings {
-        tracing::warn!(
-            kind = K::NAME,
-            object = oref.name.as_deref().unwrap_or(""),
-            namespace = oref.namespace.as_deref().unwrap_or(""),
-            reason = %w.reason,
-            "{}",
-            w.message
-        );
+        // The reconcile's span names the object.
+        tracing::warn!(reason = %w.reason, "{}", w.message);
         shared
             .metrics
             .warnings
@@ -239,6 +234,9 @@ fn error_policy<K: TranslatorKind>(
     err: &RunnerError,
     ctx: Arc<KindContext<K>>,
 ) -> Action {
+    // Outside the reconcile's span: name the object here.
+    let span = crate::logfields::object_span(K::NAME, &*obj);
+    let _entered = span.enter();
     let denied = match err {
         // The Translations it writes are mostly in the object's namespace; the API
         // server's message names the exact request.
@@ -250,9 +248,9 @@ fn error_policy<K: TranslatorKind>(
     };
     if denied {
         // Already logged as an authorization error (rate-limited); retried all the same.
-        tracing::debug!(kind = K::NAME, object = %obj.name_any(), namespace = obj.namespace().as_deref().unwrap_or(""), error = %err, "translation failed; retrying");
+        tracing::debug!(error = %err, "translation failed; retrying");
     } else {
-        tracing::warn!(kind = K::NAME, object = %obj.name_any(), namespace = obj.namespace().as_deref().unwrap_or(""), error = %err, "translation failed; retrying");
+        tracing::warn!(error = %err, "translation failed; retrying");
     }
     ctx.shared
         .metrics
@@ -344,10 +342,17 @@ pub async fn run<K: TranslatorKind>(
         dependencies,
     });
     controller
-        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .run(
+            |obj, ctx| {
+                let span = crate::logfields::object_span(K::NAME, &*obj);
+                reconcile::<K>(obj, ctx).instrument(span)
+            },
+            error_policy::<K>,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(err) = res {
-                tracing::debug!(kind = K::NAME, error = %err, "translator queue");
+                tracing::debug!(controller = K::NAME, error = %err, "translator queue");
             }
         })
         .await;
@@ -359,7 +364,9 @@ pub async fn ensure_globals(shared: &Shared) {
     let mut delay = Duration::from_millis(200);
     loop {
         let desired = midonet_translators::global(&shared.config);
-        let synced = sync_translations(shared, "global", None, index::GLOBAL_OWNER, desired).await;
+        let synced = sync_translations(shared, "global", None, index::GLOBAL_OWNER, desired)
+            .instrument(tracing::error_span!("globals", controller = "global"))
+            .await;
         match synced {
             Ok(SyncOutcome::WaitingForDeletion) => {}
             Ok(_) => return,
