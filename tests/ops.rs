@@ -3,18 +3,17 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
 use midonet_translators::meta::FINALIZER;
+use support::binary::{ControllerProcess, BIN};
 use support::stack::{free_port, start_sim};
 use support::*;
 use uuid::Uuid;
-
-const BIN: &str = env!("CARGO_BIN_EXE_midonet-kube-controllers");
 
 fn bad_config(args: &[&str], setting: &str) {
     let out = Command::new(BIN)
@@ -41,72 +40,16 @@ fn bad_configuration_fails_fast_naming_the_setting() {
     bad_config(&["--metrics-address", "nowhere"], "--metrics-address");
 }
 
-struct Proc {
-    child: Child,
-    metrics: u16,
-}
-
-impl Proc {
-    fn start(sim_url: &str, extra: &[&str]) -> Proc {
-        let metrics = free_port();
-        let child = Command::new(BIN)
-            .arg("run")
-            .args([
-                "--kubeconfig",
-                &control_plane().kubeconfig.display().to_string(),
-            ])
-            .args(["--midonet-api", sim_url])
-            .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
-            .args(["--controllers", "pusher"])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(
-                std::fs::File::create(
-                    std::env::temp_dir().join(format!("midonet-ops-{metrics}.log")),
-                )
-                .map(Stdio::from)
-                .unwrap_or_else(|_| Stdio::null()),
-            )
-            .spawn()
-            .unwrap();
-        Proc { child, metrics }
-    }
-
-    async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let resp = reqwest::get(format!("http://127.0.0.1:{}{path}", self.metrics))
-            .await
-            .ok()?;
-        let code = resp.status().as_u16();
-        Some((code, resp.text().await.ok()?))
-    }
-
-    async fn is_leader(&self) -> bool {
-        self.get("/metrics")
-            .await
-            .is_some_and(|(_, m)| m.lines().any(|l| l == "midonet_kube_controllers_leader 1"))
-    }
-
-    fn sigterm(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The binary as the admin user, running the pusher plus `extra` settings.
+fn start_pusher(midonet_api: &str, extra: &[&str]) -> ControllerProcess {
+    let args = [&["--controllers", "pusher"], extra].concat();
+    ControllerProcess::start(&control_plane().kubeconfig, midonet_api, &args)
 }
 
 #[tokio::test]
 async fn health_readiness_metrics_and_sigterm() {
     let (sim, _admin) = start_sim(&[]).await;
-    let mut proc = Proc::start(sim.api_url().as_str(), &["--leader-elect", "false"]);
+    let mut proc = start_pusher(sim.api_url().as_str(), &["--leader-elect", "false"]);
     // Alive quickly; ready only once caches are synced and the backend login worked.
     wait_until("healthz", Duration::from_secs(30), || async {
         (proc.get("/healthz").await?.0 == 200).then_some(())
@@ -150,7 +93,7 @@ async fn health_readiness_metrics_and_sigterm() {
 async fn readyz_is_not_ready_before_the_backend_answers() {
     // A backend that is not there: alive, but never ready.
     let dead = format!("http://127.0.0.1:{}/midonet-api", free_port());
-    let proc = Proc::start(&dead, &["--leader-elect", "false"]);
+    let proc = start_pusher(&dead, &["--leader-elect", "false"]);
     wait_until("healthz", Duration::from_secs(30), || async {
         (proc.get("/healthz").await?.0 == 200).then_some(())
     })
@@ -196,8 +139,8 @@ async fn leader_election_one_works_then_the_standby_takes_over() {
         "--lease-duration",
         "3s",
     ];
-    let a = Proc::start(sim.api_url().as_str(), &args);
-    let b = Proc::start(sim.api_url().as_str(), &args);
+    let a = start_pusher(sim.api_url().as_str(), &args);
+    let b = start_pusher(sim.api_url().as_str(), &args);
     wait_until("one leader", Duration::from_secs(30), || async {
         (a.is_leader().await || b.is_leader().await).then_some(())
     })

@@ -203,6 +203,7 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+pub mod binary;
 pub mod rbac;
 pub mod stack;
 
