@@ -1,24 +1,32 @@
 //! Informer caches: a reflector store plus the stream of applied objects that feeds a
 //! controller. The store is created here (not by `Controller::new`) so that readiness
 //! checks can wait for its initial list. Cached objects are trimmed of
-//! `metadata.managedFields`.
+//! `metadata.managedFields`: nothing reads them, and they are a large part of every object.
+//!
+//! Every watch of the process is built here, so that a list or watch the API server
+//! refuses is reported as a named authorization error (see [`crate::authz`]) and not only
+//! retried with backoff.
 
 use std::fmt::Debug;
 use std::hash::Hash;
 
 use futures::{Stream, StreamExt};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use crate::authz::Authz;
+
 /// A cache of `K` and the stream of its applied objects (for `Controller::for_stream`).
-/// `on_synced` runs each time the initial (or a re-)list has been stored.
+/// `synced(true)` runs each time the initial (or a re-)list has been stored, `synced(false)`
+/// when a list was refused for lack of rights (the cache is going stale until it is fixed).
 pub fn cached<K>(
     api: Api<K>,
     config: watcher::Config,
-    on_synced: impl Fn() + Send + 'static,
+    authz: &Authz,
+    synced: impl Fn(bool) + Send + 'static,
 ) -> (
     Store<K>,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -28,15 +36,36 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    // Nothing reads managedFields, and they are a large part of every object.
+    let stream = reflected(writer, api, config, authz, synced).applied_objects();
+    (reader, stream)
+}
+
+/// The watcher events of `K`, stored into `writer`, with the default backoff on errors.
+/// `synced` as for [`cached`].
+pub fn reflected<K>(
+    writer: Writer<K>,
+    api: Api<K>,
+    config: watcher::Config,
+    authz: &Authz,
+    synced: impl Fn(bool) + Send + 'static,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    let resource = K::plural(&K::DynamicType::default()).into_owned();
+    let authz = authz.clone();
     let events = watcher(api, config).modify(|o| o.managed_fields_mut().clear());
-    let stream = reflector::reflector(writer, events)
-        .inspect(move |event| {
-            if let Ok(watcher::Event::InitDone) = event {
-                on_synced();
+    reflector::reflector(writer, events)
+        .inspect(move |event| match event {
+            Ok(watcher::Event::InitDone) => synced(true),
+            Err(err) => {
+                let denied = authz.report_watch(&resource, err);
+                if denied && matches!(err, watcher::Error::InitialListFailed(_)) {
+                    synced(false);
+                }
             }
+            Ok(_) => {}
         })
         .default_backoff()
-        .applied_objects();
-    (reader, stream)
 }

@@ -15,6 +15,8 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
 use tokio::sync::mpsc;
 
+use crate::authz::{Attempt, Authz};
+
 /// Events waiting to be written; beyond this, new ones are dropped.
 const QUEUE_CAPACITY: usize = 4096;
 /// Event writes in flight at the same time.
@@ -39,11 +41,12 @@ struct Publisher {
     recorder: Recorder,
     client: Client,
     controller: String,
+    authz: Authz,
 }
 
 impl Events {
     /// Starts the background publisher; must be called within a Tokio runtime.
-    pub fn new(client: Client, controller: &str) -> Self {
+    pub fn new(client: Client, controller: &str, authz: Authz) -> Self {
         let reporter = Reporter {
             controller: controller.to_string(),
             instance: std::env::var("POD_NAME").ok(),
@@ -52,6 +55,7 @@ impl Events {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             controller: controller.to_string(),
+            authz,
         });
         let (queue, rx) = mpsc::channel::<Queued>(QUEUE_CAPACITY);
         tokio::spawn(async move {
@@ -126,13 +130,19 @@ impl Publisher {
             secondary: None,
         };
         if let Err(err) = self.recorder.publish(&event, obj).await {
-            tracing::warn!(
-                reason,
-                object = obj.name.as_deref().unwrap_or(""),
-                namespace = obj.namespace.as_deref().unwrap_or(""),
-                error = %err,
-                "cannot publish event"
-            );
+            // The recorder creates an event, or patches it to count a repeat; the API
+            // server's message says which of the two was refused.
+            let attempt = Attempt::new("create", "events", obj.namespace.as_deref());
+            if !self.authz.report(attempt, &err) {
+                tracing::warn!(
+                    reason,
+                    kind = obj.kind.as_deref().unwrap_or(""),
+                    namespace = obj.namespace.as_deref().unwrap_or(""),
+                    object = obj.name.as_deref().unwrap_or(""),
+                    error = %err,
+                    "cannot publish event"
+                );
+            }
         }
     }
 }
@@ -188,12 +198,16 @@ impl Publisher {
         let api: kube::Api<k8s_openapi::api::core::v1::Event> =
             kube::Api::namespaced(self.client.clone(), "default");
         if let Err(err) = api.create(&kube::api::PostParams::default(), &event).await {
-            tracing::warn!(
-                reason,
-                object = obj.name.as_deref().unwrap_or(""),
-                error = %err,
-                "cannot publish event"
-            );
+            let attempt = Attempt::new("create", "events", Some("default"));
+            if !self.authz.report(attempt, &err) {
+                tracing::warn!(
+                    reason,
+                    kind = obj.kind.as_deref().unwrap_or(""),
+                    object = obj.name.as_deref().unwrap_or(""),
+                    error = %err,
+                    "cannot publish event"
+                );
+            }
         }
     }
 }

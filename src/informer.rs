@@ -6,17 +6,22 @@
 //! translators' owner index, the pusher's dependency index, readiness) see every watch event
 //! after the store has applied it.
 //!
-//! Cached objects are trimmed of `metadata.managedFields`: nothing here reads them, and
-//! server-side apply makes them a large part of every Translation.
+//! The watch is built by [`crate::cache::reflected`]: managedFields trimmed, refused lists
+//! reported as authorization errors.
 
 use futures::{Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::{Client, ResourceExt};
+use kube::Client;
 use tokio::sync::watch;
 
+use crate::authz::Authz;
 use crate::crd::Translation;
+use crate::health::Health;
+
+/// Name of the readiness check of the Translation informer.
+pub const READY_CHECK: &str = "translations-cache";
 
 /// Sees each watch event of the Translation informer.
 pub type Observer = Box<dyn Fn(&watcher::Event<Translation>) + Send + Sync>;
@@ -24,6 +29,8 @@ pub type Observer = Box<dyn Fn(&watcher::Event<Translation>) + Send + Sync>;
 /// The shared Translation store, and its not yet started event stream.
 pub struct TranslationInformer {
     pub store: Store<Translation>,
+    authz: Authz,
+    health: Health,
     synced_tx: watch::Sender<bool>,
     observers: Vec<Observer>,
     api: Api<Translation>,
@@ -31,10 +38,14 @@ pub struct TranslationInformer {
 }
 
 impl TranslationInformer {
-    pub fn new(client: Client) -> Self {
+    /// Registers the readiness check [`READY_CHECK`]; refused lists are reported by `authz`.
+    pub fn new(client: Client, authz: Authz, health: Health) -> Self {
         let (store, writer) = reflector::store();
+        health.register(READY_CHECK);
         TranslationInformer {
             store,
+            authz,
+            health,
             synced_tx: watch::Sender::new(false),
             observers: Vec::new(),
             api: Api::all(client),
@@ -57,20 +68,27 @@ impl TranslationInformer {
     pub fn start(self) -> impl Stream<Item = Result<Translation, watcher::Error>> + Send + 'static {
         let observers = self.observers;
         let synced = self.synced_tx;
-        let events = watcher(self.api, watcher::Config::default())
-            .modify(|tr| tr.managed_fields_mut().clear());
-        reflector::reflector(self.writer, events)
-            .inspect(move |event| match event {
-                Ok(event) => {
-                    observers.iter().for_each(|observe| observe(event));
-                    if let watcher::Event::InitDone = event {
-                        synced.send_replace(true);
-                    }
-                }
-                Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
-            })
-            .default_backoff()
-            .applied_objects()
+        let health = self.health;
+        let ready = move |ok| {
+            health.set(READY_CHECK, ok);
+            if ok {
+                synced.send_replace(true);
+            }
+        };
+        crate::cache::reflected(
+            self.writer,
+            self.api,
+            watcher::Config::default(),
+            &self.authz,
+            ready,
+        )
+        .inspect(move |event| match event {
+            Ok(event) => observers.iter().for_each(|observe| observe(event)),
+            // A denial is reported (rate-limited) by the stream itself.
+            Err(err) if crate::authz::is_forbidden_watch(err) => {}
+            Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
+        })
+        .applied_objects()
     }
 
     /// Runs the watch with nobody consuming the applied objects (no pusher here).

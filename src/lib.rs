@@ -1,6 +1,7 @@
 //! midonet-kube-controllers: Kubernetes controllers that translate cluster objects into
 //! `Translation` custom resources and push those to the MidoNet REST API.
 
+pub mod authz;
 pub mod backend;
 pub mod cache;
 pub mod config;
@@ -10,6 +11,7 @@ pub mod health;
 pub mod http;
 pub mod informer;
 pub mod leader;
+pub mod logfields;
 pub mod nodeannotator;
 pub mod pusher;
 pub mod run;

@@ -19,11 +19,15 @@ use kube::{Client, Resource, ResourceExt};
 use midonet_translators::meta::{
     HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, TUNNEL_ZONE_ID_ANNOTATION,
 };
+use tracing::Instrument;
 
+use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
 use crate::events::Events;
 use crate::health::Health;
 
+/// The controller's name, as in `--controllers`.
+pub const CONTROLLER: &str = "nodeannotator";
 pub const READY_CHECK: &str = "nodeannotator-cache";
 pub const HOST_NOT_FOUND: &str = "MidoNetHostNotFound";
 pub const BACKEND_ERROR: &str = "MidoNetHostLookupFailed";
@@ -32,15 +36,21 @@ pub struct AnnotatorContext {
     pub kube: Client,
     pub backend: BackendClient,
     pub events: Events,
+    pub authz: Authz,
     failures: Mutex<HashMap<String, u32>>,
 }
 
 impl AnnotatorContext {
-    pub fn new(kube: Client, backend: BackendClient) -> Self {
+    pub fn new(kube: Client, backend: BackendClient, authz: Authz) -> Self {
         AnnotatorContext {
-            events: Events::new(kube.clone(), "midonet-kube-controllers-nodeannotator"),
+            events: Events::new(
+                kube.clone(),
+                "midonet-kube-controllers-nodeannotator",
+                authz.clone(),
+            ),
             kube,
             backend,
+            authz,
             failures: Mutex::default(),
         }
     }
@@ -106,7 +116,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<AnnotatorContext>) -> Result<Action
                 if host_id.is_none() {
                     let delay = ctx.failed(&name);
                     let msg = format!("no MidoNet host named {name:?}; retrying in {delay:?}");
-                    tracing::warn!(node = %name, "{msg}");
+                    tracing::warn!("{msg}");
                     ctx.events
                         .warning(&node.object_ref(&()), HOST_NOT_FOUND, msg)
                         .await;
@@ -118,7 +128,7 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<AnnotatorContext>) -> Result<Action
             Err(err) => {
                 let delay = ctx.failed(&name);
                 let msg = format!("cannot list MidoNet hosts: {err}; retrying in {delay:?}");
-                tracing::warn!(node = %name, "{msg}");
+                tracing::warn!("{msg}");
                 ctx.events
                     .warning(&node.object_ref(&()), BACKEND_ERROR, msg)
                     .await;
@@ -151,13 +161,22 @@ async fn annotate(
             &Patch::Merge(&patch),
         )
         .await?;
-    tracing::info!(node = %node.name_any(), annotations = ?add.keys().collect::<Vec<_>>(), "node annotated");
+    tracing::info!(annotations = ?add.keys().collect::<Vec<_>>(), "node annotated");
     Ok(())
 }
 
 fn error_policy(node: Arc<Node>, err: &AnnotatorError, ctx: Arc<AnnotatorContext>) -> Action {
     let delay = ctx.failed(&node.name_any());
-    tracing::warn!(node = %node.name_any(), error = %err, "annotating failed; retrying");
+    // Outside the reconcile's span: name the Node here.
+    let span = crate::logfields::object_span(CONTROLLER, &*node);
+    let _entered = span.enter();
+    let AnnotatorError::Kube(e) = err;
+    if ctx.authz.report(Attempt::new("patch", "nodes", None), e) {
+        // Already logged as an authorization error (rate-limited); retried all the same.
+        tracing::debug!(error = %err, retry_in = ?delay, "annotating failed; retrying");
+    } else {
+        tracing::warn!(error = %err, retry_in = ?delay, "annotating failed; retrying");
+    }
     Action::requeue(delay)
 }
 
@@ -172,13 +191,21 @@ pub async fn run(
     let (store, nodes) = crate::cache::cached(
         Api::<Node>::all(ctx.kube.clone()),
         watcher::Config::default().any_semantic(),
-        move || synced.set(READY_CHECK, true),
+        &ctx.authz,
+        move |ok| synced.set(READY_CHECK, ok),
     );
     let controller = Controller::for_stream(nodes, store.clone())
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown);
     controller
-        .run(reconcile, error_policy, ctx)
+        .run(
+            |node, ctx| {
+                let span = crate::logfields::object_span(CONTROLLER, &*node);
+                reconcile(node, ctx).instrument(span)
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|_| async {})
         .await;
 }

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::watcher;
 use kube::Client;
 use prometheus::{IntGauge, Registry};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::authz::{Attempt, Authz};
 use crate::backend::{BackendClient, BackendConfig};
 use crate::config::Config;
 use crate::health::Health;
@@ -19,9 +19,6 @@ use crate::leader::{LeaderConfig, LeaderElector};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
 use crate::translate::kinds::{EndpointsKind, NodeKind, PodKind, ServiceKind};
 use crate::translate::{RunnerConfig, Shared, TranslatorMetrics};
-
-/// Name of the readiness check of the Translation informer.
-const TRANSLATION_CACHE_CHECK: &str = "translation-cache";
 
 /// How long in-flight work may take after SIGTERM before the process exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -42,12 +39,28 @@ pub enum RunError {
     LostLease,
 }
 
-/// Sets up logging (text or JSON) per the configuration.
+/// Sets up logging (text or JSON) per the configuration. Fields of the spans a line is
+/// logged in (see [`crate::logfields`]) are printed before the message in text, and under
+/// `span`/`spans` in JSON, where the event's own fields are at the top level.
 pub fn init_logging(level: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(level)
+    use std::io::IsTerminal;
+    let mut filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // kube-runtime's watcher warns about a 403 on every retry, with a debug dump of the
+    // error; crate::authz reports those as named authorization errors, once a minute.
+    // Whoever asks for kube_runtime, debug or trace gets them all the same.
+    let verbose = ["kube_runtime", "debug", "trace"]
+        .iter()
+        .any(|w| level.contains(w));
+    if !verbose {
+        if let Ok(quiet) = "kube_runtime::watcher=error".parse() {
+            filter = filter.add_directive(quiet);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colour codes only for a person at a terminal, not in `kubectl logs` or files.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     let _ = if json {
         builder.json().flatten_event(true).try_init()
@@ -162,6 +175,7 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
         "Whether this instance holds the leader lease and runs controllers (1) or stands by (0).",
     )?;
     registry.register(Box::new(leader_gauge.clone()))?;
+    let authz = Authz::new(&registry)?;
 
     let (addr, serve) = crate::http::bind(cfg.metrics_address, registry.clone(), health.clone())
         .await
@@ -203,7 +217,12 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
         health.set(LEADER_CHECK, true);
         tracing::info!(%identity, lease = %cfg.leader_election_name, "waiting for the leader lease");
         tokio::select! {
-            res = elector.acquire() => Some(res.map_err(|e| RunError::Leader(e.to_string()))?),
+            res = elector.acquire() => Some(res.map_err(|e| {
+                if let crate::leader::LeaderError::Denied { namespace, source, .. } = &e {
+                    authz.report(Attempt::new("get", "leases", Some(namespace)), source);
+                }
+                RunError::Leader(e.to_string())
+            })?),
             _ = stop.cancelled() => {
                 http.abort();
                 return Ok(());
@@ -216,7 +235,8 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     leader_gauge.set(1);
     tracing::info!("leading: starting controllers {:?}", cfg.controllers);
 
-    let mut tasks = start_controllers(&cfg, kube, backend, &registry, &health, &stop).await?;
+    let mut tasks =
+        start_controllers(&cfg, kube, backend, &registry, &authz, &health, &stop).await?;
 
     let lost = async {
         match &guard {
@@ -257,6 +277,7 @@ async fn start_controllers(
     kube: Client,
     backend: Option<BackendClient>,
     registry: &Registry,
+    authz: &Authz,
     health: &Health,
     stop: &CancellationToken,
 ) -> Result<JoinSet<()>, RunError> {
@@ -270,16 +291,7 @@ async fn start_controllers(
         .filter(|k| cfg.enabled(k))
         .collect();
     // One Translation informer for the translators and the pusher (see crate::informer).
-    let mut informer = TranslationInformer::new(kube.clone());
-    {
-        let health = health.clone();
-        health.register(TRANSLATION_CACHE_CHECK);
-        informer.observe(Box::new(move |event| {
-            if let watcher::Event::InitDone = event {
-                health.set(TRANSLATION_CACHE_CHECK, true);
-            }
-        }));
-    }
+    let mut informer = TranslationInformer::new(kube.clone(), authz.clone(), health.clone());
     let pusher = match (cfg.enabled("pusher"), backend.clone()) {
         (true, Some(backend)) => Some(PusherContext::new(
             kube.clone(),
@@ -292,6 +304,7 @@ async fn start_controllers(
                 verify_rate: cfg.verify_rate,
                 ..PusherConfig::default()
             },
+            authz.clone(),
             &mut informer,
         )),
         _ => None,
@@ -306,6 +319,7 @@ async fn start_controllers(
                 version: cfg.translation_version.clone(),
             },
             TranslatorMetrics::new(registry)?,
+            authz.clone(),
             &mut informer,
         ))
     };
@@ -323,6 +337,7 @@ async fn start_controllers(
         let ctx = Arc::new(crate::nodeannotator::AnnotatorContext::new(
             kube.clone(),
             backend,
+            authz.clone(),
         ));
         tasks.spawn(crate::nodeannotator::run(
             ctx,

@@ -78,8 +78,8 @@ impl Claims {
                                 b.get("id")?.as_str().and_then(|s| s.parse::<Uuid>().ok())
                             });
                         tracing::debug!(
-                            translation = ?tr.metadata.name,
-                            namespace = ?tr.metadata.namespace,
+                            translation = tr.metadata.name.as_deref().unwrap_or(""),
+                            namespace = tr.metadata.namespace.as_deref().unwrap_or(""),
                             error = %err,
                             ?id,
                             "sweep: unparseable Translation entry; claiming its id"
@@ -255,7 +255,7 @@ pub async fn delete_orphans(
     let mut deleted = 0;
     for o in orphans {
         backend.delete_path(o.kind, &o.path).await?;
-        tracing::info!(kind = %o.kind, path = %o.path, "sweep: deleted orphan");
+        tracing::info!(backend_kind = %o.kind, backend_path = %o.path, "sweep: deleted orphan");
         deleted += 1;
     }
     Ok(deleted)
@@ -316,7 +316,7 @@ async fn sweep_once(
     let orphans = find_orphans(kube, backend, tenant).await?;
     metrics.record_found(&orphans);
     for o in &orphans {
-        tracing::warn!(kind = %o.kind, path = %o.path, description = %o.description, "sweep: orphan");
+        tracing::warn!(backend_kind = %o.kind, backend_path = %o.path, description = %o.description, "sweep: orphan");
     }
     tracing::info!(orphans = orphans.len(), delete, "sweep done");
     let current: BTreeSet<String> = orphans.iter().map(|o| o.path.clone()).collect();

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
 use midonet_translators::meta::FINALIZER;
+use serde_json::{json, Value};
 use support::child::{ChildControllers, BIN};
 use support::stack::{free_port, start_sim};
 use support::*;
@@ -40,16 +41,20 @@ fn bad_configuration_fails_fast_naming_the_setting() {
     bad_config(&["--metrics-address", "nowhere"], "--metrics-address");
 }
 
-/// The binary with only the pusher, against the test control plane.
-fn start_pusher(sim_url: &str, extra: &[&str]) -> ChildControllers {
-    let mut args = vec!["--controllers", "pusher"];
-    args.extend_from_slice(extra);
-    let log = ChildControllers::log_path(&format!("ops-{}", free_port()));
-    ChildControllers::spawn(&control_plane().kubeconfig, sim_url, &args, &log)
+/// Held by tests whose pusher pushes: every pusher works on all Translations of the cluster,
+/// and one that records another test's Translations as pushed (to its own simulator) would
+/// keep that test's pusher from pushing them.
+static PUSHING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The binary as the admin user, running the pusher plus `extra` settings.
+fn start_pusher(midonet_api: &str, extra: &[&str]) -> ChildControllers {
+    let args = [&["--controllers", "pusher"], extra].concat();
+    ChildControllers::start(&control_plane().kubeconfig, midonet_api, &args)
 }
 
 #[tokio::test]
 async fn health_readiness_metrics_and_sigterm() {
+    let _pushing = PUSHING.lock().await;
     let (sim, _admin) = start_sim(&[]).await;
     let mut proc = start_pusher(sim.api_url().as_str(), &["--leader-elect", "false"]);
     // Alive quickly; ready only once caches are synced and the backend login worked.
@@ -64,7 +69,7 @@ async fn health_readiness_metrics_and_sigterm() {
     .await;
     assert_eq!(code, 200);
     assert!(
-        body.contains("[+] translation-cache") && body.contains("[+] backend-login"),
+        body.contains("[+] translations-cache") && body.contains("[+] backend-login"),
         "{body}"
     );
     let (_, metrics) = proc.get("/metrics").await.unwrap();
@@ -126,6 +131,7 @@ fn bridge_translation(name: &str, ns: &str) -> Translation {
 
 #[tokio::test]
 async fn leader_election_one_works_then_the_standby_takes_over() {
+    let _pushing = PUSHING.lock().await;
     let client = admin_client().await;
     let (sim, admin) = start_sim(&[]).await;
     let lease_ns = format!("lease-{}", std::process::id());
@@ -204,4 +210,71 @@ async fn leader_election_one_works_then_the_standby_takes_over() {
     let counts = admin.requests().await.unwrap();
     let posts = counts.get(midonet_translators::Kind::Bridge, "POST");
     assert_eq!(posts, 6, "no duplicate backend requests: {counts:?}");
+}
+
+/// The value of a log line's field: the event's own, else its innermost span's that has it
+/// (tracing-subscriber's JSON puts the current span under `span`, all under `spans`).
+fn log_field<'a>(line: &'a Value, name: &str) -> Option<&'a Value> {
+    let spans = line["spans"].as_array().into_iter().flatten().rev();
+    std::iter::once(line)
+        .chain(std::iter::once(&line["span"]))
+        .chain(spans)
+        .find_map(|scope| scope.get(name))
+}
+
+/// The complete lines logged so far, each parsed as JSON (panics on one that is not).
+fn json_lines(proc: &ChildControllers) -> Vec<Value> {
+    let logs = proc.logs();
+    // The last line may still be being written.
+    let complete = logs.rsplit_once('\n').map_or("", |(done, _)| done);
+    complete
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn json_logs_carry_the_translation_and_object_fields() {
+    let _pushing = PUSHING.lock().await;
+    let client = admin_client().await;
+    let (sim, _admin) = start_sim(&[]).await;
+    let proc = start_pusher(
+        sim.api_url().as_str(),
+        &["--leader-elect", "false", "--log-format", "json"],
+    );
+    let ns = unique_namespace(&client, "json-logs").await;
+    Api::<Translation>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &bridge_translation("logged", &ns))
+        .await
+        .unwrap();
+    let pushed = wait_until("the push is logged", Duration::from_secs(30), || async {
+        json_lines(&proc).into_iter().find(|l| {
+            l["message"] == "pushed" && log_field(l, "translation") == Some(&json!("logged"))
+        })
+    })
+    .await;
+    assert_eq!(pushed["level"], "INFO", "{pushed}");
+    assert_eq!(
+        log_field(&pushed, "namespace"),
+        Some(&json!(ns)),
+        "{pushed}"
+    );
+    // From the reconcile's span: the Kubernetes object the line is about.
+    assert_eq!(
+        log_field(&pushed, "kind"),
+        Some(&json!("Translation")),
+        "{pushed}"
+    );
+    assert_eq!(
+        log_field(&pushed, "object"),
+        Some(&json!("logged")),
+        "{pushed}"
+    );
+    assert_eq!(
+        log_field(&pushed, "controller"),
+        Some(&json!("pusher")),
+        "{pushed}"
+    );
+    assert_eq!(log_field(&pushed, "changes"), Some(&json!(1)), "{pushed}");
 }

@@ -22,12 +22,17 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
+use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
 use crate::crd::{Translation, TranslationStatus};
 use crate::events::Events;
 use crate::informer::TranslationInformer;
 pub use metrics::PusherMetrics;
+
+/// The controller's name, as in `--controllers`.
+pub const CONTROLLER: &str = "pusher";
 
 #[derive(Clone, Debug)]
 pub struct PusherConfig {
@@ -72,6 +77,7 @@ pub struct PusherContext {
     pub events: Events,
     pub metrics: PusherMetrics,
     pub config: PusherConfig,
+    pub authz: Authz,
     /// The status this process last wrote per Translation UID: the informer cache may not
     /// show our own write yet, and acting on the stale status would repeat backend calls.
     written: Mutex<HashMap<String, TranslationStatus>>,
@@ -92,15 +98,21 @@ impl PusherContext {
         backend: BackendClient,
         metrics: PusherMetrics,
         config: PusherConfig,
+        authz: Authz,
         informer: &mut TranslationInformer,
     ) -> Arc<Self> {
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let ctx = Arc::new(PusherContext {
-            events: Events::new(kube.clone(), "midonet-kube-controllers-pusher"),
+            events: Events::new(
+                kube.clone(),
+                "midonet-kube-controllers-pusher",
+                authz.clone(),
+            ),
             kube,
             backend,
             metrics,
             config,
+            authz,
             written: Mutex::default(),
             failures: Mutex::default(),
             missing: Mutex::default(),
@@ -187,6 +199,19 @@ impl PusherContext {
         delay.mul_f64(jitter)
     }
 
+    /// Reports `err` if it is an authorization error; returns whether it was.
+    fn report_denied(&self, tr: &Translation, err: &PusherError) -> bool {
+        match err {
+            // Every Kubernetes write of a reconcile patches the Translation or its status;
+            // the API server's message says which.
+            PusherError::Kube(e) => self.authz.report(
+                Attempt::new("patch", "translations", tr.namespace().as_deref()),
+                e,
+            ),
+            PusherError::Patch(_) => false,
+        }
+    }
+
     fn take_missing(&self, uid: &str) -> HashSet<String> {
         Self::lock(&self.missing).remove(uid).unwrap_or_default()
     }
@@ -210,14 +235,15 @@ pub enum PusherError {
 fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>) -> Action {
     let uid = tr.uid().unwrap_or_default();
     let (count, delay) = ctx.failed(&uid);
-    tracing::warn!(
-        translation = %tr.name_any(),
-        namespace = tr.namespace().as_deref().unwrap_or(""),
-        error = %err,
-        failures = count,
-        retry_in = ?delay,
-        "pusher reconcile failed"
-    );
+    // Outside the reconcile's span: name the Translation here.
+    let span = crate::logfields::object_span(CONTROLLER, &*tr);
+    let _entered = span.enter();
+    if ctx.report_denied(&tr, err) {
+        // Logged as an authorization error (rate-limited); retried all the same.
+        tracing::debug!(error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
+    } else {
+        tracing::warn!(error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
+    }
     ctx.metrics
         .reconciles
         .with_label_values(&["kube_error"])
@@ -253,7 +279,14 @@ pub async fn run(
 
     let background = tokio::spawn(background_tasks(store, ctx.clone()));
     controller
-        .run(reconcile::reconcile, error_policy, ctx)
+        .run(
+            |tr, ctx| {
+                let span = crate::logfields::object_span(CONTROLLER, &*tr);
+                reconcile::reconcile(tr, ctx).instrument(span)
+            },
+            error_policy,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(err) = res {
                 tracing::debug!(error = %err, "pusher queue");

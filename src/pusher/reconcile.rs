@@ -258,7 +258,7 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
             }
             Step::Create | Step::Update => {}
         }
-        tracing::debug!(translation = %tr.name_any(), kind = desired.resource.kind().name(), path = %desired.path, "pushing");
+        tracing::debug!(translation = %tr.name_any(), backend_kind = desired.resource.kind().name(), backend_path = %desired.path, "pushing");
         if let Err(err) = ctx.backend.apply(&desired.resource).await {
             let outcome =
                 push_failed(tr, uid, ctx, &before, status, record, &desired.path, err).await;
@@ -402,7 +402,7 @@ async fn push_failed(
     } else {
         (reason::BACKEND_ERROR, format!("{path}: {err}"), false)
     };
-    tracing::info!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), path, attempts, retry_in = ?delay, error = %err, "push failed");
+    tracing::info!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), backend_path = path, attempts, retry_in = ?delay, error = %err, "push failed");
     // Progress is recorded even on failure: what was created must be deletable.
     status.pushed = record;
     set_ready(
@@ -435,7 +435,7 @@ async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outc
         if let Err(err) = ctx.backend.delete_path(*kind, path).await {
             let (attempts, delay) = ctx.failed(uid);
             let message = format!("cannot delete {path}: {err}");
-            tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), attempts, retry_in = ?delay, error = %err, path = %path, "deletion failed; the finalizer stays");
+            tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), attempts, retry_in = ?delay, error = %err, backend_kind = kind.name(), backend_path = %path, "deletion failed; the finalizer stays");
             let mut status = before.clone();
             set_ready(
                 &mut status,
@@ -456,7 +456,9 @@ async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outc
     if let Err(err) = remove_finalizer(tr, ctx).await {
         let (_, delay) = ctx.failed(uid);
         let message = format!("cannot remove the finalizer: {err}");
-        tracing::warn!(translation = %tr.name_any(), error = %err, "finalizer removal failed");
+        if !ctx.report_denied(tr, &err) {
+            tracing::warn!(translation = %tr.name_any(), error = %err, "finalizer removal failed");
+        }
         if ctx.should_warn(uid, &message) {
             ctx.events
                 .warning(&oref, event::DELETION_FINALIZER_ERROR, message)

@@ -46,13 +46,13 @@ pub(super) async fn verify_loop(
                     }
                     // Backend trouble: stop this round, the next one tries again.
                     Err(err) => {
-                        tracing::warn!(error = %err, "drift verification interrupted");
+                        tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), backend_kind = kind.name(), backend_path = %pushed.path, error = %err, "drift verification interrupted");
                         break;
                     }
                 }
             }
             if !missing.is_empty() {
-                tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), missing = ?missing, "backend drift: resources missing; repairing");
+                tracing::warn!(kind = "Translation", namespace = tr.namespace().as_deref().unwrap_or(""), object = %tr.name_any(), translation = %tr.name_any(), backend_paths = ?missing, "backend drift: resources missing; repairing");
                 repaired += missing.len();
                 ctx.mark_missing(&uid, missing);
                 ctx.wake([ObjectRef::from_obj(&*tr)]);

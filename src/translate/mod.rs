@@ -21,13 +21,15 @@ use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use midonet_translators::{Translated, TranslatorConfig};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
+use crate::authz::{Attempt, Authz};
 use crate::crd::Translation;
 use crate::events::Events;
 use crate::health::Health;
@@ -85,6 +87,7 @@ pub struct Shared {
     pub recent: index::Recent,
     pub events: Events,
     pub metrics: TranslatorMetrics,
+    pub authz: Authz,
     /// Fingerprint of the last warnings published per owner UID, so a repeated translation
     /// with the same bad input does not publish the same warnings again.
     warned: Mutex<HashMap<String, u64>>,
@@ -97,6 +100,7 @@ impl Shared {
         kube: Client,
         config: TranslatorConfig,
         metrics: TranslatorMetrics,
+        authz: Authz,
         informer: &mut crate::informer::TranslationInformer,
     ) -> Arc<Self> {
         let translations = informer.store.clone();
@@ -105,13 +109,14 @@ impl Shared {
         informer.observe(Box::new(move |event| observed.observe(event)));
         Arc::new(Shared {
             translations_synced: informer.synced(),
-            events: Events::new(kube.clone(), "midonet-kube-controllers"),
+            events: Events::new(kube.clone(), "midonet-kube-controllers", authz.clone()),
             kube,
             config,
             translations,
             index,
             recent: index::Recent::default(),
             metrics,
+            authz,
             warned: Mutex::default(),
         })
     }
@@ -208,14 +213,8 @@ async fn publish_warnings<K: TranslatorKind>(
         return;
     }
     for w in &translated.warnings {
-        tracing::warn!(
-            kind = K::NAME,
-            object = oref.name.as_deref().unwrap_or(""),
-            namespace = oref.namespace.as_deref().unwrap_or(""),
-            reason = %w.reason,
-            "{}",
-            w.message
-        );
+        // The reconcile's span names the object.
+        tracing::warn!(reason = %w.reason, "{}", w.message);
         shared
             .metrics
             .warnings
@@ -233,7 +232,24 @@ fn error_policy<K: TranslatorKind>(
     err: &RunnerError,
     ctx: Arc<KindContext<K>>,
 ) -> Action {
-    tracing::warn!(kind = K::NAME, object = %obj.name_any(), namespace = obj.namespace().as_deref().unwrap_or(""), error = %err, "translation failed; retrying");
+    // Outside the reconcile's span: name the object here.
+    let span = crate::logfields::object_span(K::NAME, &*obj);
+    let _entered = span.enter();
+    let denied = match err {
+        // The Translations it writes are mostly in the object's namespace; the API
+        // server's message names the exact request.
+        RunnerError::Kube(e) => ctx.shared.authz.report(
+            Attempt::new("patch", "translations", obj.namespace().as_deref()),
+            e,
+        ),
+        RunnerError::Encode(_) => false,
+    };
+    if denied {
+        // Already logged as an authorization error (rate-limited); retried all the same.
+        tracing::debug!(error = %err, "translation failed; retrying");
+    } else {
+        tracing::warn!(error = %err, "translation failed; retrying");
+    }
     ctx.shared
         .metrics
         .reconciles
@@ -285,23 +301,29 @@ pub async fn run<K: TranslatorKind>(
 
     let synced = health.clone();
     let synced_check = check.clone();
-    let (objects, stream) =
-        crate::cache::cached(api, watcher::Config::default().any_semantic(), move || {
-            synced.set(&synced_check, true)
-        });
+    let (objects, stream) = crate::cache::cached(
+        api,
+        watcher::Config::default().any_semantic(),
+        &shared.authz,
+        move |ok| synced.set(&synced_check, ok),
+    );
     let controller = Controller::for_stream(stream, objects.clone())
         .with_config(controller::Config::default().concurrency(config.workers))
         .reconcile_all_on(ticks)
         .reconcile_on(gone)
         .graceful_shutdown_on(shutdown);
     let (controller, dependencies) = if K::WATCHES_DEPENDENCY {
-        let (reader, writer) = reflector::store::<K::Dependency>();
-        let dep_api: Api<K::Dependency> = Api::all(shared.kube.clone());
-        let events =
-            watcher(dep_api, watcher::Config::default()).modify(|o| o.managed_fields_mut().clear());
-        let stream = reflector::reflector(writer, events)
-            .default_backoff()
-            .applied_objects();
+        // Translations made without their dependency would be wrong: not ready until it
+        // has listed too.
+        let dep_check = format!("{}-{}-cache", K::NAME, K::Dependency::plural(&()));
+        health.register(&dep_check);
+        let synced = health.clone();
+        let (reader, stream) = crate::cache::cached(
+            Api::<K::Dependency>::all(shared.kube.clone()),
+            watcher::Config::default(),
+            &shared.authz,
+            move |ok| synced.set(&dep_check, ok),
+        );
         let objects = objects.clone();
         (
             controller.watches_stream(stream, move |dep| K::dependents_of(&dep, &objects)),
@@ -318,10 +340,17 @@ pub async fn run<K: TranslatorKind>(
         dependencies,
     });
     controller
-        .run(reconcile::<K>, error_policy::<K>, ctx)
+        .run(
+            |obj, ctx| {
+                let span = crate::logfields::object_span(K::NAME, &*obj);
+                reconcile::<K>(obj, ctx).instrument(span)
+            },
+            error_policy::<K>,
+            ctx,
+        )
         .for_each(|res| async move {
             if let Err(err) = res {
-                tracing::debug!(kind = K::NAME, error = %err, "translator queue");
+                tracing::debug!(controller = K::NAME, error = %err, "translator queue");
             }
         })
         .await;
@@ -333,9 +362,21 @@ pub async fn ensure_globals(shared: &Shared) {
     let mut delay = Duration::from_millis(200);
     loop {
         let desired = midonet_translators::global(&shared.config);
-        match sync_translations(shared, "global", None, index::GLOBAL_OWNER, desired).await {
+        let synced = sync_translations(shared, "global", None, index::GLOBAL_OWNER, desired)
+            .instrument(tracing::error_span!("globals", controller = "global"))
+            .await;
+        match synced {
             Ok(SyncOutcome::WaitingForDeletion) => {}
             Ok(_) => return,
+            Err(RunnerError::Kube(err))
+                if shared.authz.report(
+                    Attempt::new(
+                        "patch",
+                        "translations",
+                        Some(midonet_translators::translate::GLOBAL_TRANSLATION_NAMESPACE),
+                    ),
+                    &err,
+                ) => {}
             Err(err) => tracing::warn!(error = %err, "cannot ensure global Translations; retrying"),
         }
         tokio::time::sleep(delay).await;

@@ -146,7 +146,8 @@ pub async fn sync_translations(
             ("create", event::CREATED)
         };
         shared.metrics.writes.with_label_values(&[kind, op]).inc();
-        tracing::info!(kind, translation = %d.name, namespace = %d.namespace, op, "Translation written");
+        // The caller's span names the owner object and the controller.
+        tracing::info!(translation = %d.name, namespace = %d.namespace, op, "Translation written");
         if let Some(o) = &owner_obj {
             shared
                 .events
@@ -195,7 +196,7 @@ pub async fn sync_translations(
             .writes
             .with_label_values(&[kind, "delete"])
             .inc();
-        tracing::info!(kind, translation = %name, namespace = %namespace, "stale Translation deleted");
+        tracing::info!(translation = %name, namespace = %namespace, "stale Translation deleted");
         if let Some(o) = &owner_obj {
             shared
                 .events

@@ -47,6 +47,19 @@ impl ChildControllers {
         }
     }
 
+    /// `run` as [`Self::spawn`] does, logging to a fresh file of its own (removed when the
+    /// test passes, its last lines printed when it fails).
+    pub fn start(kubeconfig: &Path, api_url: &str, args: &[&str]) -> ChildControllers {
+        let log = Self::log_path(&format!("controllers-{}", free_port()));
+        let _ = std::fs::remove_file(&log);
+        Self::spawn(kubeconfig, api_url, args, &log)
+    }
+
+    /// What it logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
     /// A log file in the temporary directory named after `what` and this test process.
     pub fn log_path(what: &str) -> PathBuf {
         std::env::temp_dir().join(format!("midonet-{what}-{}.log", std::process::id()))
@@ -99,5 +112,15 @@ impl ChildControllers {
 impl Drop for ChildControllers {
     fn drop(&mut self) {
         self.kill_and_reap();
+        if std::thread::panicking() {
+            // The test failed: its output shows what the process said.
+            let logs = self.logs();
+            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            eprintln!(
+                "--- last lines of {} ---\n{}",
+                self.log.display(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
     }
 }

@@ -113,10 +113,26 @@ pub async fn restricted_can(
     answer.status.is_some_and(|s| s.allowed)
 }
 
+/// One grant of a rule: (apiGroup, resource[/subresource], verb), e.g.
+/// `("midonet.org", "translations/status", "patch")`.
+pub type Grant<'a> = (&'a str, &'a str, &'a str);
+
 /// Binds the ClusterRole of `deploy/` to the restricted test user, and grants it the
 /// Lease Role of `deploy/` in `lease_namespace` (where the Deployment's own namespace
 /// would be). Idempotent; returns once the API server enforces both.
 pub async fn bind_deploy_role_to_restricted_user(client: &Client, lease_namespace: &str) {
+    bind_deploy_role_without(client, lease_namespace, &[]).await
+}
+
+/// As [`bind_deploy_role_to_restricted_user`], but the ClusterRole lacks the `removed`
+/// grants; returns once the API server enforces the role and refuses each removed grant.
+/// The ClusterRole is cluster-wide: a test binary using this must not run tests that need
+/// the full role at the same time.
+pub async fn bind_deploy_role_without(
+    client: &Client,
+    lease_namespace: &str,
+    removed: &[Grant<'_>],
+) {
     let objects = render_deploy().await;
     let user = &control_plane().restricted_user;
     let subject = json!([{
@@ -127,6 +143,9 @@ pub async fn bind_deploy_role_to_restricted_user(client: &Client, lease_namespac
     // apply -k deploy/` would create).
     let mut cluster_role = find_object(&objects, "ClusterRole", DEPLOY_CLUSTER_ROLE).clone();
     strip_server_fields(&mut cluster_role);
+    if !removed.is_empty() {
+        cluster_role["rules"] = rules_without(&cluster_role["rules"], removed);
+    }
     apply(
         &rbac_api(client, "ClusterRole", None),
         DEPLOY_CLUSTER_ROLE,
@@ -185,10 +204,55 @@ pub async fn bind_deploy_role_to_restricted_user(client: &Client, lease_namespac
                 Some(lease_namespace),
             )
             .await;
-            (cluster && lease).then_some(())
+            let mut removed_denied = true;
+            for (group, resource, verb) in removed {
+                let (resource, sub) = match resource.split_once('/') {
+                    Some((r, s)) => (r, Some(s)),
+                    None => (*resource, None),
+                };
+                removed_denied &= !restricted_can(verb, group, resource, sub, None).await;
+            }
+            (cluster && lease && removed_denied).then_some(())
         },
     )
     .await;
+}
+
+/// `rules` with one rule per remaining (apiGroup, resource, verb): the same grants as
+/// `rules` minus `removed`, each of which `rules` must grant.
+fn rules_without(rules: &Value, removed: &[Grant<'_>]) -> Value {
+    let strings = |rule: &Value, key: &str| -> Vec<String> {
+        rule[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("{key} missing in {rule}"))
+            .iter()
+            .map(|v| v.as_str().expect("string").to_string())
+            .collect()
+    };
+    let mut grants = Vec::new();
+    for rule in rules.as_array().expect("rules") {
+        for group in strings(rule, "apiGroups") {
+            for resource in strings(rule, "resources") {
+                for verb in strings(rule, "verbs") {
+                    grants.push((group.clone(), resource.clone(), verb));
+                }
+            }
+        }
+    }
+    let same = |(g, r, v): &(String, String, String), removed: &Grant<'_>| {
+        (g.as_str(), r.as_str(), v.as_str()) == *removed
+    };
+    for r in removed {
+        assert!(
+            grants.iter().any(|g| same(g, r)),
+            "deploy/ does not grant {r:?}: nothing to remove"
+        );
+    }
+    grants
+        .iter()
+        .filter(|g| !removed.iter().any(|r| same(g, r)))
+        .map(|(g, r, v)| json!({"apiGroups": [g], "resources": [r], "verbs": [v]}))
+        .collect()
 }
 
 fn strip_server_fields(obj: &mut Value) {
