@@ -13,4 +13,5 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 echo "== cargo test"
-cargo test --workspace -- --test-threads="${TEST_THREADS:-4}"
+# --no-fail-fast: a failing test binary does not hide the results of the others.
+cargo test --workspace --no-fail-fast -- --test-threads="${TEST_THREADS:-4}"

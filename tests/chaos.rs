@@ -104,9 +104,11 @@ async fn converges_through_faults_and_bad_input() {
     trs.delete("hand-written", &DeleteParams::default())
         .await
         .unwrap();
-    admin.clear_faults().await.unwrap();
+    // Converges while the faults are still on.
+    wait_converged(&client, &admin, "despite random 500s").await;
     let faults_seen = admin.requests().await.unwrap().faults_injected;
     assert!(faults_seen > 0, "the fault injection was exercised");
+    admin.clear_faults().await.unwrap();
     wait_converged(&client, &admin, "after random 500s").await;
 
     // Bounded retry rate: with nothing left to do, the backend is left alone.
