@@ -60,6 +60,21 @@ fn kind() -> String {
 }
 
 impl Translation {
+    /// Ready=True for the current spec: the condition was set for this generation (a
+    /// Translation the translators changed since it was pushed is not ready until pushed
+    /// again), and the Translation is not being deleted.
+    pub fn is_ready(&self) -> bool {
+        self.metadata.deletion_timestamp.is_none()
+            && self.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "Ready"
+                        && c.status == "True"
+                        && (c.observed_generation.is_none()
+                            || c.observed_generation == self.metadata.generation)
+                })
+            })
+    }
+
     pub fn new(name: &str, namespace: &str, spec: TranslationSpec) -> Self {
         Translation {
             api_version: api_version(),

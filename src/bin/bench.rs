@@ -50,6 +50,10 @@ struct Args {
     /// Also write the JSON result here.
     #[arg(long)]
     json_out: Option<PathBuf>,
+    /// Stop after the initial convergence (floor, convergence, requests, peak RSS): for the
+    /// large-scale memory variant, e.g. `--nodes 100 --pods 8000 --services 900`.
+    #[arg(long)]
+    only_initial: bool,
 }
 
 fn main() -> Res<()> {
@@ -199,13 +203,8 @@ where
 
 // ---------------------------------------------------------------- convergence checks
 
-fn is_ready(t: &Translation) -> bool {
-    t.metadata.deletion_timestamp.is_none()
-        && t.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
 }
 
 /// Item paths in the simulator a Translation can own (no Hosts, no `Local` routes).
@@ -240,7 +239,7 @@ async fn converged(
             trs.items.len()
         )));
     }
-    let not_ready = trs.items.iter().filter(|t| !is_ready(t)).count();
+    let not_ready = trs.items.iter().filter(|t| !t.is_ready()).count();
     if not_ready > 0 {
         return Ok(Err(format!("{not_ready} Translations not Ready")));
     }
@@ -620,16 +619,17 @@ async fn run(args: Args) -> Res<()> {
     // 9. Floor, before the controllers run; then clean up.
     eprintln!("bench: measuring the floor");
     // The controllers also translate the apiserver's own `default/kubernetes` Service.
+    // (Its Endpoints exist only if the apiserver's endpoint reconciler made them.)
     let mut all_services = services.clone();
-    all_services.push(
+    all_services.extend(
         Api::<Service>::namespaced(client.clone(), "default")
-            .get("kubernetes")
+            .get_opt("kubernetes")
             .await?,
     );
     let mut all_endpoints = endpoints.clone();
-    all_endpoints.push(
+    all_endpoints.extend(
         Api::<Endpoints>::namespaced(client.clone(), "default")
-            .get("kubernetes")
+            .get_opt("kubernetes")
             .await?,
     );
     let phases = translate_all(&nodes, &pods, &all_services, &all_endpoints);
@@ -653,12 +653,65 @@ async fn run(args: Args) -> Res<()> {
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
-    let initial = wait_converged(&client, &admin, None, n_translations, n_resources, "initial sync").await?;
+    let initial = wait_converged(
+        &client,
+        &admin,
+        None,
+        n_translations,
+        n_resources,
+        "initial sync",
+    )
+    .await?;
     let resources = actual_paths(&admin.state().await?).len();
     let (initial_requests, _, _) = backend_counts(&admin).await?;
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
     let peak_rss = ctl.peak_rss_kib()?;
     ctl.stop().await?;
+    if args.only_initial {
+        let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
+        println!(
+            "scale: {} nodes, {} pods, {} services x {} endpoints; simulator latency 1 ms",
+            args.nodes, args.pods, args.services, args.endpoints_per_service
+        );
+        println!("{:<46} {:>22}", "measure", "value");
+        for (name, value) in [
+            (
+                "translations / backend resources",
+                format!("{n_translations} / {resources}"),
+            ),
+            ("floor (plain clients, conc. 8)", secs(floor_time)),
+            ("initial convergence", secs(initial)),
+            ("convergence / floor", format!("{ratio:.2}")),
+            (
+                "backend requests per resource (initial)",
+                format!("{per_resource:.2}"),
+            ),
+            (
+                "peak RSS of the controllers",
+                format!("{:.1} MiB", peak_rss as f64 / 1024.0),
+            ),
+        ] {
+            println!("{name:<46} {value:>22}");
+        }
+        let text = serde_json::to_string_pretty(&json!({
+            "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
+                      "endpointsPerService": args.endpoints_per_service},
+            "translations": n_translations,
+            "backendResources": resources,
+            "floorSeconds": floor_time.as_secs_f64(),
+            "initialConvergenceSeconds": initial.as_secs_f64(),
+            "convergenceOverFloor": ratio,
+            "initialRequests": initial_requests,
+            "requestsPerResource": per_resource,
+            "peakRssKiB": peak_rss,
+        }))?;
+        println!("{text}");
+        if let Some(path) = &args.json_out {
+            std::fs::write(path, text + "\n")?;
+        }
+        sim.shutdown().await;
+        return Ok(());
+    }
 
     // 5. Restart in sync.
     eprintln!("bench: restart in sync");
@@ -731,13 +784,13 @@ async fn run(args: Args) -> Res<()> {
         n_translations,
         n_resources,
         "version bump",
-    ).await?;
+    )
+    .await?;
     let bump_time = t_bump.elapsed();
     let (bump_requests, _, _) = backend_counts(&admin).await?;
     ctl.stop().await?;
 
     let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
-    let secs = |d: Duration| format!("{:.2} s", d.as_secs_f64());
     let rows = vec![
         Row {
             name: "objects created (time)",

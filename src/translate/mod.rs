@@ -19,10 +19,10 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::Api;
+use kube::api::{Api, DeleteParams, Preconditions};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use midonet_translators::{Translated, TranslatorConfig};
 use serde::de::DeserializeOwned;
@@ -301,12 +301,28 @@ pub async fn run<K: TranslatorKind>(
 
     let synced = health.clone();
     let synced_check = check.clone();
-    let (objects, stream) = crate::cache::cached(
+    let (objects, writer) = reflector::store();
+    let (deleted_tx, deleted_rx) = mpsc::unbounded_channel::<String>();
+    let stream = crate::cache::reflected(
+        writer,
         api,
         watcher::Config::default().any_semantic(),
         &shared.authz,
         move |ok| synced.set(&synced_check, ok),
-    );
+    )
+    .inspect(move |event| {
+        if let Ok(watcher::Event::Delete(obj)) = event {
+            if let Some(uid) = obj.uid() {
+                let _ = deleted_tx.send(uid);
+            }
+        }
+    })
+    .applied_objects();
+    let cleanup = tokio::spawn(delete_orphans::<K>(
+        shared.clone(),
+        deleted_rx,
+        config.workers,
+    ));
     let controller = Controller::for_stream(stream, objects.clone())
         .with_config(controller::Config::default().concurrency(config.workers))
         .reconcile_all_on(ticks)
@@ -351,6 +367,72 @@ pub async fn run<K: TranslatorKind>(
         .for_each(|res| async move {
             if let Err(err) = res {
                 tracing::debug!(controller = K::NAME, error = %err, "translator queue");
+            }
+        })
+        .await;
+    cleanup.abort();
+}
+
+/// Deletes the Translations of objects the watch saw deleted, at once: garbage collection
+/// would do it too (and still does when the controllers were offline), but the
+/// kube-controller-manager's client is rate limited (20 requests/s by default), which makes
+/// a burst of deletions take minutes. The preconditions make sure that what is deleted is
+/// the very Translation the cache showed (an object re-created under the same name may have
+/// re-claimed it since, with a new owner).
+async fn delete_orphans<K: TranslatorKind>(
+    shared: Arc<Shared>,
+    deleted: mpsc::UnboundedReceiver<String>,
+    workers: u16,
+) {
+    let owners = futures::stream::unfold(deleted, |mut rx| async move {
+        rx.recv().await.map(|uid| (uid, rx))
+    });
+    owners
+        .flat_map(|uid| {
+            let owned: Vec<(String, String, String)> = shared
+                .index
+                .owned_by(&uid)
+                .into_iter()
+                .map(|(namespace, name)| (uid.clone(), namespace, name))
+                .collect();
+            futures::stream::iter(owned)
+        })
+        .for_each_concurrent(usize::from(workers.max(1)), |(owner, namespace, name)| {
+            let shared = shared.clone();
+            async move {
+                let Some(cached) = shared.translations.get(&index::cache_ref(&namespace, &name))
+                else {
+                    return;
+                };
+                let still_ours = cached.owner_references().iter().any(|o| o.uid == owner);
+                if !still_ours || cached.metadata.deletion_timestamp.is_some() {
+                    return;
+                }
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: cached.uid(),
+                        resource_version: cached.resource_version(),
+                    }),
+                    ..DeleteParams::default()
+                };
+                let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &namespace);
+                match api.delete(&name, &params).await {
+                    Ok(_) => {
+                        shared
+                            .metrics
+                            .writes
+                            .with_label_values(&[K::NAME, "delete_orphan"])
+                            .inc();
+                    }
+                    // Gone already, or changed since: garbage collection decides.
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
+                    Err(err) => {
+                        let attempt = Attempt::new("delete", "translations", Some(&namespace));
+                        if !shared.authz.report(attempt, &err) {
+                            tracing::warn!(translation = %name, %namespace, error = %err, "cannot delete the Translation of a deleted object; garbage collection will");
+                        }
+                    }
+                }
             }
         })
         .await;

@@ -130,14 +130,7 @@ pub async fn converged(client: &Client, admin: &AdminClient) -> Option<()> {
         .list(&ListParams::default())
         .await
         .ok()?;
-    let all_ready = trs.items.iter().all(|t| {
-        t.metadata.deletion_timestamp.is_none()
-            && t.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
-    });
+    let all_ready = trs.items.iter().all(Translation::is_ready);
     if !all_ready {
         return None;
     }
@@ -176,13 +169,7 @@ pub async fn wait_converged_within(
     let not_ready: Vec<_> = trs
         .items
         .iter()
-        .filter(|t| {
-            !t.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
-        })
+        .filter(|t| !t.is_ready())
         .map(|t| {
             format!(
                 "{}/{} {:?}",
@@ -284,14 +271,6 @@ pub async fn expected_from_cluster(client: &Client) -> Expected {
             .insert(format!("{}/{}", d.namespace, d.name), paths);
     }
     out
-}
-
-fn is_ready(t: &Translation) -> bool {
-    t.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    })
 }
 
 fn tr_key(t: &Translation) -> String {
@@ -396,7 +375,7 @@ pub async fn exact_state_except(
     }
     let not_ready: Vec<String> = trs
         .iter()
-        .filter(|t| !is_ready(t) && !excluded.contains(&tr_key(t)))
+        .filter(|t| !t.is_ready() && !excluded.contains(&tr_key(t)))
         .map(|t| {
             let c = t
                 .status
