@@ -180,6 +180,18 @@ impl Dependencies {
         Some((blocker, left))
     }
 
+    /// `key` failed for want of one of `referents` (the backend said so): wake it when any
+    /// of them is pushed, whoever provides it (the provider may not even exist yet).
+    pub fn wait_for(&self, key: &Key, referents: impl IntoIterator<Item = Referent>) {
+        let mut state = self.lock();
+        for r in referents {
+            if state.providers.get(&r).is_some_and(|(k, _)| k == key) {
+                continue;
+            }
+            state.waiters.entry(r).or_default().insert(key.clone());
+        }
+    }
+
     /// `key` is not held any more (pushed, deleted or gone).
     pub fn release(&self, key: &Key) {
         self.lock().held_since.remove(key);

@@ -38,6 +38,8 @@ pub mod event {
 
 /// "Referent not there yet" is normal while the cluster converges: warn only when it lasts.
 const REFERENT_WARNING_AFTER: u32 = 8;
+/// Longest retry delay while waiting for another Translation's push.
+const REFERENT_RETRY_CAP: std::time::Duration = std::time::Duration::from_secs(5);
 
 pub(super) async fn reconcile(
     tr: Arc<Translation>,
@@ -260,6 +262,9 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
         }
         tracing::debug!(translation = %tr.name_any(), backend_kind = desired.resource.kind().name(), backend_path = %desired.path, "pushing");
         if let Err(err) = ctx.backend.apply(&desired.resource).await {
+            if err.is_referent_missing() || err.is_host_not_in_tunnel_zone() {
+                ctx.deps.wait_for(&key, desired.resource.requires());
+            }
             let outcome =
                 push_failed(tr, uid, ctx, &before, status, record, &desired.path, err).await;
             // What was created before the failure is recorded: its waiters can go on.
@@ -382,7 +387,7 @@ async fn push_failed(
     path: &str,
     err: crate::backend::BackendError,
 ) -> Result<Outcome, PusherError> {
-    let (attempts, delay) = ctx.failed(uid);
+    let (attempts, mut delay) = ctx.failed(uid);
     // Waiting for a referent, or for the host to join a tunnel zone (another Translation
     // pushes that), is normal while the cluster converges: warn only when it lasts.
     let (why, message, warn_when_lasting) = if err.is_referent_missing() {
@@ -402,6 +407,11 @@ async fn push_failed(
     } else {
         (reason::BACKEND_ERROR, format!("{path}: {err}"), false)
     };
+    if warn_when_lasting {
+        // The provider's push wakes this Translation (deps::wait_for); the retry is only
+        // the fallback, so it need not back off as far as for a failing backend.
+        delay = delay.min(REFERENT_RETRY_CAP);
+    }
     tracing::info!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), backend_path = path, attempts, retry_in = ?delay, error = %err, "push failed");
     // Progress is recorded even on failure: what was created must be deletable.
     status.pushed = record;
