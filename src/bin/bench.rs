@@ -820,12 +820,12 @@ async fn run(args: Args) -> Res<()> {
         Row {
             name: "backend requests per resource (initial)",
             value: format!("{per_resource:.2}"),
-            target: "-",
+            target: "<= 1.05",
         },
         Row {
             name: "peak RSS of the controllers",
             value: format!("{:.1} MiB", peak_rss as f64 / 1024.0),
-            target: "-",
+            target: "<= 100 MiB (scale S)",
         },
         Row {
             name: "restart in sync: /readyz 200 after",
