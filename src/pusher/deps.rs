@@ -209,3 +209,107 @@ impl Dependencies {
         woken
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{PushedResource, TranslationSpec};
+    use kube::runtime::reflector;
+    use midonet_translators::entry::TranslationResource;
+
+    const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
+    const PORT: &str = "22222222-2222-4222-8222-222222222222";
+
+    fn bridge() -> TranslationResource {
+        TranslationResource::new("Bridge", "", format!(r#"{{"id":"{BRIDGE}"}}"#))
+    }
+    fn port() -> TranslationResource {
+        TranslationResource::new(
+            "Port",
+            BRIDGE,
+            format!(r#"{{"id":"{PORT}","type":"Bridge"}}"#),
+        )
+    }
+    fn tr(name: &str, resources: Vec<TranslationResource>) -> Translation {
+        Translation::new(name, "ns", TranslationSpec { resources })
+    }
+
+    /// A node-like provider (the bridge) and a pod-like consumer (a port on it), both cached.
+    fn setup(provider: Translation) -> (Dependencies, Translation) {
+        let (store, mut writer) = reflector::store::<Translation>();
+        let consumer = tr("pod", vec![port()]);
+        for t in [&provider, &consumer] {
+            writer.apply_watcher_event(&watcher::Event::Apply(t.clone()));
+        }
+        let deps = Dependencies::new(store);
+        deps.observe(&watcher::Event::Apply(provider));
+        deps.observe(&watcher::Event::Apply(consumer.clone()));
+        (deps, consumer)
+    }
+
+    fn creating(t: &Translation) -> Vec<Desired> {
+        plan::parse_lenient(t.desired_resources())
+    }
+
+    fn nothing_pushed(_: &Translation) -> TranslationStatus {
+        TranslationStatus::default()
+    }
+
+    #[test]
+    fn held_until_the_provider_pushes_then_woken() {
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        let key = ObjectRef::from_obj(&consumer);
+        let desired = creating(&consumer);
+        let refs: Vec<&Desired> = desired.iter().collect();
+
+        let (blocker, left) = deps.hold(&key, &refs, nothing_pushed).expect("held");
+        assert_eq!(blocker.referent, Referent::Object(BRIDGE.parse().unwrap()));
+        assert_eq!(blocker.provider.name, "node");
+        assert!(left <= MAX_HOLD);
+
+        // The provider's push wakes exactly the waiter, once.
+        assert_eq!(deps.pushed([blocker.referent]), vec![key.clone()]);
+        assert!(deps.pushed([blocker.referent]).is_empty());
+
+        // With the bridge recorded as pushed, nothing holds it any more.
+        let pushed = |_: &Translation| TranslationStatus {
+            pushed: vec![PushedResource {
+                kind: "Bridge".into(),
+                path: format!("/bridges/{BRIDGE}"),
+                ..PushedResource::default()
+            }],
+            ..TranslationStatus::default()
+        };
+        assert!(deps.hold(&key, &refs, pushed).is_none());
+    }
+
+    #[test]
+    fn not_held_for_what_it_provides_itself_or_a_deleted_provider() {
+        let (deps, _) = setup(tr("node", vec![bridge()]));
+        let both = tr("both", vec![bridge(), port()]);
+        deps.observe(&watcher::Event::Apply(both.clone()));
+        let desired = creating(&both);
+        let refs: Vec<&Desired> = desired.iter().collect();
+        assert!(deps
+            .hold(&ObjectRef::from_obj(&both), &refs, nothing_pushed)
+            .is_none());
+
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        deps.observe(&watcher::Event::Delete(tr("node", vec![bridge()])));
+        let desired = creating(&consumer);
+        let refs: Vec<&Desired> = desired.iter().collect();
+        assert!(deps
+            .hold(&ObjectRef::from_obj(&consumer), &refs, nothing_pushed)
+            .is_none());
+    }
+
+    #[test]
+    fn a_refused_push_waits_for_any_provider() {
+        let (store, _writer) = reflector::store::<Translation>();
+        let deps = Dependencies::new(store);
+        let key = ObjectRef::<Translation>::new("pod").within("ns");
+        let bridge = Referent::Object(BRIDGE.parse().unwrap());
+        deps.wait_for(&key, [bridge]);
+        assert_eq!(deps.pushed([bridge]), vec![key]);
+    }
+}
