@@ -68,6 +68,8 @@ impl Default for PusherConfig {
 struct Failures {
     count: u32,
     last_warning: Option<String>,
+    /// The failures are of deleting (not of applying) the Translation.
+    deleting: bool,
 }
 
 /// Everything the pusher's reconciles share. No global state: one of these per pusher.
@@ -170,6 +172,19 @@ impl PusherContext {
         let count = entry.count;
         self.metrics.retry_queue.set(failures.len() as i64);
         (count, self.retry_delay(count))
+    }
+
+    /// A deletion starts afresh: the backoff that failed pushes built up must not delay
+    /// it (a Translation that could never be pushed is often deleted for that reason).
+    fn begin_deletion(&self, uid: &str) {
+        let mut failures = Self::lock(&self.failures);
+        let entry = failures.entry(uid.to_string()).or_default();
+        if !entry.deleting {
+            *entry = Failures {
+                deleting: true,
+                ..Failures::default()
+            };
+        }
     }
 
     fn succeeded(&self, uid: &str) {

@@ -437,6 +437,7 @@ async fn push_failed(
 }
 
 async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outcome, PusherError> {
+    ctx.begin_deletion(uid);
     let before = ctx.recorded_status(tr);
     let desired = plan::parse_lenient(tr.desired_resources());
     let oref = tr.object_ref(&());
