@@ -40,7 +40,7 @@ where
     (reader, stream)
 }
 
-/// The watcher events of `K`, stored into `writer`, with the default backoff on errors.
+/// The watcher events of `K`, stored into `writer`, with [`WatchBackoff`] on errors.
 /// `synced` as for [`cached`].
 pub fn reflected<K>(
     writer: Writer<K>,
@@ -53,9 +53,29 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
+    reflected_trimmed(writer, api, config, authz, synced, |_| {})
+}
+
+/// [`reflected`], with `trim` dropping from each object what nobody reads before it is
+/// cached (as client-go's transform functions do).
+pub fn reflected_trimmed<K>(
+    writer: Writer<K>,
+    api: Api<K>,
+    config: watcher::Config,
+    authz: &Authz,
+    synced: impl Fn(bool) + Send + 'static,
+    trim: fn(&mut K),
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
     let resource = K::plural(&K::DynamicType::default()).into_owned();
     let authz = authz.clone();
-    let events = watcher(api, config).modify(|o| o.managed_fields_mut().clear());
+    let events = watcher(api, config).modify(move |o| {
+        o.managed_fields_mut().clear();
+        trim(o);
+    });
     reflector::reflector(writer, events)
         .inspect(move |event| match event {
             Ok(watcher::Event::InitDone) => synced(true),

@@ -1,7 +1,7 @@
 //! The translated kinds: each ties a Kubernetes kind (and what its translation reads) to its
 //! pure translator.
 
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, PodSpec, PodStatus, Service};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 use midonet_translators::{Translated, TranslatorConfig};
@@ -37,6 +37,26 @@ impl TranslatorKind for PodKind {
     const NAME: &'static str = "pod";
     const NAMESPACED: bool = true;
     const WATCHES_DEPENDENCY: bool = true;
+
+    /// Keeps what `midonet_translators::pod` reads: metadata, `spec.nodeName`,
+    /// `spec.hostNetwork`, `status.phase`, `status.podIP(s)`.
+    fn trim(pod: &mut Pod) {
+        if let Some(spec) = pod.spec.take() {
+            pod.spec = Some(PodSpec {
+                node_name: spec.node_name,
+                host_network: spec.host_network,
+                ..PodSpec::default()
+            });
+        }
+        if let Some(status) = pod.status.take() {
+            pod.status = Some(PodStatus {
+                phase: status.phase,
+                pod_ip: status.pod_ip,
+                pod_ips: status.pod_ips,
+                ..PodStatus::default()
+            });
+        }
+    }
 
     fn dependency_of(pod: &Pod) -> Option<ObjectRef<Node>> {
         let node = pod.spec.as_ref()?.node_name.as_ref()?;
@@ -96,5 +116,41 @@ impl TranslatorKind for EndpointsKind {
     }
     fn translate(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) -> Translated {
         midonet_translators::endpoints(cfg, ep, svc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_trimmed_pod_translates_as_the_full_one() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "uid": "0f0e0d0c-0000-4000-8000-000000000001",
+                         "annotations": {"midonet.org/host-id": "7d3a4e2c-1b0f-4a53-9d0e-2f7a4a4b9c01"}},
+            "spec": {"podCIDR": "10.1.2.0/24"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "192.168.1.10"}]}
+        }))
+        .unwrap();
+        let full: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "0f0e0d0c-0000-4000-8000-000000000002",
+                         "annotations": {"midonet.org/mac-address": "02:00:00:00:00:01"},
+                         "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x", "env": [{"name": "A", "value": "1"}]}],
+                     "volumes": [{"name": "v", "emptyDir": {}}]},
+            "status": {"phase": "Running", "podIP": "10.1.2.7", "podIPs": [{"ip": "10.1.2.7"}],
+                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [{"name": "c", "ready": true, "restartCount": 0, "image": "x", "imageID": ""}]}
+        }))
+        .unwrap();
+        let mut trimmed = full.clone();
+        PodKind::trim(&mut trimmed);
+        assert!(trimmed.spec.as_ref().unwrap().containers.is_empty());
+        assert!(trimmed.status.as_ref().unwrap().conditions.is_none());
+        let cfg = TranslatorConfig::default();
+        let want = PodKind::translate(&cfg, &full, Some(&node));
+        assert!(!want.translations.is_empty());
+        assert_eq!(PodKind::translate(&cfg, &trimmed, Some(&node)), want);
     }
 }

@@ -68,6 +68,10 @@ pub trait TranslatorKind: Send + Sync + 'static {
         dep: &Self::Dependency,
         objects: &Store<Self::Object>,
     ) -> Vec<ObjectRef<Self::Object>>;
+    /// Drops from a cached object what its translation does not read: the informer keeps
+    /// every object of the kind, and most of a Pod is of no use here.
+    fn trim(_obj: &mut Self::Object) {}
+
     /// The pure translation.
     fn translate(
         cfg: &TranslatorConfig,
@@ -303,12 +307,13 @@ pub async fn run<K: TranslatorKind>(
     let synced_check = check.clone();
     let (objects, writer) = reflector::store();
     let (deleted_tx, deleted_rx) = mpsc::unbounded_channel::<String>();
-    let stream = crate::cache::reflected(
+    let stream = crate::cache::reflected_trimmed(
         writer,
         api,
         watcher::Config::default().any_semantic(),
         &shared.authz,
         move |ok| synced.set(&synced_check, ok),
+        K::trim,
     )
     .inspect(move |event| {
         if let Ok(watcher::Event::Delete(obj)) = event {
