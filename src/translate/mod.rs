@@ -14,6 +14,7 @@ mod sync;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -143,6 +144,10 @@ pub enum RunnerError {
 struct KindContext<K: TranslatorKind> {
     shared: Arc<Shared>,
     dependencies: Option<Store<K::Dependency>>,
+    /// Whether `dependencies` holds its initial list. Until then a dependency listed already
+    /// triggers its dependents while the store does not show it yet (the reflector stores
+    /// the initial list at its end), and translating them then would miss it for good.
+    dependencies_synced: Arc<AtomicBool>,
 }
 
 fn owner_reference<O: Resource<DynamicType = ()>>(obj: &O) -> Option<OwnerReference> {
@@ -166,6 +171,9 @@ async fn reconcile<K: TranslatorKind>(
     let (Some(owner), Some(uid)) = (owner_reference(&*obj), obj.uid()) else {
         return Ok(Action::await_change());
     };
+    if K::WATCHES_DEPENDENCY && !ctx.dependencies_synced.load(Ordering::Acquire) {
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     let timer = ctx
         .shared
         .metrics
@@ -333,17 +341,24 @@ pub async fn run<K: TranslatorKind>(
         .reconcile_all_on(ticks)
         .reconcile_on(gone)
         .graceful_shutdown_on(shutdown);
+    let dependencies_synced = Arc::new(AtomicBool::new(false));
     let (controller, dependencies) = if K::WATCHES_DEPENDENCY {
         // Translations made without their dependency would be wrong: not ready until it
         // has listed too.
         let dep_check = format!("{}-{}-cache", K::NAME, K::Dependency::plural(&()));
         health.register(&dep_check);
         let synced = health.clone();
+        let listed = dependencies_synced.clone();
         let (reader, stream) = crate::cache::cached(
             Api::<K::Dependency>::all(shared.kube.clone()),
             watcher::Config::default(),
             &shared.authz,
-            move |ok| synced.set(&dep_check, ok),
+            move |ok| {
+                if ok {
+                    listed.store(true, Ordering::Release);
+                }
+                synced.set(&dep_check, ok)
+            },
         );
         let objects = objects.clone();
         (
@@ -359,6 +374,7 @@ pub async fn run<K: TranslatorKind>(
     let ctx = Arc::new(KindContext::<K> {
         shared,
         dependencies,
+        dependencies_synced,
     });
     controller
         .run(
