@@ -52,11 +52,9 @@ pub struct Dependencies {
     store: Store<Translation>,
 }
 
-/// What `tr` provides, with the backend path of each: nothing while it is being deleted.
+/// What `tr` provides (or, while it is being deleted, is about to take away), with the
+/// backend path of each.
 fn provisions(tr: &Translation) -> Vec<(Referent, String)> {
-    if tr.metadata.deletion_timestamp.is_some() {
-        return Vec::new();
-    }
     plan::parse_lenient(tr.desired_resources())
         .into_iter()
         .flat_map(|d| {
@@ -154,10 +152,11 @@ impl Dependencies {
                     return None;
                 }
                 let tr = self.store.get(provider)?;
-                if tr.metadata.deletion_timestamp.is_some() {
-                    return None;
-                }
-                let done = recorded(&tr).pushed.iter().any(|p| &p.path == path);
+                // A provider being deleted is about to delete the referent, and with it
+                // (MidoNet cascades) whatever we would create under it: wait for whoever
+                // provides it next (a re-created Service re-creates the same chain).
+                let done = tr.metadata.deletion_timestamp.is_none()
+                    && recorded(&tr).pushed.iter().any(|p| &p.path == path);
                 (!done).then(|| Blocker {
                     referent: r,
                     provider: provider.clone(),
@@ -301,6 +300,32 @@ mod tests {
         assert!(deps
             .hold(&ObjectRef::from_obj(&consumer), &refs, nothing_pushed)
             .is_none());
+    }
+
+    #[test]
+    fn held_while_the_provider_is_being_deleted() {
+        let mut node = tr("node", vec![bridge()]);
+        node.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        let (deps, consumer) = setup(node);
+        let desired = creating(&consumer);
+        let refs: Vec<&Desired> = desired.iter().collect();
+        let pushed_everything = |t: &Translation| TranslationStatus {
+            pushed: plan::parse_lenient(t.desired_resources())
+                .into_iter()
+                .map(|d| PushedResource {
+                    kind: d.resource.kind().name().into(),
+                    path: d.path,
+                    ..PushedResource::default()
+                })
+                .collect(),
+            ..TranslationStatus::default()
+        };
+        assert!(deps
+            .hold(&ObjectRef::from_obj(&consumer), &refs, pushed_everything)
+            .is_some());
     }
 
     #[test]
