@@ -59,15 +59,12 @@ impl Events {
         });
         let (queue, rx) = mpsc::channel::<Queued>(QUEUE_CAPACITY);
         tokio::spawn(async move {
-            futures::stream::unfold(
-                rx,
-                |mut rx| async move { rx.recv().await.map(|ev| (ev, rx)) },
-            )
-            .for_each_concurrent(PUBLISHERS, |ev| {
-                let publisher = publisher.clone();
-                async move { publisher.publish(ev).await }
-            })
-            .await;
+            crate::streams::bounded(rx)
+                .for_each_concurrent(PUBLISHERS, |ev| {
+                    let publisher = publisher.clone();
+                    async move { publisher.publish(ev).await }
+                })
+                .await;
         });
         Events {
             queue,

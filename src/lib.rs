@@ -16,5 +16,6 @@ pub mod nodeannotator;
 pub mod pusher;
 pub mod run;
 pub mod sim;
+pub mod streams;
 pub mod sweep;
 pub mod translate;

@@ -275,17 +275,9 @@ pub async fn run(
     store: Store<Translation>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let resync = ctx.config.resync;
-    let ticks = futures::stream::unfold((), move |()| async move {
-        tokio::time::sleep(resync).await;
-        Some(((), ()))
-    });
+    let ticks = crate::streams::every(ctx.config.resync);
     let woken = PusherContext::lock(&ctx.wake_rx).take();
-    let woken = futures::stream::unfold(woken, |rx| async move {
-        let mut rx = rx?;
-        let next = rx.recv().await?;
-        Some((next, Some(rx)))
-    });
+    let woken = futures::stream::iter(woken.map(crate::streams::unbounded)).flatten();
     let controller = Controller::for_stream(translations, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.config.workers))
         .reconcile_all_on(ticks)

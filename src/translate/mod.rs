@@ -288,11 +288,7 @@ pub async fn run<K: TranslatorKind>(
     let check = format!("{}-cache", K::NAME);
     health.register(&check);
     let api: Api<K::Object> = Api::all(shared.kube.clone());
-    let resync = config.resync;
-    let ticks = futures::stream::unfold((), move |()| async move {
-        tokio::time::sleep(resync).await;
-        Some(((), ()))
-    });
+    let ticks = crate::streams::every(config.resync);
     // Translations of ours that disappear re-trigger their owner (level-triggered repair).
     let (gone_tx, gone_rx) = mpsc::unbounded_channel::<ObjectRef<K::Object>>();
     shared.index.on_owned_deleted(
@@ -305,11 +301,7 @@ pub async fn run<K: TranslatorKind>(
             let _ = gone_tx.send(r);
         }),
     );
-    let gone =
-        futures::stream::unfold(
-            gone_rx,
-            |mut rx| async move { rx.recv().await.map(|r| (r, rx)) },
-        );
+    let gone = crate::streams::unbounded(gone_rx);
 
     let synced = health.clone();
     let synced_check = check.clone();
@@ -405,10 +397,7 @@ async fn delete_orphans<K: TranslatorKind>(
     deleted: mpsc::UnboundedReceiver<String>,
     workers: u16,
 ) {
-    let owners = futures::stream::unfold(deleted, |mut rx| async move {
-        rx.recv().await.map(|uid| (uid, rx))
-    });
-    owners
+    crate::streams::unbounded(deleted)
         .flat_map(|uid| {
             let owned: Vec<(String, String, String)> = shared
                 .index
