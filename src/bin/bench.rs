@@ -562,6 +562,24 @@ async fn backend_counts(admin: &AdminClient) -> Res<(u64, u64, u64)> {
     Ok((r.total - r.login, writes, r.of_method("GET")))
 }
 
+/// Prints the table and the JSON, and writes the JSON to `--json-out`.
+fn report(args: &Args, rows: &[Row], result: &serde_json::Value) -> Res<()> {
+    println!(
+        "scale: {} nodes, {} pods, {} services x {} endpoints; simulator latency 1 ms",
+        args.nodes, args.pods, args.services, args.endpoints_per_service
+    );
+    println!("{:<46} {:>22}  target", "measure", "value");
+    for r in rows {
+        println!("{:<46} {:>22}  {}", r.name, r.value, r.target);
+    }
+    let text = serde_json::to_string_pretty(result)?;
+    println!("{text}");
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, text + "\n")?;
+    }
+    Ok(())
+}
+
 async fn run(args: Args) -> Res<()> {
     let t0 = Instant::now();
     eprintln!("bench: starting the control plane");
@@ -667,48 +685,58 @@ async fn run(args: Args) -> Res<()> {
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
     let peak_rss = ctl.peak_rss_kib()?;
     ctl.stop().await?;
+    let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
+    let initial_rows = vec![
+        Row {
+            name: "objects created (time)",
+            value: secs(create_time),
+            target: "-",
+        },
+        Row {
+            name: "translations / backend resources",
+            value: format!("{n_translations} / {resources}"),
+            target: "-",
+        },
+        Row {
+            name: "floor (plain clients, conc. 8)",
+            value: secs(floor_time),
+            target: "-",
+        },
+        Row {
+            name: "initial convergence",
+            value: secs(initial),
+            target: "-",
+        },
+        Row {
+            name: "convergence / floor",
+            value: format!("{ratio:.2}"),
+            target: "<= 1.5",
+        },
+        Row {
+            name: "backend requests per resource (initial)",
+            value: format!("{per_resource:.2}"),
+            target: "<= 1.05",
+        },
+        Row {
+            name: "peak RSS of the controllers",
+            value: format!("{:.1} MiB", peak_rss as f64 / 1024.0),
+            target: "<= 100 MiB (scale S)",
+        },
+    ];
+    let mut result = json!({
+        "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
+                  "endpointsPerService": args.endpoints_per_service},
+        "translations": n_translations,
+        "backendResources": resources,
+        "floorSeconds": floor_time.as_secs_f64(),
+        "initialConvergenceSeconds": initial.as_secs_f64(),
+        "convergenceOverFloor": ratio,
+        "initialRequests": initial_requests,
+        "requestsPerResource": per_resource,
+        "peakRssKiB": peak_rss,
+    });
     if args.only_initial {
-        let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
-        println!(
-            "scale: {} nodes, {} pods, {} services x {} endpoints; simulator latency 1 ms",
-            args.nodes, args.pods, args.services, args.endpoints_per_service
-        );
-        println!("{:<46} {:>22}", "measure", "value");
-        for (name, value) in [
-            (
-                "translations / backend resources",
-                format!("{n_translations} / {resources}"),
-            ),
-            ("floor (plain clients, conc. 8)", secs(floor_time)),
-            ("initial convergence", secs(initial)),
-            ("convergence / floor", format!("{ratio:.2}")),
-            (
-                "backend requests per resource (initial)",
-                format!("{per_resource:.2}"),
-            ),
-            (
-                "peak RSS of the controllers",
-                format!("{:.1} MiB", peak_rss as f64 / 1024.0),
-            ),
-        ] {
-            println!("{name:<46} {value:>22}");
-        }
-        let text = serde_json::to_string_pretty(&json!({
-            "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
-                      "endpointsPerService": args.endpoints_per_service},
-            "translations": n_translations,
-            "backendResources": resources,
-            "floorSeconds": floor_time.as_secs_f64(),
-            "initialConvergenceSeconds": initial.as_secs_f64(),
-            "convergenceOverFloor": ratio,
-            "initialRequests": initial_requests,
-            "requestsPerResource": per_resource,
-            "peakRssKiB": peak_rss,
-        }))?;
-        println!("{text}");
-        if let Some(path) = &args.json_out {
-            std::fs::write(path, text + "\n")?;
-        }
+        report(&args, &initial_rows, &result)?;
         sim.shutdown().await;
         return Ok(());
     }
@@ -790,43 +818,7 @@ async fn run(args: Args) -> Res<()> {
     let (bump_requests, _, _) = backend_counts(&admin).await?;
     ctl.stop().await?;
 
-    let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
-    let rows = vec![
-        Row {
-            name: "objects created (time)",
-            value: secs(create_time),
-            target: "-",
-        },
-        Row {
-            name: "translations / backend resources",
-            value: format!("{n_translations} / {resources}"),
-            target: "-",
-        },
-        Row {
-            name: "floor (plain clients, conc. 8)",
-            value: secs(floor_time),
-            target: "-",
-        },
-        Row {
-            name: "initial convergence",
-            value: secs(initial),
-            target: "-",
-        },
-        Row {
-            name: "convergence / floor",
-            value: format!("{ratio:.2}"),
-            target: "<= 1.5",
-        },
-        Row {
-            name: "backend requests per resource (initial)",
-            value: format!("{per_resource:.2}"),
-            target: "<= 1.05",
-        },
-        Row {
-            name: "peak RSS of the controllers",
-            value: format!("{:.1} MiB", peak_rss as f64 / 1024.0),
-            target: "<= 100 MiB (scale S)",
-        },
+    let rest = vec![
         Row {
             name: "restart in sync: /readyz 200 after",
             value: ready.clone(),
@@ -881,26 +873,8 @@ async fn run(args: Args) -> Res<()> {
             target: "-",
         },
     ];
-    println!(
-        "scale: {} nodes, {} pods, {} services x {} endpoints; simulator latency 1 ms",
-        args.nodes, args.pods, args.services, args.endpoints_per_service
-    );
-    println!("{:<46} {:>22}  target", "measure", "value");
-    for r in &rows {
-        println!("{:<46} {:>22}  {}", r.name, r.value, r.target);
-    }
-    let result = json!({
-        "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
-                  "endpointsPerService": args.endpoints_per_service, "churn": churn},
+    let more = json!({
         "createSeconds": create_time.as_secs_f64(),
-        "translations": n_translations,
-        "backendResources": resources,
-        "floorSeconds": floor_time.as_secs_f64(),
-        "initialConvergenceSeconds": initial.as_secs_f64(),
-        "convergenceOverFloor": ratio,
-        "initialRequests": initial_requests,
-        "requestsPerResource": per_resource,
-        "peakRssKiB": peak_rss,
         "restartInSync": {"ready": ready, "writes": restart_writes, "reads": restart_reads},
         "fullResync": {"translationWrites": resync_writes, "pushes": resync_pushed,
                        "backendRequests": resync_requests},
@@ -909,11 +883,12 @@ async fn run(args: Args) -> Res<()> {
         "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests},
         "totalSeconds": t0.elapsed().as_secs_f64(),
     });
-    let text = serde_json::to_string_pretty(&result)?;
-    println!("{text}");
-    if let Some(path) = &args.json_out {
-        std::fs::write(path, text + "\n")?;
+    if let (Some(all), Some(more)) = (result.as_object_mut(), more.as_object()) {
+        all.extend(more.clone());
     }
+    result["scale"]["churn"] = json!(churn);
+    let rows: Vec<Row> = initial_rows.into_iter().chain(rest).collect();
+    report(&args, &rows, &result)?;
     sim.shutdown().await;
     Ok(())
 }
