@@ -38,8 +38,12 @@ struct State {
     providers: HashMap<Referent, (Key, String)>,
     /// What each Translation provides (to undo its entries).
     provided: HashMap<Key, Vec<Referent>>,
-    /// Translations listed by a (re-)list in progress, with what they provide.
-    relisted: Vec<(Key, Vec<(Referent, String)>)>,
+    /// Who needs each referent another Translation provides (reverse of `required`).
+    consumers: HashMap<Referent, HashSet<Key>>,
+    /// What each Translation needs from other Translations (to undo its entries).
+    required: HashMap<Key, Vec<Referent>>,
+    /// Translations listed by a (re-)list in progress, with what they provide and need.
+    relisted: Vec<(Key, Links)>,
     /// Translations held back, by the referent they wait for.
     waiters: HashMap<Referent, HashSet<Key>>,
     /// When each held Translation was first held.
@@ -52,18 +56,59 @@ pub struct Dependencies {
     store: Store<Translation>,
 }
 
-/// What `tr` provides (or, while it is being deleted, is about to take away), with the
-/// backend path of each.
-fn provisions(tr: &Translation) -> Vec<(Referent, String)> {
-    plan::parse_lenient(tr.desired_resources())
-        .into_iter()
-        .flat_map(|d| {
-            let path = d.path;
-            d.resource
-                .provides()
-                .into_iter()
-                .map(move |r| (r, path.clone()))
-        })
+/// What one Translation provides (with the path of each) and needs from others.
+struct Links {
+    provides: Vec<(Referent, String)>,
+    requires: Vec<Referent>,
+}
+
+impl Links {
+    fn of(tr: &Translation) -> Self {
+        let desired = plan::parse_lenient(tr.desired_resources());
+        let provides: Vec<(Referent, String)> = desired
+            .iter()
+            .flat_map(|d| {
+                d.resource
+                    .provides()
+                    .into_iter()
+                    .map(|r| (r, d.path.clone()))
+            })
+            .collect();
+        let own: HashSet<Referent> = provides.iter().map(|(r, _)| *r).collect();
+        let mut requires: Vec<Referent> = desired
+            .iter()
+            .flat_map(|d| d.resource.requires())
+            .filter(|r| !own.contains(r))
+            .collect();
+        requires.sort();
+        requires.dedup();
+        Links { provides, requires }
+    }
+}
+
+/// The backend paths of `desired` that MidoNet may have deleted along with `taken`: the
+/// resources that need one of them and, within `desired`, whatever needs those in turn.
+pub fn cascaded_paths(desired: &[Desired], taken: &HashSet<Referent>) -> Vec<String> {
+    let mut gone = taken.clone();
+    let mut hit = vec![false; desired.len()];
+    loop {
+        let mut grew = false;
+        for (i, d) in desired.iter().enumerate() {
+            if !hit[i] && d.resource.requires().iter().any(|r| gone.contains(r)) {
+                hit[i] = true;
+                gone.extend(d.resource.provides());
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    desired
+        .iter()
+        .zip(hit)
+        .filter(|(_, hit)| *hit)
+        .map(|(d, _)| d.path.clone())
         .collect()
 }
 
@@ -74,15 +119,27 @@ impl State {
                 self.providers.remove(&r);
             }
         }
+        for r in self.required.remove(key).unwrap_or_default() {
+            if let Some(keys) = self.consumers.get_mut(&r) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.consumers.remove(&r);
+                }
+            }
+        }
     }
 
-    fn set(&mut self, key: Key, provisions: Vec<(Referent, String)>) {
+    fn set(&mut self, key: Key, links: Links) {
         self.forget(&key);
-        let referents = provisions.iter().map(|(r, _)| *r).collect();
-        for (r, path) in provisions {
+        let referents = links.provides.iter().map(|(r, _)| *r).collect();
+        for (r, path) in links.provides {
             self.providers.insert(r, (key.clone(), path));
         }
-        self.provided.insert(key, referents);
+        self.provided.insert(key.clone(), referents);
+        for r in &links.requires {
+            self.consumers.entry(*r).or_default().insert(key.clone());
+        }
+        self.required.insert(key, links.requires);
     }
 }
 
@@ -94,6 +151,11 @@ impl Dependencies {
         }
     }
 
+    /// The Translation cache this index follows.
+    pub fn store(&self) -> &Store<Translation> {
+        &self.store
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -102,24 +164,24 @@ impl Dependencies {
     pub fn observe(&self, event: &watcher::Event<Translation>) {
         match event {
             watcher::Event::Apply(tr) => {
-                let provisions = provisions(tr);
-                self.lock().set(ObjectRef::from_obj(tr), provisions);
+                let links = Links::of(tr);
+                self.lock().set(ObjectRef::from_obj(tr), links);
             }
             watcher::Event::Delete(tr) => self.lock().forget(&ObjectRef::from_obj(tr)),
             watcher::Event::Init => self.lock().relisted.clear(),
             watcher::Event::InitApply(tr) => {
-                let provisions = provisions(tr);
-                self.lock()
-                    .relisted
-                    .push((ObjectRef::from_obj(tr), provisions));
+                let links = Links::of(tr);
+                self.lock().relisted.push((ObjectRef::from_obj(tr), links));
             }
             watcher::Event::InitDone => {
                 let mut state = self.lock();
                 let relisted = std::mem::take(&mut state.relisted);
                 state.providers.clear();
                 state.provided.clear();
-                for (key, provisions) in relisted {
-                    state.set(key, provisions);
+                state.consumers.clear();
+                state.required.clear();
+                for (key, links) in relisted {
+                    state.set(key, links);
                 }
             }
         }
@@ -189,6 +251,22 @@ impl Dependencies {
             }
             state.waiters.entry(r).or_default().insert(key.clone());
         }
+    }
+
+    /// The live Translations other than `except` that need any of `referents`.
+    pub fn consumers_of(&self, referents: &HashSet<Referent>, except: &Key) -> Vec<Key> {
+        let state = self.lock();
+        let mut keys: Vec<Key> = referents
+            .iter()
+            .filter_map(|r| state.consumers.get(r))
+            .flatten()
+            .filter(|k| *k != except)
+            .cloned()
+            .collect::<HashSet<Key>>()
+            .into_iter()
+            .collect();
+        keys.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        keys
     }
 
     /// `key` is not held any more (pushed, deleted or gone).
@@ -326,6 +404,52 @@ mod tests {
         assert!(deps
             .hold(&ObjectRef::from_obj(&consumer), &refs, pushed_everything)
             .is_some());
+    }
+
+    #[test]
+    fn consumers_are_indexed_by_what_they_need_from_others() {
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        let bridge_ref: HashSet<Referent> = [Referent::Object(BRIDGE.parse().unwrap())].into();
+        let node = ObjectRef::<Translation>::new("node").within("ns");
+        assert_eq!(
+            deps.consumers_of(&bridge_ref, &node),
+            vec![ObjectRef::from_obj(&consumer)]
+        );
+        // What a Translation provides itself does not make it a consumer.
+        deps.observe(&watcher::Event::Apply(tr("both", vec![bridge(), port()])));
+        assert_eq!(deps.consumers_of(&bridge_ref, &node).len(), 1);
+        // Forgotten when deleted, and after a re-list that no longer lists it.
+        deps.observe(&watcher::Event::Delete(consumer));
+        assert!(deps.consumers_of(&bridge_ref, &node).is_empty());
+        deps.observe(&watcher::Event::Init);
+        deps.observe(&watcher::Event::InitApply(tr("pod2", vec![port()])));
+        deps.observe(&watcher::Event::InitDone);
+        let pod2 = ObjectRef::<Translation>::new("pod2").within("ns");
+        assert_eq!(deps.consumers_of(&bridge_ref, &node), vec![pod2.clone()]);
+        assert!(deps.consumers_of(&bridge_ref, &pod2).is_empty());
+    }
+
+    #[test]
+    fn cascaded_paths_follow_dependencies_within_the_consumer() {
+        const BINDING_HOST: &str = "33333333-3333-4333-8333-333333333333";
+        const OTHER: &str = "44444444-4444-4444-8444-444444444444";
+        let binding = TranslationResource::new(
+            "HostInterfacePort",
+            BINDING_HOST,
+            format!(r#"{{"hostId":"{BINDING_HOST}","portId":"{PORT}","interfaceName":"eth0"}}"#),
+        );
+        let unrelated = TranslationResource::new("Bridge", "", format!(r#"{{"id":"{OTHER}"}}"#));
+        let consumer = tr("pod", vec![port(), binding, unrelated]);
+        let desired = creating(&consumer);
+        let taken: HashSet<Referent> = [Referent::Object(BRIDGE.parse().unwrap())].into();
+        assert_eq!(
+            cascaded_paths(&desired, &taken),
+            vec![
+                format!("/ports/{PORT}"),
+                format!("/hosts/{BINDING_HOST}/ports/{PORT}"),
+            ]
+        );
+        assert!(cascaded_paths(&desired, &HashSet::new()).is_empty());
     }
 
     #[test]

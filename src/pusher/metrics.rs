@@ -22,6 +22,8 @@ pub struct PusherMetrics {
     pub translations_by_version: IntGaugeVec,
     /// Backend resources found missing and re-created by drift repair.
     pub drift_repaired: IntCounterVec,
+    /// Backend resources MidoNet deleted along with another Translation's, re-created.
+    pub cascade_repaired: IntCounterVec,
 }
 
 impl PusherMetrics {
@@ -74,6 +76,15 @@ impl PusherMetrics {
                 .namespace(NS),
                 &["kind"],
             )?,
+            cascade_repaired: IntCounterVec::new(
+                Opts::new(
+                    "cascade_repaired_resources_total",
+                    "Backend resources MidoNet deleted along with another Translation's \
+                     resources (its cascade) and the pusher re-created, by kind.",
+                )
+                .namespace(NS),
+                &["kind"],
+            )?,
         };
         registry.register(Box::new(m.reconcile_duration.clone()))?;
         registry.register(Box::new(m.reconciles.clone()))?;
@@ -82,6 +93,7 @@ impl PusherMetrics {
         registry.register(Box::new(m.translations.clone()))?;
         registry.register(Box::new(m.translations_by_version.clone()))?;
         registry.register(Box::new(m.drift_repaired.clone()))?;
+        registry.register(Box::new(m.cascade_repaired.clone()))?;
         Ok(m)
     }
 }

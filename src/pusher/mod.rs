@@ -84,8 +84,8 @@ pub struct PusherContext {
     /// show our own write yet, and acting on the stale status would repeat backend calls.
     written: Mutex<HashMap<String, TranslationStatus>>,
     failures: Mutex<HashMap<String, Failures>>,
-    /// Pushed paths that drift verification found missing, per Translation UID.
-    missing: Mutex<HashMap<String, HashSet<String>>>,
+    /// Pushed paths found missing, per Translation UID, with how they went missing.
+    missing: Mutex<HashMap<String, HashMap<String, verify::Cause>>>,
     /// Which Translation provides which referent, and who waits for it.
     deps: deps::Dependencies,
     /// Translations to reconcile now: woken dependents, drift repairs.
@@ -227,15 +227,30 @@ impl PusherContext {
         }
     }
 
-    fn take_missing(&self, uid: &str) -> HashSet<String> {
-        Self::lock(&self.missing).remove(uid).unwrap_or_default()
+    /// The paths to create again; each stays marked until [`Self::recreated`] says it was,
+    /// so a push that fails or is held before getting to it does not forget it.
+    fn missing(&self, uid: &str) -> HashMap<String, verify::Cause> {
+        Self::lock(&self.missing)
+            .get(uid)
+            .cloned()
+            .unwrap_or_default()
     }
 
-    fn mark_missing(&self, uid: &str, paths: HashSet<String>) {
+    fn recreated(&self, uid: &str, path: &str) {
+        let mut missing = Self::lock(&self.missing);
+        if let Some(paths) = missing.get_mut(uid) {
+            paths.remove(path);
+            if paths.is_empty() {
+                missing.remove(uid);
+            }
+        }
+    }
+
+    fn mark_missing(&self, uid: &str, paths: HashSet<String>, cause: verify::Cause) {
         Self::lock(&self.missing)
             .entry(uid.to_string())
             .or_default()
-            .extend(paths);
+            .extend(paths.into_iter().map(|p| (p, cause)));
     }
 }
 

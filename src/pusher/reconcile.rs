@@ -9,6 +9,7 @@ use kube::{Resource, ResourceExt};
 use midonet_translators::meta::FINALIZER;
 
 use super::plan::{self, Step};
+use super::verify::{self, Cause};
 use super::{PusherContext, PusherError};
 use crate::crd::{Condition, PushedResource, Translation, TranslationStatus};
 
@@ -34,6 +35,8 @@ pub mod event {
     pub const DELETION_ERROR: &str = "TranslationDeletionError";
     pub const DELETION_FINALIZER_ERROR: &str = "TranslationDeletionFinalizerError";
     pub const DRIFT_REPAIRED: &str = "BackendDriftRepaired";
+    /// Resources MidoNet deleted along with another Translation's were re-created.
+    pub const CASCADE_REPAIRED: &str = "BackendCascadeRepaired";
 }
 
 /// "Referent not there yet" is normal while the cluster converges: warn only when it lasts.
@@ -184,7 +187,8 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
     let entries = tr.desired_resources();
     let hash = plan::resources_hash(entries);
     let before = ctx.recorded_status(tr);
-    let missing = ctx.take_missing(uid);
+    // Pushed resources found gone from the backend, to create again.
+    let missing = ctx.missing(uid);
 
     if missing.is_empty()
         && before.pushed_hash.as_deref() == Some(hash.as_str())
@@ -223,11 +227,12 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
         }
     };
 
-    // Resources drift verification found missing are created again.
+    // Resources found missing (drift verification, another Translation's cascade) are
+    // created again.
     let pushed: Vec<PushedResource> = before
         .pushed
         .iter()
-        .filter(|p| !missing.contains(&p.path))
+        .filter(|p| !missing.contains_key(&p.path))
         .cloned()
         .collect();
     let plan = plan::plan_apply(desired, &pushed);
@@ -272,9 +277,14 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
             return outcome;
         }
         created.extend(desired.resource.provides());
-        if missing.contains(&desired.path) {
-            ctx.metrics
-                .drift_repaired
+        ctx.recreated(uid, &desired.path);
+        let repaired = match missing.get(&desired.path) {
+            Some(Cause::Drift) => Some(&ctx.metrics.drift_repaired),
+            Some(Cause::Cascade) => Some(&ctx.metrics.cascade_repaired),
+            None => None,
+        };
+        if let Some(counter) = repaired {
+            counter
                 .with_label_values(&[desired.resource.kind().name()])
                 .inc();
         }
@@ -351,14 +361,34 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
     if immutable.is_empty() {
         ctx.succeeded(uid);
     }
-    if !missing.is_empty() {
-        let mut paths: Vec<&String> = missing.iter().collect();
+    let repaired = |cause: Cause| {
+        let mut paths: Vec<&String> = missing
+            .iter()
+            .filter(|(_, c)| **c == cause)
+            .map(|(p, _)| p)
+            .collect();
         paths.sort();
+        paths
+    };
+    let drifted = repaired(Cause::Drift);
+    if !drifted.is_empty() {
         ctx.events
             .warning(
                 &oref,
                 event::DRIFT_REPAIRED,
-                format!("re-created backend resources deleted out of band: {paths:?}"),
+                format!("re-created backend resources deleted out of band: {drifted:?}"),
+            )
+            .await;
+    }
+    let cascaded = repaired(Cause::Cascade);
+    if !cascaded.is_empty() {
+        ctx.events
+            .normal(
+                &oref,
+                event::CASCADE_REPAIRED,
+                format!(
+                    "re-created backend resources MidoNet deleted with another Translation's: {cascaded:?}"
+                ),
             )
             .await;
     }
@@ -436,7 +466,11 @@ async fn push_failed(
     Ok(Outcome::Retry(delay))
 }
 
-async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outcome, PusherError> {
+async fn delete(
+    tr: &Translation,
+    uid: &str,
+    ctx: &Arc<PusherContext>,
+) -> Result<Outcome, PusherError> {
     ctx.begin_deletion(uid);
     let before = ctx.recorded_status(tr);
     let desired = plan::parse_lenient(tr.desired_resources());
@@ -485,6 +519,19 @@ async fn delete(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outc
             format!("{} backend resources deleted", targets.len()),
         )
         .await;
+    // What this deletion took out of the backend, to check who had built on it.
+    let deleted: std::collections::HashSet<&str> =
+        targets.iter().map(|(_, path)| path.as_str()).collect();
+    let taken = desired
+        .iter()
+        .filter(|d| deleted.contains(d.path.as_str()))
+        .flat_map(|d| d.resource.provides())
+        .collect();
+    verify::recheck_consumers(
+        ctx,
+        &kube::runtime::reflector::ObjectRef::from_obj(tr),
+        taken,
+    );
     ctx.forget(tr, uid);
     Ok(Outcome::Deleted)
 }

@@ -4,6 +4,11 @@
 //! Verification is a GET per pushed resource, spread out to at most `verify_rate` requests
 //! per second so it never competes with real work. A Translation with missing resources is
 //! queued for a reconcile that creates exactly those again.
+//!
+//! The pusher's own deletions are checked at once instead: MidoNet deletes a bridge's
+//! ports, a chain's rules, a port's routes with them, and those may belong to other
+//! Translations (an Endpoints' rules in a Service's chain). After a Translation's deletion,
+//! what other Translations built on its resources is verified and re-created the same way.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -11,10 +16,19 @@ use std::time::Duration;
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
-use midonet_translators::model::Kind;
+use midonet_translators::model::{Kind, Referent};
 
-use super::{sync_state, PusherContext};
+use super::{deps, plan, sync_state, PusherContext};
 use crate::crd::Translation;
+
+/// How a pushed resource went missing from the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// Deleted out of band: found by the periodic verification.
+    Drift,
+    /// Deleted by MidoNet along with another Translation's resources.
+    Cascade,
+}
 
 pub(super) async fn verify_loop(
     store: Store<Translation>,
@@ -54,10 +68,70 @@ pub(super) async fn verify_loop(
             if !missing.is_empty() {
                 tracing::warn!(kind = "Translation", namespace = tr.namespace().as_deref().unwrap_or(""), object = %tr.name_any(), translation = %tr.name_any(), backend_paths = ?missing, "backend drift: resources missing; repairing");
                 repaired += missing.len();
-                ctx.mark_missing(&uid, missing);
+                ctx.mark_missing(&uid, missing, Cause::Drift);
                 ctx.wake([ObjectRef::from_obj(&*tr)]);
             }
         }
         tracing::debug!(checked, repaired, "drift verification round done");
     }
+}
+
+/// `deleted` has just taken `taken` out of the backend: verify, in the background, the
+/// resources other Translations built on them, and have the pusher re-create the ones
+/// MidoNet deleted with them. A consumer re-created before a new provider exists is
+/// refused (or held) and woken when the provider pushes, as in any first push.
+pub(super) fn recheck_consumers(
+    ctx: &Arc<PusherContext>,
+    deleted: &ObjectRef<Translation>,
+    taken: HashSet<Referent>,
+) {
+    let consumers = ctx.deps.consumers_of(&taken, deleted);
+    if consumers.is_empty() {
+        return;
+    }
+    let ctx = ctx.clone();
+    let deleted = deleted.clone();
+    tokio::spawn(async move {
+        for key in consumers {
+            let Some(tr) = ctx.deps.store().get(&key) else {
+                continue;
+            };
+            let Some(uid) = tr.uid() else { continue };
+            if tr.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let pushed: HashSet<String> = ctx
+                .recorded_status(&tr)
+                .pushed
+                .into_iter()
+                .map(|p| p.path)
+                .collect();
+            let desired = plan::parse_lenient(tr.desired_resources());
+            let cascaded: HashSet<String> =
+                deps::cascaded_paths(&desired, &taken).into_iter().collect();
+            let mut missing = HashSet::new();
+            for d in desired
+                .iter()
+                .filter(|d| cascaded.contains(&d.path) && pushed.contains(&d.path))
+            {
+                match ctx.backend.exists(d.resource.kind(), &d.path).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        missing.insert(d.path.clone());
+                    }
+                    // Not known: created again all the same (an existing one answers 409
+                    // and is settled), rather than left to the next verification.
+                    Err(err) => {
+                        tracing::debug!(backend_path = %d.path, error = %err, "cannot verify a cascade; re-creating");
+                        missing.insert(d.path.clone());
+                    }
+                }
+            }
+            if !missing.is_empty() {
+                tracing::info!(namespace = tr.namespace().as_deref().unwrap_or(""), translation = %tr.name_any(), deleted_with = %deleted.name, backend_paths = ?missing, "backend resources deleted by MidoNet with another Translation's; re-creating");
+                ctx.mark_missing(&uid, missing, Cause::Cascade);
+                ctx.wake([key]);
+            }
+        }
+    });
 }
