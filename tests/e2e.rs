@@ -188,7 +188,47 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     }
     assert_eq!(dnat_targets(&admin).await, vec!["10.244.1.5"]);
 
-    // Endpoints scale 1 → 3 → 0: the load-balanced DNAT rule's targets follow.
+    // Endpoints scale 1 → 3 → 0: the load-balanced DNAT rule's targets follow. A changed
+    // endpoint set is a new generation (a new Translation); the old one is deleted only once
+    // the new one is pushed, so the service port is never left without rules. The watch
+    // sees the Translations' changes in the order the apiserver made them.
+    let trs_here: Api<Translation> = Api::namespaced(client.clone(), &ns);
+    let old_generations: Vec<String> = trs_here
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|t| t.name_any())
+        .filter(|n| n.starts_with("endpoints-port."))
+        .collect();
+    assert_eq!(old_generations.len(), 1, "{old_generations:?}");
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, bool, bool)>::new()));
+    let watching = tokio::spawn({
+        let (api, seen) = (trs_here.clone(), seen.clone());
+        async move {
+            use futures::StreamExt;
+            let mut events = std::pin::pin!(kube::runtime::watcher(
+                api,
+                kube::runtime::watcher::Config::default()
+            ));
+            while let Some(Ok(event)) = events.next().await {
+                if let kube::runtime::watcher::Event::Apply(t)
+                | kube::runtime::watcher::Event::InitApply(t) = event
+                {
+                    let deleting = t.metadata.deletion_timestamp.is_some();
+                    seen.lock()
+                        .unwrap()
+                        .push((t.name_any(), t.is_ready(), deleting));
+                }
+            }
+        }
+    });
+    // The watch's initial list shows the old generation before anything changes.
+    wait_until("watch started", Duration::from_secs(30), || async {
+        (!seen.lock().unwrap().is_empty()).then_some(())
+    })
+    .await;
     eps.replace("web", &PostParams::default(), &{
         let mut e = endpoints("web", &["10.244.1.5", "10.244.2.5", "10.244.1.6"]);
         e.metadata.resource_version = eps.get("web").await.unwrap().resource_version();
@@ -201,6 +241,31 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     })
     .await;
     wait_converged(&client, &admin, "scaled to 3").await;
+    wait_until("old generation gone", Duration::from_secs(60), || async {
+        trs_here
+            .get_opt(&old_generations[0])
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    watching.abort();
+    let seen = seen.lock().unwrap().clone();
+    let old_deleted_at = seen
+        .iter()
+        .position(|(name, _, deleting)| *deleting && *name == old_generations[0])
+        .expect("the old generation's deletion was watched");
+    let new_ready_at = seen
+        .iter()
+        .position(|(name, ready, _)| {
+            *ready && name.starts_with("endpoints-port.") && !old_generations.contains(name)
+        })
+        .expect("the new generation became Ready");
+    assert!(
+        new_ready_at < old_deleted_at,
+        "the old generation was deleted before the new one was pushed: {seen:?}"
+    );
     eps.patch(
         "web",
         &PatchParams::default(),

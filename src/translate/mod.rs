@@ -205,6 +205,8 @@ async fn reconcile<K: TranslatorKind>(
         // An old Translation of the same name is still being deleted: check back soon (its
         // deletion also triggers this owner).
         SyncOutcome::WaitingForDeletion => Action::requeue(Duration::from_secs(2)),
+        // The replaced Translation goes once its replacement is pushed (or stuck).
+        SyncOutcome::WaitingForPush => Action::requeue(Duration::from_millis(500)),
         _ => Action::await_change(),
     })
 }
@@ -458,7 +460,7 @@ pub async fn ensure_globals(shared: &Shared) {
             .instrument(tracing::error_span!("globals", controller = "global"))
             .await;
         match synced {
-            Ok(SyncOutcome::WaitingForDeletion) => {}
+            Ok(SyncOutcome::WaitingForDeletion | SyncOutcome::WaitingForPush) => {}
             Ok(_) => return,
             Err(RunnerError::Kube(err))
                 if shared.authz.report(

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::ResourceExt;
-use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL};
+use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL, VERSION_LABEL};
 use midonet_translators::DesiredTranslation;
 use sha2::{Digest, Sha256};
 
@@ -31,6 +31,8 @@ pub enum SyncOutcome {
     Written,
     /// A desired name is still held by a Translation being deleted; try again later.
     WaitingForDeletion,
+    /// A Translation this one replaces is kept until the replacement is pushed.
+    WaitingForPush,
 }
 
 impl SyncOutcome {
@@ -39,6 +41,7 @@ impl SyncOutcome {
             SyncOutcome::Unchanged => "unchanged",
             SyncOutcome::Written => "written",
             SyncOutcome::WaitingForDeletion => "waiting",
+            SyncOutcome::WaitingForPush => "waiting_for_push",
         }
     }
 }
@@ -74,6 +77,49 @@ fn fingerprint(tr: &Translation) -> String {
     h.update(serde_json::to_vec(&tr.metadata.labels).unwrap_or_default());
     h.update(serde_json::to_vec(&tr.metadata.owner_references).unwrap_or_default());
     hex::encode(&h.finalize()[..16])
+}
+
+/// How long a replaced Translation is kept for its replacement to be pushed; past this, the
+/// replacement is taken to be stuck (its status says why) and the old one goes anyway.
+pub const HANDOVER_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn version_of(tr: &Translation) -> Option<&String> {
+    tr.labels().get(VERSION_LABEL)
+}
+
+/// Whether the stale Translation `old` must wait for a replacement among `wanted` (the
+/// owner's wanted Translations: their version label, and the object as cached, `None` when
+/// not cached yet) to be pushed before it is deleted. A replacement is a wanted Translation
+/// of the same Translation version: a new generation of an Endpoints port (rules cannot be
+/// updated, so a changed endpoint set is a new Translation). Deleting the old generation
+/// first would leave the service port without rules until the new one is pushed. Across
+/// versions nothing waits: a version bump rebuilds everything, and old and new resources
+/// may not coexist (a host interface takes one binding).
+pub fn keep_for_handover(
+    old: &Translation,
+    wanted: &[(Option<&String>, Option<std::sync::Arc<Translation>>)],
+    now: k8s_openapi::jiff::Timestamp,
+) -> bool {
+    let Some(version) = version_of(old) else {
+        return false;
+    };
+    wanted.iter().any(|(wanted_version, cached)| {
+        if *wanted_version != Some(version) {
+            return false;
+        }
+        match cached {
+            // Written a moment ago: not pushed yet.
+            None => true,
+            Some(w) => {
+                let young = w
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .is_none_or(|t| now.duration_since(t.0).unsigned_abs() < HANDOVER_MAX);
+                !w.is_ready() && young
+            }
+        }
+    })
 }
 
 /// True when the cached Translation already carries everything we would apply.
@@ -157,6 +203,16 @@ pub async fn sync_translations(
         outcome = SyncOutcome::Written;
     }
 
+    // The wanted Translations' versions, and the objects as cached (None: just written).
+    let replacements: Vec<(Option<&String>, Option<std::sync::Arc<Translation>>)> = desired
+        .iter()
+        .map(|d| {
+            let cached = shared.translations.get(&cache_ref(&d.namespace, &d.name));
+            (d.labels.get(VERSION_LABEL), cached)
+        })
+        .collect();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut handing_over = false;
     for (namespace, name) in shared.index.owned_by(owner_key) {
         let key = (namespace.clone(), name.clone());
         if wanted.contains(&key) {
@@ -166,6 +222,10 @@ pub async fn sync_translations(
             continue;
         };
         if cached.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if keep_for_handover(&cached, &replacements, now) {
+            handing_over = true;
             continue;
         }
         let cached_rv = cached.resource_version();
@@ -207,7 +267,72 @@ pub async fn sync_translations(
     }
     Ok(if waiting {
         SyncOutcome::WaitingForDeletion
+    } else if handing_over {
+        SyncOutcome::WaitingForPush
     } else {
         outcome
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{Condition, TranslationStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    use std::sync::Arc;
+
+    fn tr(name: &str, version: &str, created: Timestamp, ready: bool) -> Arc<Translation> {
+        let mut t = Translation::new(name, "ns", TranslationSpec { resources: vec![] });
+        t.metadata.labels = Some([(VERSION_LABEL.to_string(), version.to_string())].into());
+        t.metadata.creation_timestamp = Some(Time(created));
+        t.metadata.generation = Some(1);
+        if ready {
+            t.status = Some(TranslationStatus {
+                conditions: vec![Condition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    reason: "Pushed".into(),
+                    observed_generation: Some(1),
+                    ..Condition::default()
+                }],
+                ..TranslationStatus::default()
+            });
+        }
+        Arc::new(t)
+    }
+
+    #[test]
+    fn an_old_generation_waits_for_its_replacement_to_be_pushed() {
+        let now = Timestamp::now();
+        let v1 = "1".to_string();
+        let old = tr("gen-a", "1", now, true);
+        // Not cached yet, or cached and not pushed: the old generation stays.
+        assert!(keep_for_handover(&old, &[(Some(&v1), None)], now));
+        let pending = tr("gen-b", "1", now, false);
+        assert!(keep_for_handover(&old, &[(Some(&v1), Some(pending))], now));
+        // Pushed: the old one goes.
+        let pushed = tr("gen-b", "1", now, true);
+        assert!(!keep_for_handover(&old, &[(Some(&v1), Some(pushed))], now));
+        // No replacement at all (no ready endpoints any more): it goes.
+        assert!(!keep_for_handover(&old, &[], now));
+    }
+
+    #[test]
+    fn no_handover_across_versions_nor_past_the_limit() {
+        let now = Timestamp::now();
+        let (v1, v2) = ("1".to_string(), "2".to_string());
+        let old_version = tr("gen-a", "1", now, true);
+        let new_version = tr("gen-a", "2", now, false);
+        assert!(!keep_for_handover(&old_version, &[(Some(&v2), None)], now));
+        assert!(!keep_for_handover(
+            &old_version,
+            &[(Some(&v2), Some(new_version))],
+            now
+        ));
+        let old = tr("gen-a", "1", now, true);
+        let created = now - SignedDuration::try_from(HANDOVER_MAX).unwrap();
+        let stuck = tr("gen-b", "1", created, false);
+        assert!(!keep_for_handover(&old, &[(Some(&v1), Some(stuck))], now));
+    }
 }

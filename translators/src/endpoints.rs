@@ -20,7 +20,8 @@
 //!
 //! `<hash>` is a hash of the cluster IP and the sorted target set, and it is part of the
 //! Translation's name and of every ID in it. Rules cannot be updated, so a changed target set
-//! is a new generation: a new Translation with new IDs, while the runner prunes the old one.
+//! is a new generation: a new Translation with new IDs; the runner deletes the old one once
+//! the new one is pushed.
 //!
 //! # Why the hairpin SNAT comes after the DNAT
 //!
