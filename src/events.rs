@@ -81,9 +81,6 @@ impl Events {
     }
 
     fn enqueue(&self, obj: &ObjectReference, type_: EventType, reason: &str, note: String) {
-        if std::env::var("XP_NO_EVENTS").is_ok() {
-            return;
-        }
         let queued = Queued {
             object: obj.clone(),
             type_,
