@@ -84,6 +84,12 @@ pub struct RunArgs {
     /// Backend GETs per second drift verification may spend at most.
     #[arg(long, env = "MIDONETKUBE_VERIFY_RATE", default_value_t = 50)]
     pub verify_rate: u32,
+    /// Kubernetes events written per second at most (they queue beyond that).
+    #[arg(long, env = "MIDONETKUBE_EVENT_QPS", default_value_t = 20.0)]
+    pub event_qps: f64,
+    /// Kubernetes events written at once after a quiet period.
+    #[arg(long, env = "MIDONETKUBE_EVENT_BURST", default_value_t = 100)]
+    pub event_burst: u32,
     /// Period of the orphan sweep (0 disables it).
     #[arg(long, env = "MIDONETKUBE_ORPHAN_SWEEP_PERIOD", default_value = "0")]
     pub orphan_sweep_period: String,
@@ -135,6 +141,7 @@ pub struct Config {
     pub backend_timeout: Duration,
     pub verify_period: Option<Duration>,
     pub verify_rate: u32,
+    pub event_limits: crate::events::EventLimits,
     pub orphan_sweep_period: Option<Duration>,
     pub orphan_sweep_delete: bool,
     pub leader_elect: bool,
@@ -342,6 +349,13 @@ impl RunArgs {
                 e,
             )
         })?;
+        if !(self.event_qps.is_finite() && self.event_qps > 0.0) || self.event_burst == 0 {
+            return Err(bad(
+                "--event-qps/--event-burst",
+                "MIDONETKUBE_EVENT_QPS/MIDONETKUBE_EVENT_BURST",
+                "must be greater than 0",
+            ));
+        }
         let lease_duration = parse_duration(&self.lease_duration)
             .map_err(|e| bad("--lease-duration", "MIDONETKUBE_LEASE_DURATION", e))?;
         let translation_version = self
@@ -376,6 +390,10 @@ impl RunArgs {
             backend_timeout,
             verify_period,
             verify_rate: self.verify_rate.max(1),
+            event_limits: crate::events::EventLimits {
+                qps: self.event_qps,
+                burst: self.event_burst,
+            },
             orphan_sweep_period,
             orphan_sweep_delete: self.orphan_sweep_delete,
             leader_elect: self.leader_elect,

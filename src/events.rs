@@ -1,35 +1,87 @@
 //! Kubernetes events on the objects the controllers work on.
 //!
 //! Publishing is asynchronous, as client-go's event broadcaster is: a reconcile queues its
-//! event and goes on, and a background task writes the queue to the apiserver. An event
-//! write therefore never sits on the path from a Kubernetes change to the backend, and a
-//! slow or failing events API cannot stall reconciles. The queue is bounded; when it is
-//! full, events are dropped (events are best effort by design) and the drop is logged.
+//! event and goes on, and one background task per process writes the queue to the
+//! apiserver. An event write therefore never sits on the path from a Kubernetes change to
+//! the backend, and a slow or failing events API cannot stall reconciles.
+//!
+//! Event writes are rate limited (`--event-qps`, `--event-burst`): on a busy apiserver
+//! they would otherwise compete with the writes that matter (Translations and their
+//! status); at scale S an initial sync queues two events per Translation, and writing them
+//! as fast as they come made the sync take a quarter longer. The queue is bounded; when it
+//! is full, events are dropped (events are best effort by design), counted in
+//! `midonet_kube_controllers_events_dropped_total`, and the drop is logged.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::Client;
+use prometheus::{IntCounter, Registry};
 use tokio::sync::mpsc;
 
 use crate::authz::{Attempt, Authz};
 
-/// Events waiting to be written; beyond this, new ones are dropped.
+/// Normal events waiting to be written; beyond this, new ones are dropped.
 const QUEUE_CAPACITY: usize = 4096;
+/// Warnings have their own queue and go first: a failure must not wait behind the
+/// thousands of routine events of a large sync.
+const WARNING_QUEUE_CAPACITY: usize = 1024;
 /// Event writes in flight at the same time.
 const PUBLISHERS: usize = 4;
 
-/// Queues events for publication; a failure to publish is logged, never fatal.
+/// How fast events may be written.
+#[derive(Clone, Copy, Debug)]
+pub struct EventLimits {
+    /// Sustained writes per second.
+    pub qps: f64,
+    /// Writes allowed at once after a quiet period.
+    pub burst: u32,
+}
+
+impl Default for EventLimits {
+    fn default() -> Self {
+        EventLimits {
+            qps: 20.0,
+            burst: 100,
+        }
+    }
+}
+
+/// The process's event queue and its background writer; hands out [`Events`] per
+/// controller.
+#[derive(Clone)]
+pub struct EventPublisher {
+    queues: Queues,
+    client: Client,
+    dropped: IntCounter,
+}
+
+/// One controller's events; a failure to publish is logged, never fatal.
 #[derive(Clone)]
 pub struct Events {
-    queue: mpsc::Sender<Queued>,
-    dropped: Arc<AtomicU64>,
+    queues: Queues,
+    dropped: IntCounter,
+    source: Arc<Source>,
+}
+
+/// Who reports an event: the recorder keeps the controller's recent events, so a repeat
+/// becomes a count on the same event rather than a new one.
+struct Source {
+    recorder: Recorder,
+    controller: String,
+}
+
+#[derive(Clone)]
+struct Queues {
+    normal: mpsc::Sender<Queued>,
+    warning: mpsc::Sender<Queued>,
 }
 
 struct Queued {
+    source: Arc<Source>,
     object: ObjectReference,
     type_: EventType,
     reason: String,
@@ -38,40 +90,113 @@ struct Queued {
 
 /// Writes events to the apiserver (the background side of [`Events`]).
 struct Publisher {
-    recorder: Recorder,
     client: Client,
-    controller: String,
     authz: Authz,
 }
 
-impl Events {
-    /// Starts the background publisher; must be called within a Tokio runtime.
-    pub fn new(client: Client, controller: &str, authz: Authz) -> Self {
-        let reporter = Reporter {
-            controller: controller.to_string(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
+/// A token bucket: `acquire` waits until a write is allowed.
+struct TokenBucket {
+    limits: EventLimits,
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl TokenBucket {
+    fn new(limits: EventLimits) -> Self {
+        TokenBucket {
+            limits,
+            tokens: f64::from(limits.burst.max(1)),
+            refilled: Instant::now(),
+        }
+    }
+
+    /// Takes a token at `now` if there is one; otherwise says how long until there is.
+    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let capacity = f64::from(self.limits.burst.max(1));
+        let elapsed = now.saturating_duration_since(self.refilled).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.limits.qps).min(capacity);
+        self.refilled = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = (1.0 - self.tokens) / self.limits.qps.max(f64::MIN_POSITIVE);
+        Err(Duration::from_secs_f64(wait.min(60.0)))
+    }
+
+    async fn acquire(&mut self) {
+        while let Err(wait) = self.take(Instant::now()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}
+
+impl EventPublisher {
+    /// Starts the background writer; must be called within a Tokio runtime.
+    pub fn start(
+        client: Client,
+        authz: Authz,
+        limits: EventLimits,
+        registry: &Registry,
+    ) -> prometheus::Result<Self> {
+        let dropped = IntCounter::new(
+            "midonet_kube_controllers_events_dropped_total",
+            "Kubernetes events dropped because the event queue was full.",
+        )?;
+        registry.register(Box::new(dropped.clone()))?;
         let publisher = Arc::new(Publisher {
-            recorder: Recorder::new(client.clone(), reporter),
-            client,
-            controller: controller.to_string(),
+            client: client.clone(),
             authz,
         });
-        let (queue, rx) = mpsc::channel::<Queued>(QUEUE_CAPACITY);
+        let (normal, normal_rx) = mpsc::channel::<Queued>(QUEUE_CAPACITY);
+        let (warning, warning_rx) = mpsc::channel::<Queued>(WARNING_QUEUE_CAPACITY);
+        // Each event takes a token as it leaves the queues, one at a time, warnings first.
+        let limited = futures::stream::unfold(
+            (warning_rx, normal_rx, TokenBucket::new(limits)),
+            |(mut warning_rx, mut normal_rx, mut bucket)| async move {
+                let ev = tokio::select! {
+                    biased;
+                    Some(ev) = warning_rx.recv() => ev,
+                    Some(ev) = normal_rx.recv() => ev,
+                    else => return None,
+                };
+                bucket.acquire().await;
+                Some((ev, (warning_rx, normal_rx, bucket)))
+            },
+        );
         tokio::spawn(async move {
-            crate::streams::bounded(rx)
+            limited
                 .for_each_concurrent(PUBLISHERS, |ev| {
                     let publisher = publisher.clone();
                     async move { publisher.publish(ev).await }
                 })
                 .await;
         });
-        Events {
-            queue,
-            dropped: Arc::default(),
-        }
+        Ok(EventPublisher {
+            queues: Queues { normal, warning },
+            client,
+            dropped,
+        })
     }
 
+    /// The events of one controller, reported under its name.
+    pub fn for_controller(&self, controller: &str) -> Events {
+        let reporter = Reporter {
+            controller: controller.to_string(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Events {
+            queues: self.queues.clone(),
+            dropped: self.dropped.clone(),
+            source: Arc::new(Source {
+                recorder: Recorder::new(self.client.clone(), reporter),
+                controller: controller.to_string(),
+            }),
+        }
+    }
+}
+
+impl Events {
     pub async fn normal(&self, obj: &ObjectReference, reason: &str, note: String) {
         self.enqueue(obj, EventType::Normal, reason, note)
     }
@@ -81,14 +206,20 @@ impl Events {
     }
 
     fn enqueue(&self, obj: &ObjectReference, type_: EventType, reason: &str, note: String) {
+        let queue = match type_ {
+            EventType::Warning => &self.queues.warning,
+            EventType::Normal => &self.queues.normal,
+        };
         let queued = Queued {
+            source: self.source.clone(),
             object: obj.clone(),
             type_,
             reason: reason.to_string(),
             note,
         };
-        if self.queue.try_send(queued).is_err() {
-            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if queue.try_send(queued).is_err() {
+            self.dropped.inc();
+            let dropped = self.dropped.get();
             // Logged at 1, 2, 4, 8, … drops, so a flood does not flood the log too.
             if dropped.is_power_of_two() {
                 tracing::warn!(
@@ -105,6 +236,7 @@ impl Events {
 impl Publisher {
     async fn publish(&self, ev: Queued) {
         let Queued {
+            source,
             object: obj,
             type_,
             reason,
@@ -117,7 +249,9 @@ impl Publisher {
         if obj.namespace.as_deref().unwrap_or("").is_empty() {
             // Older apiservers (v1.20) reject events.k8s.io/v1 events about cluster-scoped
             // objects (Nodes); a core/v1 Event in `default` is what they accept.
-            return self.publish_core(obj, type_, reason, note).await;
+            return self
+                .publish_core(&source.controller, obj, type_, reason, note)
+                .await;
         }
         let event = Event {
             type_,
@@ -126,7 +260,7 @@ impl Publisher {
             action: reason.to_string(),
             secondary: None,
         };
-        if let Err(err) = self.recorder.publish(&event, obj).await {
+        if let Err(err) = source.recorder.publish(&event, obj).await {
             // The recorder creates an event, or patches it to count a repeat; the API
             // server's message says which of the two was refused.
             let attempt = Attempt::new("create", "events", obj.namespace.as_deref());
@@ -158,6 +292,7 @@ fn truncate(mut s: String, max: usize) -> String {
 impl Publisher {
     async fn publish_core(
         &self,
+        controller: &str,
         obj: &ObjectReference,
         type_: EventType,
         reason: &str,
@@ -184,7 +319,7 @@ impl Publisher {
                 EventType::Warning => "Warning".into(),
             }),
             source: Some(k8s_openapi::api::core::v1::EventSource {
-                component: Some(self.controller.clone()),
+                component: Some(controller.to_string()),
                 host: None,
             }),
             first_timestamp: Some(now.clone()),
@@ -206,5 +341,31 @@ impl Publisher {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_allows_a_burst_then_the_rate() {
+        let mut bucket = TokenBucket::new(EventLimits {
+            qps: 10.0,
+            burst: 3,
+        });
+        let t0 = bucket.refilled;
+        for _ in 0..3 {
+            assert_eq!(bucket.take(t0), Ok(()));
+        }
+        let wait = bucket.take(t0).expect_err("burst used up");
+        assert!((wait.as_secs_f64() - 0.1).abs() < 1e-6, "{wait:?}");
+        // A tenth of a second later, one more; a long pause refills only up to the burst.
+        assert_eq!(bucket.take(t0 + Duration::from_millis(100)), Ok(()));
+        let later = t0 + Duration::from_secs(60);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(later), Ok(()));
+        }
+        assert!(bucket.take(later).is_err());
     }
 }

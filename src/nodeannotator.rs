@@ -23,7 +23,7 @@ use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
-use crate::events::Events;
+use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 
 /// The controller's name, as in `--controllers`.
@@ -41,13 +41,14 @@ pub struct AnnotatorContext {
 }
 
 impl AnnotatorContext {
-    pub fn new(kube: Client, backend: BackendClient, authz: Authz) -> Self {
+    pub fn new(
+        kube: Client,
+        backend: BackendClient,
+        authz: Authz,
+        events: &EventPublisher,
+    ) -> Self {
         AnnotatorContext {
-            events: Events::new(
-                kube.clone(),
-                "midonet-kube-controllers-nodeannotator",
-                authz.clone(),
-            ),
+            events: events.for_controller("midonet-kube-controllers-nodeannotator"),
             kube,
             backend,
             authz,

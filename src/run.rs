@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::authz::{Attempt, Authz};
 use crate::backend::{BackendClient, BackendConfig};
 use crate::config::Config;
+use crate::events::EventPublisher;
 use crate::health::Health;
 use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector};
@@ -292,6 +293,7 @@ async fn start_controllers(
         .collect();
     // One Translation informer for the translators and the pusher (see crate::informer).
     let mut informer = TranslationInformer::new(kube.clone(), authz.clone(), health.clone());
+    let events = EventPublisher::start(kube.clone(), authz.clone(), cfg.event_limits, registry)?;
     let pusher = match (cfg.enabled("pusher"), backend.clone()) {
         (true, Some(backend)) => Some(PusherContext::new(
             kube.clone(),
@@ -305,6 +307,7 @@ async fn start_controllers(
                 ..PusherConfig::default()
             },
             authz.clone(),
+            &events,
             &mut informer,
         )),
         _ => None,
@@ -320,6 +323,7 @@ async fn start_controllers(
             },
             TranslatorMetrics::new(registry)?,
             authz.clone(),
+            &events,
             &mut informer,
         ))
     };
@@ -338,6 +342,7 @@ async fn start_controllers(
             kube.clone(),
             backend,
             authz.clone(),
+            &events,
         ));
         tasks.spawn(crate::nodeannotator::run(
             ctx,

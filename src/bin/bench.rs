@@ -120,9 +120,36 @@ async fn client_for(kubeconfig: &Path) -> Res<Client> {
     Ok(Client::try_from(config)?)
 }
 
+fn control_plane_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("midonet-kube-bench-{}", std::process::id()))
+}
+
+/// CPU time a process has used so far: user + system time in `/proc/PID/stat`, in clock
+/// ticks (100 per second on Linux; schedstat, finer, is not enabled on every kernel).
+fn cpu_time(pid: u32) -> Res<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Res<u64> {
+        Ok(fields
+            .get(i)
+            .and_then(|v| v.parse().ok())
+            .ok_or("unreadable /proc/PID/stat")?)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    Ok(Duration::from_millis((ticks(11)? + ticks(12)?) * 10))
+}
+
+/// CPU time the kube-apiserver of the bench's control plane has used so far.
+fn apiserver_cpu() -> Res<Duration> {
+    let pid = std::fs::read_to_string(control_plane_dir().join("kube-apiserver.pid"))?;
+    cpu_time(pid.trim().parse()?)
+}
+
 /// Starts a control plane in a temporary directory; returns the admin kubeconfig.
 fn start_control_plane() -> Res<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("midonet-kube-bench-{}", std::process::id()));
+    let dir = control_plane_dir();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-env.sh");
     let out = std::process::Command::new("bash")
         .arg(script)
@@ -661,7 +688,9 @@ async fn run(args: Args) -> Res<()> {
         .map(|r| r.item_path())
         .collect::<BTreeSet<_>>()
         .len();
+    let floor_cpu0 = apiserver_cpu()?;
     let floor_time = floor(&client, &api_url, &phases).await?;
+    let floor_cpu = apiserver_cpu()? - floor_cpu0;
     Api::<Translation>::namespaced(client.clone(), FLOOR_NS)
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
@@ -670,6 +699,7 @@ async fn run(args: Args) -> Res<()> {
 
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
+    let initial_cpu0 = apiserver_cpu()?;
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
     let initial = wait_converged(
         &client,
@@ -683,8 +713,14 @@ async fn run(args: Args) -> Res<()> {
     let resources = actual_paths(&admin.state().await?).len();
     let (initial_requests, _, _) = backend_counts(&admin).await?;
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
+    let initial_cpu = apiserver_cpu()? - initial_cpu0;
+    let controllers_cpu = cpu_time(ctl.pid()?)?;
     let peak_rss = ctl.peak_rss_kib()?;
+    let events_dropped = ctl
+        .metric("midonet_kube_controllers_events_dropped_total", "")
+        .await?;
     ctl.stop().await?;
+    let per_translation = |cpu: Duration| cpu.as_secs_f64() * 1000.0 / n_translations.max(1) as f64;
     let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
     let initial_rows = vec![
         Row {
@@ -713,6 +749,25 @@ async fn run(args: Args) -> Res<()> {
             target: "<= 1.5",
         },
         Row {
+            name: "apiserver CPU per Translation (floor / sync)",
+            value: format!(
+                "{:.2} / {:.2} ms",
+                per_translation(floor_cpu),
+                per_translation(initial_cpu)
+            ),
+            target: "-",
+        },
+        Row {
+            name: "controllers CPU (sync)",
+            value: secs(controllers_cpu),
+            target: "-",
+        },
+        Row {
+            name: "events dropped (queue full)",
+            value: format!("{events_dropped}"),
+            target: "-",
+        },
+        Row {
             name: "backend requests per resource (initial)",
             value: format!("{per_resource:.2}"),
             target: "<= 1.05",
@@ -734,6 +789,10 @@ async fn run(args: Args) -> Res<()> {
         "initialRequests": initial_requests,
         "requestsPerResource": per_resource,
         "peakRssKiB": peak_rss,
+        "apiserverCpuSecondsFloor": floor_cpu.as_secs_f64(),
+        "apiserverCpuSecondsSync": initial_cpu.as_secs_f64(),
+        "controllersCpuSecondsSync": controllers_cpu.as_secs_f64(),
+        "eventsDropped": events_dropped,
     });
     if args.only_initial {
         report(&args, &initial_rows, &result)?;

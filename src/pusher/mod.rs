@@ -27,7 +27,7 @@ use tracing::Instrument;
 use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
 use crate::crd::{Translation, TranslationStatus};
-use crate::events::Events;
+use crate::events::{EventPublisher, Events};
 use crate::informer::TranslationInformer;
 pub use metrics::PusherMetrics;
 
@@ -101,15 +101,12 @@ impl PusherContext {
         metrics: PusherMetrics,
         config: PusherConfig,
         authz: Authz,
+        events: &EventPublisher,
         informer: &mut TranslationInformer,
     ) -> Arc<Self> {
         let (wake_tx, wake_rx) = mpsc::unbounded_channel();
         let ctx = Arc::new(PusherContext {
-            events: Events::new(
-                kube.clone(),
-                "midonet-kube-controllers-pusher",
-                authz.clone(),
-            ),
+            events: events.for_controller("midonet-kube-controllers-pusher"),
             kube,
             backend,
             metrics,

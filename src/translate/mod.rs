@@ -32,7 +32,7 @@ use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::crd::Translation;
-use crate::events::Events;
+use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 pub use metrics::TranslatorMetrics;
 pub use sync::{sync_translations, SyncOutcome};
@@ -106,6 +106,7 @@ impl Shared {
         config: TranslatorConfig,
         metrics: TranslatorMetrics,
         authz: Authz,
+        events: &EventPublisher,
         informer: &mut crate::informer::TranslationInformer,
     ) -> Arc<Self> {
         let translations = informer.store.clone();
@@ -114,7 +115,7 @@ impl Shared {
         informer.observe(Box::new(move |event| observed.observe(event)));
         Arc::new(Shared {
             translations_synced: informer.synced(),
-            events: Events::new(kube.clone(), "midonet-kube-controllers", authz.clone()),
+            events: events.for_controller("midonet-kube-controllers"),
             kube,
             config,
             translations,
