@@ -124,6 +124,8 @@ async fn pusher_behaviour() {
     assert_eq!(status.pushed.len(), 2);
     assert_eq!(status.resource_count, Some(2));
 
+    status_recorded_when_the_object_changed_meanwhile(&api, &ns, &admin).await;
+
     // Add a resource: only that one is requested from the backend.
     admin.reset_requests().await.unwrap();
     api.patch(
@@ -418,4 +420,53 @@ async fn pusher_behaviour() {
 
     pusher.stop().await;
     sim.shutdown().await;
+}
+
+/// The status is written with the resourceVersion the push started from; when the object
+/// changed during the push (here a label, while the backend is slow), the status is still
+/// recorded (merge patch), so nothing is pushed twice.
+///
+/// A step of `pusher_behaviour`: every pusher in this test binary watches all namespaces,
+/// so request counts are only exact while one test runs.
+async fn status_recorded_when_the_object_changed_meanwhile(
+    api: &Api<Translation>,
+    ns: &str,
+    admin: &AdminClient,
+) {
+    admin
+        .set_faults(Faults {
+            latency_ms: 2000,
+            ..Faults::default()
+        })
+        .await
+        .unwrap();
+    admin.reset_requests().await.unwrap();
+    let b = Uuid::new_v4();
+    api.create(
+        &PostParams::default(),
+        &translation("slow", ns, vec![bridge(b)]),
+    )
+    .await
+    .unwrap();
+    // The POST is in flight for 2 s; change the object under it.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    api.patch(
+        "slow",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    wait_reason(api, "slow", "True", "Pushed").await;
+    let tr = api.get("slow").await.unwrap();
+    assert_eq!(tr.status.unwrap().pushed.len(), 1);
+    // One POST: had the status been lost, the next reconcile would have pushed again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let counts = admin.requests().await.unwrap();
+    assert_eq!(
+        counts.total - counts.login,
+        1,
+        "only the bridge's POST: {counts:?}"
+    );
+    admin.clear_faults().await.unwrap();
 }

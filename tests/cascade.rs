@@ -1,0 +1,131 @@
+//! MidoNet's cascade: deleting a Translation's resources deletes what other Translations
+//! built on them. Its own test binary: every pusher in a test process watches all
+//! namespaces, so a pusher of another test would take part in the deletions this one checks.
+
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{Api, ListParams, PostParams};
+use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
+use midonet_translators::meta::FINALIZER;
+use support::stack::Controllers;
+use support::*;
+use uuid::Uuid;
+
+/// A Translation's deletion makes MidoNet delete what other Translations built on its
+/// resources (a bridge's ports, a chain's rules). The pusher checks those at once, not at
+/// the next verification: they are re-created as soon as a new provider pushes.
+#[tokio::test]
+async fn what_a_deleted_providers_cascade_took_is_recreated() {
+    let client = admin_client().await;
+    let (sim, admin) = stack::start_sim(&[]).await;
+    let ns = unique_namespace(&client, "cascade").await;
+    let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
+    // Periodic verification is far away: only the cascade check can repair in time.
+    let pusher = Controllers::start(
+        &control_plane().kubeconfig,
+        &sim,
+        &["--controllers", "pusher", "--verify-period", "1h"],
+    )
+    .await;
+    let (b, p, other) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let bridge = |name: &str| {
+        TranslationResource::new(
+            "Bridge",
+            "",
+            format!(r#"{{"id":"{b}","name":"{name}","tenantId":"t"}}"#),
+        )
+    };
+    let create = |name: &str, resources: Vec<TranslationResource>| {
+        let mut tr = Translation::new(name, &ns, TranslationSpec { resources });
+        tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &tr).await.unwrap() }
+    };
+    let port_path = format!("/ports/{p}");
+    let port_present = |present: bool| {
+        let (admin, path) = (&admin, &port_path);
+        move || async move {
+            let state = admin.state().await.ok()?;
+            (state.get(path).is_some() == present).then_some(())
+        }
+    };
+    create("provider", vec![bridge("old")]).await;
+    create(
+        "consumer",
+        vec![
+            TranslationResource::new(
+                "Port",
+                b.to_string(),
+                format!(r#"{{"id":"{p}","type":"Bridge"}}"#),
+            ),
+            // Not built on the bridge: left alone.
+            TranslationResource::new(
+                "Chain",
+                "",
+                format!(r#"{{"id":"{other}","name":"c","tenantId":"t"}}"#),
+            ),
+        ],
+    )
+    .await;
+    wait_until("both pushed", Duration::from_secs(30), port_present(true)).await;
+    wait_until("consumer Ready", Duration::from_secs(30), || async {
+        api.get("consumer").await.ok()?.is_ready().then_some(())
+    })
+    .await;
+
+    // The provider goes: its bridge is deleted, and the consumer's port with it.
+    api.delete("provider", &Default::default()).await.unwrap();
+    wait_until("provider gone", Duration::from_secs(30), || async {
+        api.get_opt("provider").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    wait_until(
+        "port cascaded",
+        Duration::from_secs(30),
+        port_present(false),
+    )
+    .await;
+    admin.reset_requests().await.unwrap();
+
+    // A new provider of the same bridge: the consumer's port comes back within seconds.
+    create("provider-2", vec![bridge("new")]).await;
+    wait_until(
+        "port re-created",
+        Duration::from_secs(30),
+        port_present(true),
+    )
+    .await;
+    wait_until("consumer Ready again", Duration::from_secs(30), || async {
+        api.get("consumer").await.ok()?.is_ready().then_some(())
+    })
+    .await;
+    let state = admin.state().await.unwrap();
+    assert!(state.get(&format!("/chains/{other}")).is_some());
+    // The untouched chain was not asked for again.
+    let counts = admin.requests().await.unwrap();
+    assert!(!counts.by_kind.contains_key("Chain"), "{counts:?}");
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
+    wait_until(
+        "cascade repair reported",
+        Duration::from_secs(30),
+        || async {
+            events
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("BackendCascadeRepaired")
+                        && e.involved_object.name.as_deref() == Some("consumer")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+
+    pusher.stop().await;
+    sim.shutdown().await;
+}
