@@ -5,6 +5,8 @@
 #   k8s-env.sh start DIR [--watch-pid PID]   start one; state, logs and kubeconfigs go in DIR
 #   k8s-env.sh stop DIR                      stop the processes started in DIR (by their PIDs)
 #   k8s-env.sh restart-apiserver DIR         stop and start kube-apiserver only (chaos tests)
+#   k8s-env.sh stop-controller-manager DIR   stop kube-controller-manager only (no garbage
+#                                            collection: tests of what the controllers do alone)
 #   k8s-env.sh provision                     only build/cache the binaries
 #
 # `start` prints DIR/env, a file of `export` lines: KUBECONFIG (admin), MIDONETKUBE_TEST_*.
@@ -195,10 +197,16 @@ cmd_restart_apiserver() {
   wait_ready "$d"
 }
 
+cmd_stop_controller_manager() {
+  local d=${1:?usage: stop-controller-manager DIR}
+  kill_pidfile "$d/kube-controller-manager.pid"
+}
+
 case "${1:-}" in
   start) shift; cmd_start "$@" ;;
+  stop-controller-manager) shift; cmd_stop_controller_manager "$@" ;;
   stop) shift; cmd_stop "$@" ;;
   restart-apiserver) shift; cmd_restart_apiserver "$@" ;;
   provision) "$HERE/provision-k8s.sh" ;;
-  *) echo "usage: $0 start DIR [--watch-pid PID] | stop DIR | restart-apiserver DIR | provision" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR [--watch-pid PID] | stop DIR | restart-apiserver DIR | stop-controller-manager DIR | provision" >&2; exit 2 ;;
 esac

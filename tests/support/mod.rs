@@ -254,6 +254,27 @@ pub async fn restart_apiserver() {
     );
 }
 
+/// Stops this test binary's kube-controller-manager: no garbage collection from then on, so
+/// whatever deletes a Translation is the controllers. Only for a test binary of its own.
+pub async fn stop_controller_manager() {
+    let dir = control_plane().dir.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .arg(repo_root().join("scripts/k8s-env.sh"))
+            .arg("stop-controller-manager")
+            .arg(&dir)
+            .output()
+            .expect("run scripts/k8s-env.sh stop-controller-manager")
+    })
+    .await
+    .expect("stop-controller-manager task");
+    assert!(
+        out.status.success(),
+        "stopping kube-controller-manager failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// `kubectl create -f` of one object given as JSON; returns kubectl's output.
 pub fn kubectl_create(object: &serde_json::Value) -> Output {
     let dir = tempfile::tempdir().expect("temp dir");
