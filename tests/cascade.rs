@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
 use midonet_translators::meta::FINALIZER;
 use support::stack::Controllers;
@@ -106,25 +106,7 @@ async fn what_a_deleted_providers_cascade_took_is_recreated() {
     // The untouched chain was not asked for again.
     let counts = admin.requests().await.unwrap();
     assert!(!counts.by_kind.contains_key("Chain"), "{counts:?}");
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
-    wait_until(
-        "cascade repair reported",
-        Duration::from_secs(30),
-        || async {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("BackendCascadeRepaired")
-                        && e.involved_object.name.as_deref() == Some("consumer")
-                })
-                .then_some(())
-        },
-    )
-    .await;
+    wait_event(&client, &ns, Some("consumer"), "BackendCascadeRepaired").await;
 
     pusher.stop().await;
     sim.shutdown().await;

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
 use midonet_translators::meta::FINALIZER;
@@ -85,18 +85,7 @@ async fn out_of_band_deletions_are_repaired() {
         .await
         .unwrap();
     wait_until("repaired", Duration::from_secs(30), all_present).await;
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), &ns);
-    wait_until("drift reported", Duration::from_secs(30), || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("BackendDriftRepaired"))
-            .then_some(())
-    })
-    .await;
+    wait_event(&client, &ns, None, "BackendDriftRepaired").await;
 
     // A backend that lost everything (restart without state): the whole topology returns.
     admin.wipe().await.unwrap();

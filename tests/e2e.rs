@@ -152,24 +152,12 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
         )
         .await
         .unwrap();
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
-    wait_until(
-        "host-not-found Warning on the Node",
-        Duration::from_secs(60),
-        || async {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .iter()
-                .any(|e| {
-                    e.involved_object.name.as_deref() == Some("e2e-node-unknown")
-                        && e.reason.as_deref() == Some("MidoNetHostNotFound")
-                        && e.type_.as_deref() == Some("Warning")
-                })
-                .then_some(())
-        },
+    // Core events about cluster-scoped objects land in `default`.
+    wait_event(
+        &client,
+        "default",
+        Some("e2e-node-unknown"),
+        "MidoNetHostNotFound",
     )
     .await;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::ResourceExt;
 use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
 use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
 use midonet_translators::meta::FINALIZER;
@@ -69,34 +69,6 @@ async fn has(admin: &AdminClient, path: &str) -> bool {
     admin.state().await.unwrap().get(path).is_some()
 }
 
-async fn events_for(client: &Client, ns: &str, name: &str) -> Vec<(String, String)> {
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
-    events
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| e.involved_object.name.as_deref() == Some(name))
-        .map(|e| (e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
-        .collect()
-}
-
-async fn wait_event(client: &Client, ns: &str, name: &str, reason: &str) {
-    wait_until(
-        &format!("event {reason} on {name}"),
-        Duration::from_secs(30),
-        || async {
-            events_for(client, ns, name)
-                .await
-                .iter()
-                .any(|(_, r)| r == reason)
-                .then_some(())
-        },
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn pusher_behaviour() {
     let client = admin_client().await;
@@ -118,7 +90,7 @@ async fn pusher_behaviour() {
     wait_reason(&api, "t1", "True", "Pushed").await;
     assert!(has(&admin, &format!("/bridges/{b1}")).await);
     assert!(has(&admin, &format!("/ports/{p1}")).await);
-    wait_event(&client, &ns, "t1", "TranslationUpdatePushed").await;
+    wait_event(&client, &ns, Some("t1"), "TranslationUpdatePushed").await;
     let tr = api.get("t1").await.unwrap();
     let status = tr.status.unwrap();
     assert_eq!(status.pushed.len(), 2);
@@ -194,7 +166,7 @@ async fn pusher_behaviour() {
     let state = admin.state().await.unwrap();
     let stored = state.get(&format!("/rules/{rule}")).expect("rule kept");
     assert_eq!(stored.body.get("nwProto").and_then(|v| v.as_u64()), Some(6));
-    wait_event(&client, &ns, "t-rule", "TranslationUpdateError").await;
+    wait_event(&client, &ns, Some("t-rule"), "TranslationUpdateError").await;
 
     // Malformed Translations: condition + Warning event, nothing pushed, others still served.
     let bad_cases = [
@@ -222,7 +194,7 @@ async fn pusher_behaviour() {
     .unwrap();
     for (name, _) in bad_cases {
         wait_reason(&api, name, "False", "InvalidTranslation").await;
-        wait_event(&client, &ns, name, "TranslationUpdateError").await;
+        wait_event(&client, &ns, Some(name), "TranslationUpdateError").await;
     }
     wait_reason(&api, "t-ok", "True", "Pushed").await;
 
@@ -281,7 +253,7 @@ async fn pusher_behaviour() {
         },
     )
     .await;
-    wait_event(&client, &ns, "t1", "TranslationDeletionPushed").await;
+    wait_event(&client, &ns, Some("t1"), "TranslationDeletionPushed").await;
     api.patch(
         "t1",
         &PatchParams::default(),
@@ -309,7 +281,7 @@ async fn pusher_behaviour() {
         },
     )
     .await;
-    wait_event(&client, &ns, "t-ok", "TranslationDeletionError").await;
+    wait_event(&client, &ns, Some("t-ok"), "TranslationDeletionError").await;
     let tr = api.get("t-ok").await.unwrap();
     assert!(tr.metadata.deletion_timestamp.is_some());
     assert!(has(&admin, &format!("/bridges/{b_ok}")).await);

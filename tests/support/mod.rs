@@ -232,47 +232,62 @@ pub async fn owner_configmap(
     }
 }
 
-/// Stops and starts this test binary's kube-apiserver (`scripts/k8s-env.sh
-/// restart-apiserver`): same address, same etcd, so clients keep their configuration.
-/// Returns once the new one answers `/readyz`; panics if it does not come back.
-pub async fn restart_apiserver() {
+/// Runs `scripts/k8s-env.sh SUBCOMMAND DIR` on this test binary's control plane; panics
+/// if it fails.
+async fn k8s_env(subcommand: &'static str) {
     let dir = control_plane().dir.clone();
     let out = tokio::task::spawn_blocking(move || {
         Command::new("bash")
             .arg(repo_root().join("scripts/k8s-env.sh"))
-            .arg("restart-apiserver")
+            .arg(subcommand)
             .arg(&dir)
             .output()
-            .expect("run scripts/k8s-env.sh restart-apiserver")
+            .unwrap_or_else(|e| panic!("run scripts/k8s-env.sh {subcommand}: {e}"))
     })
     .await
-    .expect("restart-apiserver task");
+    .expect("k8s-env task");
     assert!(
         out.status.success(),
-        "restarting kube-apiserver failed:\n{}",
+        "scripts/k8s-env.sh {subcommand} failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Stops and starts this test binary's kube-apiserver (`scripts/k8s-env.sh
+/// restart-apiserver`): same address, same etcd, so clients keep their configuration.
+/// Returns once the new one answers `/readyz`; panics if it does not come back.
+pub async fn restart_apiserver() {
+    k8s_env("restart-apiserver").await
 }
 
 /// Stops this test binary's kube-controller-manager: no garbage collection from then on, so
 /// whatever deletes a Translation is the controllers. Only for a test binary of its own.
 pub async fn stop_controller_manager() {
-    let dir = control_plane().dir.clone();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new("bash")
-            .arg(repo_root().join("scripts/k8s-env.sh"))
-            .arg("stop-controller-manager")
-            .arg(&dir)
-            .output()
-            .expect("run scripts/k8s-env.sh stop-controller-manager")
-    })
-    .await
-    .expect("stop-controller-manager task");
-    assert!(
-        out.status.success(),
-        "stopping kube-controller-manager failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    k8s_env("stop-controller-manager").await
+}
+
+/// Waits (30 s at most) for an event with `reason` in `namespace`, about `object` if given.
+pub async fn wait_event(client: &Client, namespace: &str, object: Option<&str>, reason: &str) {
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    wait_until(
+        &format!("event {reason} on {}", object.unwrap_or("any object")),
+        Duration::from_secs(30),
+        || async {
+            events
+                .list(&kube::api::ListParams::default())
+                .await
+                .ok()?
+                .items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some(reason)
+                        && object.is_none_or(|o| e.involved_object.name.as_deref() == Some(o))
+                })
+                .then_some(())
+        },
+    )
+    .await;
 }
 
 /// `kubectl create -f` of one object given as JSON; returns kubectl's output.
