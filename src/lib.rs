@@ -15,6 +15,7 @@ pub mod logfields;
 pub mod nodeannotator;
 pub mod pusher;
 pub mod run;
+pub mod scenario;
 pub mod sim;
 pub mod streams;
 pub mod sweep;

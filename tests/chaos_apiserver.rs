@@ -19,7 +19,7 @@ use kube::api::Api;
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::Resource;
 use support::child::ChildControllers;
-use support::scenario::{Scale, Scenario};
+use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact};
 use support::*;
 

@@ -24,7 +24,7 @@ use midonet_kube_controllers::sim::admin::Faults;
 use midonet_kube_controllers::sim::SimConfig;
 use rand::{Rng, SeedableRng};
 use support::child::ChildControllers;
-use support::scenario::{Scale, Scenario};
+use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact};
 use support::*;
 

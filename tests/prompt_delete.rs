@@ -10,7 +10,7 @@ use std::time::Duration;
 use kube::api::{Api, ListParams};
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::meta::OWNER_UID_LABEL;
-use support::scenario::{Scale, Scenario};
+use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact, Controllers};
 use support::*;
 

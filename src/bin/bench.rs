@@ -18,13 +18,13 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::{Translation, TranslationSpec};
+use midonet_kube_controllers::scenario::{Scale, Scenario};
 use midonet_kube_controllers::sim::admin::{AdminClient, Faults, StateDump};
 use midonet_kube_controllers::sim::{self, SimConfig};
-use midonet_translators::meta::{HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, VERSION_LABEL};
+use midonet_translators::meta::VERSION_LABEL;
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::process::{Child, Command};
-use uuid::Uuid;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -62,56 +62,6 @@ fn main() -> Res<()> {
         .enable_all()
         .build()?;
     rt.block_on(run(args))
-}
-
-fn obj<T: serde::de::DeserializeOwned>(v: Value) -> Res<T> {
-    Ok(serde_json::from_value(v)?)
-}
-
-fn ns_of(i: usize) -> String {
-    format!("bench-{}", i % NAMESPACES)
-}
-
-fn node_obj(i: usize, host: Uuid) -> Res<Node> {
-    let ip = format!("192.168.{}.{}", i / 250, 1 + i % 250);
-    obj(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": format!("bench-node-{i}"),
-                     "annotations": {HOST_ID_ANNOTATION: host.to_string(),
-                                     TUNNEL_ENDPOINT_IP_ANNOTATION: ip}},
-        "spec": {"podCIDR": format!("10.{}.{}.0/24", 100 + i / 256, i % 256)},
-        "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
-    }))
-}
-
-fn pod_obj(i: usize, nodes: usize) -> Res<Pod> {
-    obj(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": format!("pod-{i}"), "namespace": ns_of(i)},
-        "spec": {"nodeName": format!("bench-node-{}", i % nodes.max(1)),
-                 "containers": [{"name": "c", "image": "x"}]}
-    }))
-}
-
-fn service_obj(i: usize) -> Res<Service> {
-    obj(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": format!("svc-{i}"), "namespace": ns_of(i)},
-        "spec": {"type": "ClusterIP",
-                 "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
-    }))
-}
-
-fn endpoints_obj(i: usize, n: usize) -> Res<Endpoints> {
-    let addresses: Vec<Value> = (0..n)
-        .map(|k| json!({"ip": format!("10.{}.{}.{}", 200 + i / 250, i % 250, 10 + k % 240)}))
-        .collect();
-    obj(json!({
-        "apiVersion": "v1", "kind": "Endpoints",
-        "metadata": {"name": format!("svc-{i}"), "namespace": ns_of(i)},
-        "subsets": [{"addresses": addresses,
-                     "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}]
-    }))
 }
 
 async fn client_for(kubeconfig: &Path) -> Res<Client> {
@@ -614,9 +564,17 @@ async fn run(args: Args) -> Res<()> {
     let client = client_for(&kubeconfig).await?;
     apply_crd(&client).await?;
 
-    let hosts: Vec<(String, Uuid)> = (0..args.nodes)
-        .map(|i| (format!("bench-node-{i}"), Uuid::new_v4()))
-        .collect();
+    let scenario = Scenario::new(
+        "bench",
+        Scale {
+            nodes: args.nodes,
+            pods: args.pods,
+            services: args.services,
+            endpoints_per_service: args.endpoints_per_service,
+            namespaces: NAMESPACES,
+        },
+    );
+    let hosts = scenario.hosts.clone();
     let sim = sim::start(SimConfig {
         hosts: hosts.clone(),
         faults: Faults {
@@ -632,32 +590,22 @@ async fn run(args: Args) -> Res<()> {
     // 1. Objects.
     eprintln!("bench: creating objects");
     let ns_api_all: Api<Namespace> = Api::all(client.clone());
-    for n in (0..NAMESPACES).map(ns_of).chain([FLOOR_NS.to_string()]) {
-        ns_api_all
-            .create(
-                &PostParams::default(),
-                &obj(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}}))?,
-            )
-            .await?;
+    let mut floor_ns = Namespace::default();
+    floor_ns.metadata.name = Some(FLOOR_NS.to_string());
+    for ns in (0..NAMESPACES)
+        .map(|i| scenario.namespace_object(i))
+        .chain([floor_ns])
+    {
+        ns_api_all.create(&PostParams::default(), &ns).await?;
     }
     let t_create = Instant::now();
-    let node_objs = hosts
-        .iter()
-        .enumerate()
-        .map(|(i, (_, h))| node_obj(i, *h))
-        .collect::<Res<Vec<_>>>()?;
+    let node_objs = (0..args.nodes).map(|i| scenario.node(i)).collect();
     let nodes = create_all(|_: &Node| Api::all(client.clone()), node_objs).await?;
-    let pod_objs = (0..args.pods)
-        .map(|i| pod_obj(i, args.nodes))
-        .collect::<Res<Vec<_>>>()?;
+    let pod_objs = (0..args.pods).map(|i| scenario.pod(i)).collect();
     let pods = create_all(ns_api(&client), pod_objs).await?;
-    let svc_objs = (0..args.services)
-        .map(service_obj)
-        .collect::<Res<Vec<_>>>()?;
+    let svc_objs = (0..args.services).map(|i| scenario.service(i)).collect();
     let services = create_all(ns_api(&client), svc_objs).await?;
-    let ep_objs = (0..args.services)
-        .map(|i| endpoints_obj(i, args.endpoints_per_service))
-        .collect::<Res<Vec<_>>>()?;
+    let ep_objs = (0..args.services).map(|i| scenario.endpoints(i)).collect();
     let endpoints = create_all(ns_api(&client), ep_objs).await?;
     let create_time = t_create.elapsed();
 
@@ -832,10 +780,10 @@ async fn run(args: Args) -> Res<()> {
     let t_churn = Instant::now();
     let gone: Vec<Res<()>> = stream::iter(0..churn)
         .map(|i| {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &ns_of(i));
+            let api: Api<Pod> = Api::namespaced(client.clone(), &scenario.namespace(i));
             async move {
                 api.delete(
-                    &format!("pod-{i}"),
+                    &Scenario::pod_name(i),
                     &DeleteParams::default().grace_period(0),
                 )
                 .await?;
@@ -849,8 +797,8 @@ async fn run(args: Args) -> Res<()> {
         g?;
     }
     let new_pods = (args.pods..args.pods + churn)
-        .map(|i| pod_obj(i, args.nodes))
-        .collect::<Res<Vec<_>>>()?;
+        .map(|i| scenario.pod(i))
+        .collect();
     create_all(ns_api(&client), new_pods).await?;
     wait_converged(&client, &admin, None, n_translations, n_resources, "churn").await?;
     let churn_time = t_churn.elapsed();
