@@ -184,17 +184,9 @@ fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-/// Item paths in the simulator a Translation can own (no Hosts, no `Local` routes).
+/// Item paths in the simulator a Translation can own.
 fn actual_paths(state: &StateDump) -> BTreeSet<String> {
-    state
-        .resources
-        .iter()
-        .filter(|e| e.kind != "Host")
-        .filter(|e| {
-            !(e.kind == "Route" && e.body.get("type").and_then(|t| t.as_str()) == Some("Local"))
-        })
-        .map(|e| e.path.clone())
-        .collect()
+    state.translation_paths()
 }
 
 /// True when every Translation is Ready, none carries `stale_version`, and the simulator

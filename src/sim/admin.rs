@@ -48,6 +48,19 @@ pub struct StateDump {
 }
 
 impl StateDump {
+    /// Item paths a Translation can own: all but the seeded Hosts and the `Local` routes
+    /// the backend makes itself for router ports.
+    pub fn translation_paths(&self) -> std::collections::BTreeSet<String> {
+        self.resources
+            .iter()
+            .filter(|e| e.kind != "Host")
+            .filter(|e| {
+                !(e.kind == "Route" && e.body.get("type").and_then(|t| t.as_str()) == Some("Local"))
+            })
+            .map(|e| e.path.clone())
+            .collect()
+    }
+
     /// Entries of one kind.
     pub fn entries_of(&self, kind: Kind) -> Vec<&StateEntry> {
         self.resources

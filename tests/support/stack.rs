@@ -113,15 +113,7 @@ pub async fn expected_paths(client: &Client) -> BTreeSet<String> {
 /// Item paths in the simulator that a Translation can own (hosts are seeded, and router
 /// ports' `Local` routes are made by the backend itself).
 pub fn actual_paths(state: &StateDump) -> BTreeSet<String> {
-    state
-        .resources
-        .iter()
-        .filter(|e| e.kind != "Host")
-        .filter(|e| {
-            !(e.kind == "Route" && e.body.get("type").and_then(|t| t.as_str()) == Some("Local"))
-        })
-        .map(|e| e.path.clone())
-        .collect()
+    state.translation_paths()
 }
 
 /// True when every Translation is Ready and the backend holds exactly what they ask for.
