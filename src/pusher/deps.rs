@@ -25,6 +25,16 @@ pub const MAX_HOLD: Duration = Duration::from_secs(10);
 
 type Key = ObjectRef<Translation>;
 
+/// What a push made possible (see [`Dependencies::pushed`]).
+#[derive(Debug, Default)]
+pub struct Pushed {
+    /// Translations held back or refused for want of the referents.
+    pub woken: Vec<Key>,
+    /// Translations that may have lost resources under the referents' previous incarnation,
+    /// with those referents.
+    pub cascaded: Vec<(Key, HashSet<Referent>)>,
+}
+
 /// A referent some other Translation provides and has not pushed yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocker {
@@ -46,6 +56,9 @@ struct State {
     relisted: Vec<(Key, Links)>,
     /// Translations held back, by the referent they wait for.
     waiters: HashMap<Referent, HashSet<Key>>,
+    /// Translations built on a referent whose provider deleted it (MidoNet then deleted
+    /// what they had under it), to verify once a provider pushes it again.
+    cascaded: HashMap<Referent, HashSet<Key>>,
     /// When each held Translation was first held.
     held_since: HashMap<Key, Instant>,
 }
@@ -120,10 +133,12 @@ impl State {
             }
         }
         for r in self.required.remove(key).unwrap_or_default() {
-            if let Some(keys) = self.consumers.get_mut(&r) {
-                keys.remove(key);
-                if keys.is_empty() {
-                    self.consumers.remove(&r);
+            for index in [&mut self.consumers, &mut self.cascaded] {
+                if let Some(keys) = index.get_mut(&r) {
+                    keys.remove(key);
+                    if keys.is_empty() {
+                        index.remove(&r);
+                    }
                 }
             }
         }
@@ -183,6 +198,14 @@ impl Dependencies {
                 for (key, links) in relisted {
                     state.set(key, links);
                 }
+                // Who is gone by now has nothing left to verify.
+                let State {
+                    cascaded, required, ..
+                } = &mut *state;
+                cascaded.retain(|_, keys| {
+                    keys.retain(|k| required.contains_key(k));
+                    !keys.is_empty()
+                });
             }
         }
     }
@@ -253,20 +276,26 @@ impl Dependencies {
         }
     }
 
-    /// The live Translations other than `except` that need any of `referents`.
-    pub fn consumers_of(&self, referents: &HashSet<Referent>, except: &Key) -> Vec<Key> {
-        let state = self.lock();
-        let mut keys: Vec<Key> = referents
-            .iter()
-            .filter_map(|r| state.consumers.get(r))
-            .flatten()
-            .filter(|k| *k != except)
-            .cloned()
-            .collect::<HashSet<Key>>()
-            .into_iter()
-            .collect();
-        keys.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        keys
+    /// `deleted` took `taken` out of the backend, and MidoNet with them what other
+    /// Translations had built under them. Those are remembered, to be verified when a
+    /// provider pushes the referent again ([`Self::pushed`]): only then can anything be
+    /// re-created, and a referent nobody provides any more (a version bump, a Service
+    /// deleted for good) costs nothing.
+    pub fn note_cascade(&self, taken: &HashSet<Referent>, deleted: &Key) {
+        let mut state = self.lock();
+        for r in taken {
+            let Some(consumers) = state.consumers.get(r) else {
+                continue;
+            };
+            let consumers: Vec<Key> = consumers
+                .iter()
+                .filter(|k| *k != deleted)
+                .cloned()
+                .collect();
+            if !consumers.is_empty() {
+                state.cascaded.entry(*r).or_default().extend(consumers);
+            }
+        }
     }
 
     /// `key` is not held any more (pushed, deleted or gone).
@@ -274,16 +303,22 @@ impl Dependencies {
         self.lock().held_since.remove(key);
     }
 
-    /// `referents` now exist in the backend: returns the Translations waiting for them.
-    pub fn pushed(&self, referents: impl IntoIterator<Item = Referent>) -> Vec<Key> {
+    /// `referents` now exist in the backend: the Translations waiting for them, and those
+    /// to verify because a cascade may have taken what they had under them.
+    pub fn pushed(&self, referents: impl IntoIterator<Item = Referent>) -> Pushed {
         let mut state = self.lock();
-        let mut woken = Vec::new();
+        let mut out = Pushed::default();
+        let mut cascaded: HashMap<Key, HashSet<Referent>> = HashMap::new();
         for r in referents {
             if let Some(keys) = state.waiters.remove(&r) {
-                woken.extend(keys);
+                out.woken.extend(keys);
+            }
+            for key in state.cascaded.remove(&r).unwrap_or_default() {
+                cascaded.entry(key).or_default().insert(r);
             }
         }
-        woken
+        out.cascaded = cascaded.into_iter().collect();
+        out
     }
 }
 
@@ -345,8 +380,8 @@ mod tests {
         assert!(left <= MAX_HOLD);
 
         // The provider's push wakes exactly the waiter, once.
-        assert_eq!(deps.pushed([blocker.referent]), vec![key.clone()]);
-        assert!(deps.pushed([blocker.referent]).is_empty());
+        assert_eq!(deps.pushed([blocker.referent]).woken, vec![key.clone()]);
+        assert!(deps.pushed([blocker.referent]).woken.is_empty());
 
         // With the bridge recorded as pushed, nothing holds it any more.
         let pushed = |_: &Translation| TranslationStatus {
@@ -406,27 +441,60 @@ mod tests {
             .is_some());
     }
 
+    /// The Translations a cascade of `referents` from `except` would have verified.
+    fn consumers_of(deps: &Dependencies, referents: &HashSet<Referent>, except: &Key) -> Vec<Key> {
+        deps.note_cascade(referents, except);
+        let mut keys: Vec<Key> = deps
+            .pushed(referents.iter().copied())
+            .cascaded
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect();
+        keys.sort_by(|a, b| a.name.cmp(&b.name));
+        keys
+    }
+
     #[test]
     fn consumers_are_indexed_by_what_they_need_from_others() {
         let (deps, consumer) = setup(tr("node", vec![bridge()]));
         let bridge_ref: HashSet<Referent> = [Referent::Object(BRIDGE.parse().unwrap())].into();
         let node = ObjectRef::<Translation>::new("node").within("ns");
         assert_eq!(
-            deps.consumers_of(&bridge_ref, &node),
+            consumers_of(&deps, &bridge_ref, &node),
             vec![ObjectRef::from_obj(&consumer)]
         );
         // What a Translation provides itself does not make it a consumer.
         deps.observe(&watcher::Event::Apply(tr("both", vec![bridge(), port()])));
-        assert_eq!(deps.consumers_of(&bridge_ref, &node).len(), 1);
+        assert_eq!(consumers_of(&deps, &bridge_ref, &node).len(), 1);
         // Forgotten when deleted, and after a re-list that no longer lists it.
         deps.observe(&watcher::Event::Delete(consumer));
-        assert!(deps.consumers_of(&bridge_ref, &node).is_empty());
+        assert!(consumers_of(&deps, &bridge_ref, &node).is_empty());
         deps.observe(&watcher::Event::Init);
         deps.observe(&watcher::Event::InitApply(tr("pod2", vec![port()])));
         deps.observe(&watcher::Event::InitDone);
         let pod2 = ObjectRef::<Translation>::new("pod2").within("ns");
-        assert_eq!(deps.consumers_of(&bridge_ref, &node), vec![pod2.clone()]);
-        assert!(deps.consumers_of(&bridge_ref, &pod2).is_empty());
+        assert_eq!(consumers_of(&deps, &bridge_ref, &node), vec![pod2.clone()]);
+        assert!(consumers_of(&deps, &bridge_ref, &pod2).is_empty());
+    }
+
+    #[test]
+    fn a_cascade_is_verified_when_the_referent_is_pushed_again() {
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        let bridge_ref = Referent::Object(BRIDGE.parse().unwrap());
+        let node = ObjectRef::<Translation>::new("node").within("ns");
+        deps.observe(&watcher::Event::Delete(tr("node", vec![bridge()])));
+        deps.note_cascade(&[bridge_ref].into(), &node);
+        // Pushed again (by a new provider): the consumer is to be verified, once.
+        let pushed = deps.pushed([bridge_ref]);
+        assert_eq!(
+            pushed.cascaded,
+            vec![(ObjectRef::from_obj(&consumer), [bridge_ref].into())]
+        );
+        assert!(deps.pushed([bridge_ref]).cascaded.is_empty());
+        // A consumer deleted before the referent comes back has nothing to verify.
+        deps.note_cascade(&[bridge_ref].into(), &node);
+        deps.observe(&watcher::Event::Delete(consumer));
+        assert!(deps.pushed([bridge_ref]).cascaded.is_empty());
     }
 
     #[test]
@@ -459,6 +527,6 @@ mod tests {
         let key = ObjectRef::<Translation>::new("pod").within("ns");
         let bridge = Referent::Object(BRIDGE.parse().unwrap());
         deps.wait_for(&key, [bridge]);
-        assert_eq!(deps.pushed([bridge]), vec![key]);
+        assert_eq!(deps.pushed([bridge]).woken, vec![key]);
     }
 }

@@ -128,6 +128,14 @@ impl PusherContext {
         ctx
     }
 
+    /// `referents` now exist in the backend: wakes who waits for them, and verifies what
+    /// MidoNet's cascade took from Translations built on their previous incarnation.
+    fn pushed(self: &Arc<Self>, referents: Vec<midonet_translators::model::Referent>) {
+        let pushed = self.deps.pushed(referents);
+        self.wake(pushed.woken);
+        verify::recheck_consumers(self, pushed.cascaded);
+    }
+
     /// Reconciles these Translations as soon as possible.
     fn wake(&self, refs: impl IntoIterator<Item = ObjectRef<Translation>>) {
         for r in refs {

@@ -9,7 +9,7 @@ use kube::{Resource, ResourceExt};
 use midonet_translators::meta::FINALIZER;
 
 use super::plan::{self, Step};
-use super::verify::{self, Cause};
+use super::verify::Cause;
 use super::{PusherContext, PusherError};
 use crate::crd::{Condition, PushedResource, Translation, TranslationStatus};
 
@@ -201,7 +201,11 @@ fn upsert(record: &mut Vec<PushedResource>, entry: PushedResource) {
     }
 }
 
-async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outcome, PusherError> {
+async fn apply(
+    tr: &Translation,
+    uid: &str,
+    ctx: &Arc<PusherContext>,
+) -> Result<Outcome, PusherError> {
     let generation = tr.metadata.generation;
     let entries = tr.desired_resources();
     let hash = plan::resources_hash(entries);
@@ -292,7 +296,7 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
             let outcome =
                 push_failed(tr, uid, ctx, &before, status, record, &desired.path, err).await;
             // What was created before the failure is recorded: its waiters can go on.
-            ctx.wake(ctx.deps.pushed(created));
+            ctx.pushed(created);
             return outcome;
         }
         created.extend(desired.resource.provides());
@@ -326,7 +330,7 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
         if let Err(err) = result {
             let outcome =
                 push_failed(tr, uid, ctx, &before, status, record, &removed.path, err).await;
-            ctx.wake(ctx.deps.pushed(created));
+            ctx.pushed(created);
             return outcome;
         }
         record.retain(|p| p.path != removed.path);
@@ -376,7 +380,7 @@ async fn apply(tr: &Translation, uid: &str, ctx: &PusherContext) -> Result<Outco
     };
     write_status(tr, uid, ctx, &before, status).await?;
     ctx.deps.release(&key);
-    ctx.wake(ctx.deps.pushed(created));
+    ctx.pushed(created);
     if immutable.is_empty() {
         ctx.succeeded(uid);
     }
@@ -546,11 +550,8 @@ async fn delete(
         .filter(|d| deleted.contains(d.path.as_str()))
         .flat_map(|d| d.resource.provides())
         .collect();
-    verify::recheck_consumers(
-        ctx,
-        &kube::runtime::reflector::ObjectRef::from_obj(tr),
-        taken,
-    );
+    ctx.deps
+        .note_cascade(&taken, &kube::runtime::reflector::ObjectRef::from_obj(tr));
     ctx.forget(tr, uid);
     Ok(Outcome::Deleted)
 }

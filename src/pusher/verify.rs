@@ -5,10 +5,11 @@
 //! per second so it never competes with real work. A Translation with missing resources is
 //! queued for a reconcile that creates exactly those again.
 //!
-//! The pusher's own deletions are checked at once instead: MidoNet deletes a bridge's
-//! ports, a chain's rules, a port's routes with them, and those may belong to other
-//! Translations (an Endpoints' rules in a Service's chain). After a Translation's deletion,
-//! what other Translations built on its resources is verified and re-created the same way.
+//! What the pusher's own deletions take is not left to that period: MidoNet deletes a
+//! bridge's ports, a chain's rules, a port's routes with them, and those may belong to other
+//! Translations (an Endpoints' rules in a Service's chain). A deletion notes the Translations
+//! built on what it took; when a provider pushes such a referent again (a re-created
+//! Service's chain), what they had under it is verified and re-created the same way.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -76,23 +77,19 @@ pub(super) async fn verify_loop(
     }
 }
 
-/// `deleted` has just taken `taken` out of the backend: verify, in the background, the
-/// resources other Translations built on them, and have the pusher re-create the ones
-/// MidoNet deleted with them. A consumer re-created before a new provider exists is
-/// refused (or held) and woken when the provider pushes, as in any first push.
+/// Referents taken out of the backend were pushed again: verify, in the background, the
+/// resources these Translations had built on them (MidoNet deleted those with them), and
+/// have the pusher re-create the ones that are gone.
 pub(super) fn recheck_consumers(
     ctx: &Arc<PusherContext>,
-    deleted: &ObjectRef<Translation>,
-    taken: HashSet<Referent>,
+    cascaded: Vec<(ObjectRef<Translation>, HashSet<Referent>)>,
 ) {
-    let consumers = ctx.deps.consumers_of(&taken, deleted);
-    if consumers.is_empty() {
+    if cascaded.is_empty() {
         return;
     }
     let ctx = ctx.clone();
-    let deleted = deleted.clone();
     tokio::spawn(async move {
-        for key in consumers {
+        for (key, taken) in cascaded {
             let Some(tr) = ctx.deps.store().get(&key) else {
                 continue;
             };
@@ -128,7 +125,7 @@ pub(super) fn recheck_consumers(
                 }
             }
             if !missing.is_empty() {
-                tracing::info!(namespace = tr.namespace().as_deref().unwrap_or(""), translation = %tr.name_any(), deleted_with = %deleted.name, backend_paths = ?missing, "backend resources deleted by MidoNet with another Translation's; re-creating");
+                tracing::info!(namespace = tr.namespace().as_deref().unwrap_or(""), translation = %tr.name_any(), backend_paths = ?missing, "backend resources deleted by MidoNet with another Translation's; re-creating");
                 ctx.mark_missing(&uid, missing, Cause::Cascade);
                 ctx.wake([key]);
             }
