@@ -69,12 +69,7 @@ impl TranslationInformer {
         let observers = self.observers;
         let synced = self.synced_tx;
         let health = self.health;
-        let ready = move |ok| {
-            health.set(READY_CHECK, ok);
-            if ok {
-                synced.send_replace(true);
-            }
-        };
+        let ready = move |ok| health.set(READY_CHECK, ok);
         crate::cache::reflected(
             self.writer,
             self.api,
@@ -83,7 +78,15 @@ impl TranslationInformer {
             ready,
         )
         .inspect(move |event| match event {
-            Ok(event) => observers.iter().for_each(|observe| observe(event)),
+            Ok(event) => {
+                observers.iter().for_each(|observe| observe(event));
+                // Synced once the observers have the initial list too: the owner index
+                // swaps its re-listed entries in at InitDone, and a waiter woken before
+                // that (the globals' one-time sync) saw no old Translation to prune.
+                if matches!(event, watcher::Event::InitDone) {
+                    synced.send_replace(true);
+                }
+            }
             // A denial is reported (rate-limited) by the stream itself.
             Err(err) if crate::authz::is_forbidden_watch(err) => {}
             Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
