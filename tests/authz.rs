@@ -100,7 +100,11 @@ async fn missing_status_write_rule_is_named_and_heals_once_restored() {
     let _role = ROLE.lock().await;
     let admin = admin_client().await;
     let ns = unique_namespace(&admin, "authz-status").await;
-    let removed: &[Grant] = &[("midonet.org", "translations/status", "patch")];
+    // The status is PUT (and merge-patched only after a conflict): take both away.
+    let removed: &[Grant] = &[
+        ("midonet.org", "translations/status", "update"),
+        ("midonet.org", "translations/status", "patch"),
+    ];
     bind_deploy_role_without(&admin, &ns, removed).await;
     let (sim, _sim_admin) = start_sim(&[]).await;
     let mut proc = start_restricted(sim.api_url().as_str(), "pusher");
@@ -123,27 +127,27 @@ async fn missing_status_write_rule_is_named_and_heals_once_restored() {
 
     // The first denied status write: ours, or a global Translation's another test left
     // (one line per verb and resource, whatever the namespace).
-    let line = authorization_error(&proc, "cannot patch translations/status in namespace ").await;
+    let line = authorization_error(&proc, "cannot update translations/status in namespace ").await;
     for part in [
-        "verb=patch",
+        "verb=update",
         "resource=translations/status",
         "api_group=midonet.org",
         " namespace=",
         "the ClusterRole midonet-kube-controllers in deploy/rbac.yaml must grant it",
         // The API server's own words follow.
-        "cannot patch resource \"translations/status\"",
+        "cannot update resource \"translations/status\"",
     ] {
         assert!(line.contains(part), "{part:?} missing from: {line}");
     }
     // The pusher retries (counted each time) but says it once a minute.
     wait_until("retries are counted", DEADLINE, || async {
-        (denials(&proc, "patch", "translations/status").await >= 2).then_some(())
+        (denials(&proc, "update", "translations/status").await >= 2).then_some(())
     })
     .await;
     let said = proc
         .logs()
         .lines()
-        .filter(|l| l.contains("not authorized: cannot patch translations/status"))
+        .filter(|l| l.contains("not authorized: cannot update translations/status"))
         .count();
     assert_eq!(said, 1, "logged once per minute:\n{}", proc.logs());
     assert_alive(&mut proc).await;
