@@ -92,6 +92,18 @@ async fn pusher_behaviour() {
     assert!(has(&admin, &format!("/ports/{p1}")).await);
     wait_event(&client, &ns, Some("t1"), "TranslationUpdatePushed").await;
     let tr = api.get("t1").await.unwrap();
+    // The status write names its manager (`kubectl get tr -o yaml --show-managed-fields`).
+    let managers: Vec<String> = tr
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert!(
+        managers.iter().any(|m| m == "midonet-kube-controllers-pusher"),
+        "{managers:?}"
+    );
     let status = tr.status.unwrap();
     assert_eq!(status.pushed.len(), 2);
     assert_eq!(status.resource_count, Some(2));

@@ -39,6 +39,16 @@ pub mod event {
     pub const CASCADE_REPAIRED: &str = "BackendCascadeRepaired";
 }
 
+/// The pusher's name in the Translations' `managedFields` (the status, the finalizer).
+const FIELD_MANAGER: &str = "midonet-kube-controllers-pusher";
+
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    }
+}
+
 /// "Referent not there yet" is normal while the cluster converges: warn only when it lasts.
 const REFERENT_WARNING_AFTER: u32 = 8;
 /// Longest retry delay while waiting for another Translation's push.
@@ -175,18 +185,21 @@ async fn write_status(
     // The cache trims managedFields; sent without them, the apiserver keeps the stored ones.
     object.metadata.managed_fields = None;
     match api
-        .replace_status(&tr.name_any(), &PostParams::default(), &object)
+        .replace_status(
+            &tr.name_any(),
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            },
+            &object,
+        )
         .await
     {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 409 => {
             let patch = serde_json::json!({ "status": status });
-            api.patch_status(
-                &tr.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await?;
+            api.patch_status(&tr.name_any(), &patch_params(), &Patch::Merge(&patch))
+                .await?;
         }
         Err(e) => return Err(e.into()),
     }
@@ -567,11 +580,7 @@ async fn remove_finalizer(tr: &Translation, ctx: &PusherContext) -> Result<(), P
         {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
     ]))?;
     api_for(tr, ctx)
-        .patch(
-            &tr.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        )
+        .patch(&tr.name_any(), &patch_params(), &Patch::Json::<()>(patch))
         .await?;
     Ok(())
 }
@@ -593,11 +602,7 @@ async fn add_finalizer(tr: &Translation, ctx: &PusherContext) -> Result<(), Push
     };
     let patch: json_patch::Patch = serde_json::from_value(patch)?;
     api_for(tr, ctx)
-        .patch(
-            &tr.name_any(),
-            &PatchParams::default(),
-            &Patch::Json::<()>(patch),
-        )
+        .patch(&tr.name_any(), &patch_params(), &Patch::Json::<()>(patch))
         .await?;
     Ok(())
 }
