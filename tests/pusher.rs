@@ -101,7 +101,9 @@ async fn pusher_behaviour() {
         .filter_map(|m| m.manager.clone())
         .collect();
     assert!(
-        managers.iter().any(|m| m == "midonet-kube-controllers-pusher"),
+        managers
+            .iter()
+            .any(|m| m == "midonet-kube-controllers-pusher"),
         "{managers:?}"
     );
     let status = tr.status.unwrap();
