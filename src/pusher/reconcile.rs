@@ -271,6 +271,12 @@ async fn apply(
         .filter(|p| !missing.contains_key(&p.path))
         .cloned()
         .collect();
+    // A marked path the spec no longer asks for has nothing left to re-create.
+    for path in missing.keys() {
+        if !desired.iter().any(|d| &d.path == path) {
+            ctx.recreated(uid, path);
+        }
+    }
     let plan = plan::plan_apply(desired, &pushed);
     let changes = plan.backend_changes();
 
