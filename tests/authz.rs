@@ -9,8 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use kube::api::{Api, ListParams, PostParams};
 use kube::ResourceExt;
-use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
-use midonet_translators::meta::FINALIZER;
+use midonet_kube_controllers::crd::Translation;
 use serde_json::json;
 use support::child::ChildControllers;
 use support::rbac::{bind_deploy_role_to_restricted_user, bind_deploy_role_without, Grant};
@@ -109,19 +108,7 @@ async fn missing_status_write_rule_is_named_and_heals_once_restored() {
     let (sim, _sim_admin) = start_sim(&[]).await;
     let mut proc = start_restricted(sim.api_url().as_str(), "pusher");
 
-    let id = Uuid::new_v4();
-    let mut tr = Translation::new(
-        "denied-status",
-        &ns,
-        TranslationSpec {
-            resources: vec![TranslationResource::new(
-                "Bridge",
-                "",
-                format!(r#"{{"id":"{id}","name":"b","tenantId":"t"}}"#),
-            )],
-        },
-    );
-    tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    let tr = fixtures::translation("denied-status", &ns, vec![fixtures::bridge(Uuid::new_v4())]);
     let trs: Api<Translation> = Api::namespaced(admin.clone(), &ns);
     trs.create(&PostParams::default(), &tr).await.unwrap();
 

@@ -7,8 +7,8 @@ mod support;
 use std::time::Duration;
 
 use kube::api::{Api, PostParams};
-use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
-use midonet_translators::meta::FINALIZER;
+use midonet_kube_controllers::crd::{Translation, TranslationResource};
+use support::fixtures::{bridge, chain, port, translation};
 use support::stack::Controllers;
 use support::*;
 use uuid::Uuid;
@@ -30,16 +30,8 @@ async fn what_a_deleted_providers_cascade_took_is_recreated() {
     )
     .await;
     let (b, p, other) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-    let bridge = |name: &str| {
-        TranslationResource::new(
-            "Bridge",
-            "",
-            format!(r#"{{"id":"{b}","name":"{name}","tenantId":"t"}}"#),
-        )
-    };
     let create = |name: &str, resources: Vec<TranslationResource>| {
-        let mut tr = Translation::new(name, &ns, TranslationSpec { resources });
-        tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        let tr = translation(name, &ns, resources);
         let api = api.clone();
         async move { api.create(&PostParams::default(), &tr).await.unwrap() }
     };
@@ -51,24 +43,9 @@ async fn what_a_deleted_providers_cascade_took_is_recreated() {
             (state.get(path).is_some() == present).then_some(())
         }
     };
-    create("provider", vec![bridge("old")]).await;
-    create(
-        "consumer",
-        vec![
-            TranslationResource::new(
-                "Port",
-                b.to_string(),
-                format!(r#"{{"id":"{p}","type":"Bridge"}}"#),
-            ),
-            // Not built on the bridge: left alone.
-            TranslationResource::new(
-                "Chain",
-                "",
-                format!(r#"{{"id":"{other}","name":"c","tenantId":"t"}}"#),
-            ),
-        ],
-    )
-    .await;
+    create("provider", vec![bridge(b)]).await;
+    // The chain is not built on the bridge: left alone.
+    create("consumer", vec![port(b, p), chain(other)]).await;
     wait_until("both pushed", Duration::from_secs(30), port_present(true)).await;
     wait_until("consumer Ready", Duration::from_secs(30), || async {
         api.get("consumer").await.ok()?.is_ready().then_some(())
@@ -90,7 +67,7 @@ async fn what_a_deleted_providers_cascade_took_is_recreated() {
     admin.reset_requests().await.unwrap();
 
     // A new provider of the same bridge: the consumer's port comes back within seconds.
-    create("provider-2", vec![bridge("new")]).await;
+    create("provider-2", vec![bridge(b)]).await;
     wait_until(
         "port re-created",
         Duration::from_secs(30),

@@ -68,17 +68,9 @@ fn flatten_rules(role: &Value) -> BTreeSet<Rule> {
                 "unexpected {forbidden}: {rule}"
             );
         }
-        let strings = |key: &str| -> Vec<String> {
-            rule[key]
-                .as_array()
-                .unwrap_or_else(|| panic!("{key} missing in {rule}"))
-                .iter()
-                .map(|v| v.as_str().expect("string").to_string())
-                .collect()
-        };
-        for group in strings("apiGroups") {
-            for resource in strings("resources") {
-                for verb in strings("verbs") {
+        for group in rbac::strings(rule, "apiGroups") {
+            for resource in rbac::strings(rule, "resources") {
+                for verb in rbac::strings(rule, "verbs") {
                     assert!(
                         group != "*" && resource != "*" && verb != "*",
                         "wildcard in {rule}"

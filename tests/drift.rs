@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use kube::api::{Api, PostParams};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
-use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
-use midonet_translators::meta::FINALIZER;
+use midonet_kube_controllers::crd::Translation;
 use midonet_translators::Kind;
+use support::fixtures::{self, bridge, port};
 use support::stack::Controllers;
 use support::*;
 use uuid::Uuid;
@@ -38,25 +38,7 @@ async fn out_of_band_deletions_are_repaired() {
     for i in 0..3 {
         let (b, p) = (Uuid::new_v4(), Uuid::new_v4());
         bridges.push((b, p));
-        let mut tr = Translation::new(
-            &format!("d{i}"),
-            &ns,
-            TranslationSpec {
-                resources: vec![
-                    TranslationResource::new(
-                        "Bridge",
-                        "",
-                        format!(r#"{{"id":"{b}","name":"b","tenantId":"t"}}"#),
-                    ),
-                    TranslationResource::new(
-                        "Port",
-                        b.to_string(),
-                        format!(r#"{{"id":"{p}","type":"Bridge"}}"#),
-                    ),
-                ],
-            },
-        );
-        tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+        let tr = fixtures::translation(&format!("d{i}"), &ns, vec![bridge(b), port(b, p)]);
         api.create(&PostParams::default(), &tr).await.unwrap();
     }
     let all_present = || async {

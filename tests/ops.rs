@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
-use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
-use midonet_translators::meta::FINALIZER;
+use midonet_kube_controllers::crd::Translation;
 use serde_json::{json, Value};
 use support::child::{ChildControllers, BIN};
 use support::stack::{free_port, start_sim};
@@ -113,20 +112,7 @@ async fn readyz_is_not_ready_before_the_backend_answers() {
 
 /// A Translation of one new bridge.
 fn bridge_translation(name: &str, ns: &str) -> Translation {
-    let id = Uuid::new_v4();
-    let mut tr = Translation::new(
-        name,
-        ns,
-        TranslationSpec {
-            resources: vec![TranslationResource::new(
-                "Bridge",
-                "",
-                format!(r#"{{"id":"{id}","name":"b","tenantId":"t"}}"#),
-            )],
-        },
-    );
-    tr.metadata.finalizers = Some(vec![FINALIZER.into()]);
-    tr
+    fixtures::translation(name, ns, vec![fixtures::bridge(Uuid::new_v4())])
 }
 
 #[tokio::test]

@@ -11,35 +11,14 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
-use midonet_kube_controllers::crd::{Translation, TranslationResource, TranslationSpec};
+use midonet_kube_controllers::crd::{Translation, TranslationResource};
 use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
 use midonet_translators::meta::FINALIZER;
 use serde_json::json;
+use support::fixtures::{bridge, port, translation};
 use support::stack::Controllers;
 use support::*;
 use uuid::Uuid;
-
-fn bridge(id: Uuid) -> TranslationResource {
-    TranslationResource::new(
-        "Bridge",
-        "",
-        format!(r#"{{"id":"{id}","name":"b-{id}","tenantId":"test"}}"#),
-    )
-}
-
-fn port(bridge: Uuid, id: Uuid) -> TranslationResource {
-    TranslationResource::new(
-        "Port",
-        bridge.to_string(),
-        format!(r#"{{"id":"{id}","type":"Bridge"}}"#),
-    )
-}
-
-fn translation(name: &str, ns: &str, resources: Vec<TranslationResource>) -> Translation {
-    let mut tr = Translation::new(name, ns, TranslationSpec { resources });
-    tr.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
-    tr
-}
 
 fn ready(tr: &Translation) -> Option<(String, String)> {
     let c = tr
@@ -150,11 +129,7 @@ async fn pusher_behaviour() {
 
     // Immutable kind changed (a rule body): refused, backend left as is.
     let (chain, rule) = (Uuid::new_v4(), Uuid::new_v4());
-    let chain_entry = TranslationResource::new(
-        "Chain",
-        "",
-        format!(r#"{{"id":"{chain}","name":"c","tenantId":"test"}}"#),
-    );
+    let chain_entry = fixtures::chain(chain);
     let rule_entry = |proto: u8| {
         TranslationResource::new(
             "Rule",

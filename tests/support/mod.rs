@@ -204,6 +204,7 @@ where
     }
 }
 pub mod child;
+pub mod fixtures;
 pub mod rbac;
 pub mod scenario;
 pub mod stack;

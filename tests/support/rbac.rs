@@ -218,17 +218,19 @@ pub async fn bind_deploy_role_without(
     .await;
 }
 
+/// The strings of a policy rule's list `key` (`apiGroups`, `resources`, `verbs`).
+pub fn strings(rule: &Value, key: &str) -> Vec<String> {
+    rule[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("{key} missing in {rule}"))
+        .iter()
+        .map(|v| v.as_str().expect("string").to_string())
+        .collect()
+}
+
 /// `rules` with one rule per remaining (apiGroup, resource, verb): the same grants as
 /// `rules` minus `removed`, each of which `rules` must grant.
 fn rules_without(rules: &Value, removed: &[Grant<'_>]) -> Value {
-    let strings = |rule: &Value, key: &str| -> Vec<String> {
-        rule[key]
-            .as_array()
-            .unwrap_or_else(|| panic!("{key} missing in {rule}"))
-            .iter()
-            .map(|v| v.as_str().expect("string").to_string())
-            .collect()
-    };
     let mut grants = Vec::new();
     for rule in rules.as_array().expect("rules") {
         for group in strings(rule, "apiGroups") {
