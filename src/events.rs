@@ -41,15 +41,6 @@ pub struct EventLimits {
     pub burst: u32,
 }
 
-impl Default for EventLimits {
-    fn default() -> Self {
-        EventLimits {
-            qps: 20.0,
-            burst: 100,
-        }
-    }
-}
-
 /// The process's event queue and its background writer; hands out [`Events`] per
 /// controller.
 #[derive(Clone)]
