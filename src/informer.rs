@@ -58,7 +58,7 @@ impl TranslationInformer {
         self.observers.push(observer);
     }
 
-    /// Resolves once the store holds the initial list.
+    /// Resolves once the store holds the initial list and every observer has seen it.
     pub fn synced(&self) -> Synced {
         Synced(self.synced_tx.subscribe())
     }

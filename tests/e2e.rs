@@ -302,7 +302,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     .await;
     let controllers = Controllers::start(restricted, &sim, &[]).await;
     wait_converged(&client, &admin, "after offline deletion").await;
-    let before_bump = stack::actual_paths(&admin.state().await.unwrap());
+    let before_bump = admin.state().await.unwrap().translation_paths();
     controllers.stop().await;
 
     // Translation version bump: everything rebuilt under new IDs, nothing left behind.
@@ -320,7 +320,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     )
     .await;
     wait_converged(&client, &admin, "after the version bump").await;
-    let after_bump = stack::actual_paths(&admin.state().await.unwrap());
+    let after_bump = admin.state().await.unwrap().translation_paths();
     let kept: Vec<_> = before_bump.intersection(&after_bump).collect();
     assert!(
         kept.iter().all(|p| p.contains("/mac_table/")

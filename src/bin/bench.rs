@@ -19,7 +19,7 @@ use kube::{Client, Config};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::{Translation, TranslationSpec};
 use midonet_kube_controllers::scenario::{Scale, Scenario};
-use midonet_kube_controllers::sim::admin::{AdminClient, Faults, StateDump};
+use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
 use midonet_kube_controllers::sim::{self, SimConfig};
 use midonet_translators::meta::VERSION_LABEL;
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
@@ -184,11 +184,6 @@ fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-/// Item paths in the simulator a Translation can own.
-fn actual_paths(state: &StateDump) -> BTreeSet<String> {
-    state.translation_paths()
-}
-
 /// True when every Translation is Ready, none carries `stale_version`, and the simulator
 /// holds exactly the item paths the Translations ask for.
 async fn converged(
@@ -231,7 +226,7 @@ async fn converged(
         .filter_map(|e| Resource::from_entry(&e).ok())
         .map(|r| r.item_path())
         .collect();
-    let actual = actual_paths(&admin.state().await?);
+    let actual = admin.state().await?.translation_paths();
     if expected != actual {
         return Ok(Err(format!(
             "{} backend paths missing, {} extra",
@@ -256,7 +251,7 @@ async fn wait_converged(
         // Listing every Translation costs the apiserver far more than the simulator's state
         // costs the simulator: list only once the backend holds as many resources as the
         // pure translators ask for, so that polling does not slow down what it measures.
-        let held = actual_paths(&admin.state().await?).len();
+        let held = admin.state().await?.translation_paths().len();
         let why = if held != resources {
             format!("{held} backend resources, want {resources}")
         } else {
@@ -650,7 +645,7 @@ async fn run(args: Args) -> Res<()> {
         "initial sync",
     )
     .await?;
-    let resources = actual_paths(&admin.state().await?).len();
+    let resources = admin.state().await?.translation_paths().len();
     let (initial_requests, _, _) = backend_counts(&admin).await?;
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
     let initial_cpu = apiserver_cpu()? - initial_cpu0;
@@ -767,7 +762,7 @@ async fn run(args: Args) -> Res<()> {
     // 7. Churn.
     let churn = args.churn.min(args.pods);
     eprintln!("bench: churn of {churn} pods");
-    let before = actual_paths(&admin.state().await?);
+    let before = admin.state().await?.translation_paths();
     admin.reset_requests().await?;
     let t_churn = Instant::now();
     let gone: Vec<Res<()>> = stream::iter(0..churn)
@@ -794,7 +789,7 @@ async fn run(args: Args) -> Res<()> {
     create_all(ns_api(&client), new_pods).await?;
     wait_converged(&client, &admin, None, n_translations, n_resources, "churn").await?;
     let churn_time = t_churn.elapsed();
-    let after = actual_paths(&admin.state().await?);
+    let after = admin.state().await?.translation_paths();
     let changed = before.symmetric_difference(&after).count();
     let (churn_requests, _, _) = backend_counts(&admin).await?;
     ctl.stop().await?;

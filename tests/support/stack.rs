@@ -110,12 +110,6 @@ pub async fn expected_paths(client: &Client) -> BTreeSet<String> {
         .collect()
 }
 
-/// Item paths in the simulator that a Translation can own (hosts are seeded, and router
-/// ports' `Local` routes are made by the backend itself).
-pub fn actual_paths(state: &StateDump) -> BTreeSet<String> {
-    state.translation_paths()
-}
-
 /// True when every Translation is Ready and the backend holds exactly what they ask for.
 pub async fn converged(client: &Client, admin: &AdminClient) -> Option<()> {
     let trs = Api::<Translation>::all(client.clone())
@@ -127,7 +121,7 @@ pub async fn converged(client: &Client, admin: &AdminClient) -> Option<()> {
         return None;
     }
     let expected = expected_paths(client).await;
-    let actual = actual_paths(&admin.state().await.ok()?);
+    let actual = admin.state().await.ok()?.translation_paths();
     (expected == actual).then_some(())
 }
 
@@ -151,7 +145,7 @@ pub async fn wait_converged_within(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let expected = expected_paths(client).await;
-    let actual = actual_paths(&admin.state().await.expect("state"));
+    let actual = admin.state().await.expect("state").translation_paths();
     let missing: Vec<_> = expected.difference(&actual).collect();
     let extra: Vec<_> = actual.difference(&expected).collect();
     let trs = Api::<Translation>::all(client.clone())
@@ -406,7 +400,7 @@ pub async fn exact_state_except(
         .state()
         .await
         .map_err(|e| format!("simulator state: {e}"))?;
-    let mut actual = actual_paths(&state);
+    let mut actual = state.translation_paths();
     actual.retain(|p| !excluded_paths.contains(p));
     if actual != expected.paths {
         problems.push(format!(
