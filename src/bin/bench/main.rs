@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release --bin midonet-kube-bench -- --nodes 50 --pods 2000 --services 300`
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -21,10 +21,12 @@ use midonet_kube_controllers::crd::{Translation, TranslationSpec};
 use midonet_kube_controllers::scenario::{Scale, Scenario};
 use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
 use midonet_kube_controllers::sim::{self, SimConfig};
-use midonet_translators::meta::VERSION_LABEL;
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
 use serde_json::json;
 use tokio::process::{Child, Command};
+use tracker::ReadyTracker;
+
+mod tracker;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -184,84 +186,52 @@ fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-/// True when every Translation is Ready, none carries `stale_version`, and the simulator
-/// holds exactly the item paths the Translations ask for.
-async fn converged(
-    client: &Client,
-    admin: &AdminClient,
-    stale_version: Option<&str>,
-    count: usize,
-) -> Res<Result<(), String>> {
-    let trs = Api::<Translation>::all(client.clone())
-        .list(&ListParams::default())
-        .await?;
-    // The controllers may write a few Translations the pure translators are not asked for
-    // here (e.g. globals), so the count is a lower bound.
-    if trs.items.len() < count {
-        return Ok(Err(format!(
-            "{} Translations, want at least {count}",
-            trs.items.len()
-        )));
-    }
-    let not_ready = trs.items.iter().filter(|t| !t.is_ready()).count();
-    if not_ready > 0 {
-        return Ok(Err(format!("{not_ready} Translations not Ready")));
-    }
-    if let Some(v) = stale_version {
-        let stale = trs.items.iter().any(|t| {
-            t.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(VERSION_LABEL))
-                .is_some_and(|l| l == v)
-        });
-        if stale {
-            return Ok(Err(format!("Translations of version {v} left")));
-        }
-    }
-    let expected: BTreeSet<String> = trs
-        .items
-        .iter()
-        .flat_map(|t| t.desired_resources().to_vec())
-        .filter_map(|e| Resource::from_entry(&e).ok())
-        .map(|r| r.item_path())
-        .collect();
-    let actual = admin.state().await?.translation_paths();
-    if expected != actual {
-        return Ok(Err(format!(
-            "{} backend paths missing, {} extra",
-            expected.difference(&actual).count(),
-            actual.difference(&expected).count()
-        )));
-    }
-    Ok(Ok(()))
-}
-
+/// Waits until every Translation is Ready, none carries `stale_version`, and the simulator
+/// holds exactly the item paths the Translations ask for; returns the time from `since` to
+/// the watch event that completed it (the pusher marks a Translation Ready only once the
+/// backend confirmed, and removes a finalizer only after the backend deletes).
 async fn wait_converged(
-    client: &Client,
+    tracker: &ReadyTracker,
     admin: &AdminClient,
     stale_version: Option<&str>,
     count: usize,
-    resources: usize,
+    since: Instant,
     what: &str,
 ) -> Res<Duration> {
-    let start = Instant::now();
     let mut last_report = Instant::now();
     loop {
-        // Listing every Translation costs the apiserver far more than the simulator's state
-        // costs the simulator: list only once the backend holds as many resources as the
-        // pure translators ask for, so that polling does not slow down what it measures.
-        let held = admin.state().await?.translation_paths().len();
-        let why = if held != resources {
-            format!("{held} backend resources, want {resources}")
+        let now = tracker.snapshot(stale_version);
+        // The controllers may write a few Translations the pure translators are not asked
+        // for here (e.g. globals), so the count is a lower bound.
+        let why = if now.count < count {
+            format!("{} Translations, want at least {count}", now.count)
+        } else if now.not_ready > 0 {
+            format!("{} Translations not Ready", now.not_ready)
+        } else if now.stale > 0 {
+            format!(
+                "{} Translations of version {stale_version:?} left",
+                now.stale
+            )
         } else {
-            match converged(client, admin, stale_version, count).await? {
-                Ok(()) => return Ok(start.elapsed()),
-                Err(why) => why,
+            let actual = admin.state().await?.translation_paths();
+            if actual == now.expected_paths {
+                let done = now.last_change.unwrap_or(since);
+                return Ok(done.saturating_duration_since(since));
             }
+            format!(
+                "{} backend paths missing, {} extra",
+                now.expected_paths.difference(&actual).count(),
+                actual.difference(&now.expected_paths).count()
+            )
         };
-        if start.elapsed() > CONVERGE_TIMEOUT {
-            return Err(format!("{what}: not converged in {CONVERGE_TIMEOUT:?}: {why}").into());
+        if since.elapsed() > CONVERGE_TIMEOUT {
+            let watch = now
+                .last_error
+                .map(|e| format!(" (watch: {e})"))
+                .unwrap_or_default();
+            return Err(
+                format!("{what}: not converged in {CONVERGE_TIMEOUT:?}: {why}{watch}").into(),
+            );
         }
         if last_report.elapsed() > Duration::from_secs(10) {
             eprintln!("bench: {what}: not converged yet: {why}");
@@ -614,15 +584,6 @@ async fn run(args: Args) -> Res<()> {
     );
     let phases = translate_all(&nodes, &pods, &all_services, &all_endpoints);
     let n_translations: usize = phases.iter().map(Vec::len).sum();
-    // Backend resources the Translations ask for (Hosts and `Local` routes are not theirs).
-    let n_resources: usize = phases
-        .iter()
-        .flatten()
-        .flat_map(|d| d.resources.iter())
-        .filter_map(|e| Resource::from_entry(e).ok())
-        .map(|r| r.item_path())
-        .collect::<BTreeSet<_>>()
-        .len();
     let floor_cpu0 = apiserver_cpu()?;
     let floor_time = floor(&client, &api_url, &phases).await?;
     let floor_cpu = apiserver_cpu()? - floor_cpu0;
@@ -634,14 +595,16 @@ async fn run(args: Args) -> Res<()> {
 
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
+    let tracker = ReadyTracker::start(&client);
     let initial_cpu0 = apiserver_cpu()?;
+    let t_initial = Instant::now();
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
     let initial = wait_converged(
-        &client,
+        &tracker,
         &admin,
         None,
         n_translations,
-        n_resources,
+        t_initial,
         "initial sync",
     )
     .await?;
@@ -787,8 +750,8 @@ async fn run(args: Args) -> Res<()> {
         .map(|i| scenario.pod(i))
         .collect();
     create_all(ns_api(&client), new_pods).await?;
-    wait_converged(&client, &admin, None, n_translations, n_resources, "churn").await?;
-    let churn_time = t_churn.elapsed();
+    let churn_time =
+        wait_converged(&tracker, &admin, None, n_translations, t_churn, "churn").await?;
     let after = admin.state().await?.translation_paths();
     let changed = before.symmetric_difference(&after).count();
     let (churn_requests, _, _) = backend_counts(&admin).await?;
@@ -799,16 +762,15 @@ async fn run(args: Args) -> Res<()> {
     admin.reset_requests().await?;
     let t_bump = Instant::now();
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &["--translation-version", "2"])?;
-    wait_converged(
-        &client,
+    let bump_time = wait_converged(
+        &tracker,
         &admin,
         Some("1"),
         n_translations,
-        n_resources,
+        t_bump,
         "version bump",
     )
     .await?;
-    let bump_time = t_bump.elapsed();
     let (bump_requests, _, _) = backend_counts(&admin).await?;
     ctl.stop().await?;
 

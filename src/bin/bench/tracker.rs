@@ -1,0 +1,148 @@
+//! Follows every Translation with a watch, so that a phase is timed at the moment its last
+//! Translation turned Ready (or its last stale one went away), not at the moment a poll
+//! noticed: listing thousands of Translations every few hundred milliseconds would both
+//! lag behind the convergence and slow down what it measures.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use midonet_kube_controllers::crd::Translation;
+use midonet_translators::meta::VERSION_LABEL;
+use midonet_translators::Resource;
+use tokio::task::JoinHandle;
+
+/// What a phase's convergence depends on, for one Translation.
+#[derive(PartialEq, Eq)]
+struct Tracked {
+    ready: bool,
+    version: Option<String>,
+    /// Item paths of the backend resources its spec asks for.
+    paths: BTreeSet<String>,
+}
+
+impl Tracked {
+    fn of(t: &Translation) -> Tracked {
+        Tracked {
+            ready: t.is_ready(),
+            version: t.labels().get(VERSION_LABEL).cloned(),
+            paths: t
+                .desired_resources()
+                .iter()
+                .filter_map(|e| Resource::from_entry(e).ok())
+                .map(|r| r.item_path())
+                .collect(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    translations: BTreeMap<(String, String), Tracked>,
+    /// A re-list in progress: replaces `translations` at its end.
+    relisting: Option<BTreeMap<(String, String), Tracked>>,
+    /// When the last watch event changed a Translation's readiness, version or paths, or
+    /// added or removed one.
+    last_change: Option<Instant>,
+    /// The watch's last error, for a phase that times out.
+    last_error: Option<String>,
+}
+
+/// A snapshot of the tracked Translations.
+pub struct Snapshot {
+    pub count: usize,
+    pub not_ready: usize,
+    pub stale: usize,
+    /// Item paths every tracked Translation asks for.
+    pub expected_paths: BTreeSet<String>,
+    pub last_change: Option<Instant>,
+    pub last_error: Option<String>,
+}
+
+pub struct ReadyTracker {
+    state: Arc<Mutex<State>>,
+    task: JoinHandle<()>,
+}
+
+impl ReadyTracker {
+    /// Starts watching every Translation of the cluster.
+    pub fn start(client: &Client) -> ReadyTracker {
+        let state = Arc::new(Mutex::new(State::default()));
+        let api: Api<Translation> = Api::all(client.clone());
+        let task = tokio::spawn({
+            let state = state.clone();
+            async move {
+                let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
+                while let Some(event) = events.next().await {
+                    let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+                    match event {
+                        Ok(watcher::Event::Apply(t)) => {
+                            let tracked = Tracked::of(&t);
+                            if s.translations.get(&key_of(&t)) != Some(&tracked) {
+                                s.translations.insert(key_of(&t), tracked);
+                                s.last_change = Some(Instant::now());
+                            }
+                        }
+                        Ok(watcher::Event::Delete(t)) => {
+                            if s.translations.remove(&key_of(&t)).is_some() {
+                                s.last_change = Some(Instant::now());
+                            }
+                        }
+                        Ok(watcher::Event::Init) => s.relisting = Some(BTreeMap::new()),
+                        Ok(watcher::Event::InitApply(t)) => {
+                            let tracked = Tracked::of(&t);
+                            s.relisting
+                                .get_or_insert_with(BTreeMap::new)
+                                .insert(key_of(&t), tracked);
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            let listed = s.relisting.take().unwrap_or_default();
+                            if listed != s.translations {
+                                s.translations = listed;
+                                s.last_change = Some(Instant::now());
+                            }
+                        }
+                        Err(e) => s.last_error = Some(e.to_string()),
+                    }
+                }
+            }
+        });
+        ReadyTracker { state, task }
+    }
+
+    /// The tracked state; `stale_version` counts Translations still labelled with it.
+    pub fn snapshot(&self, stale_version: Option<&str>) -> Snapshot {
+        let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        Snapshot {
+            count: s.translations.len(),
+            not_ready: s.translations.values().filter(|t| !t.ready).count(),
+            stale: stale_version.map_or(0, |v| {
+                s.translations
+                    .values()
+                    .filter(|t| t.version.as_deref() == Some(v))
+                    .count()
+            }),
+            expected_paths: s
+                .translations
+                .values()
+                .flat_map(|t| t.paths.iter().cloned())
+                .collect(),
+            last_change: s.last_change,
+            last_error: s.last_error.clone(),
+        }
+    }
+}
+
+fn key_of(t: &Translation) -> (String, String) {
+    (t.namespace().unwrap_or_default(), t.name_any())
+}
+
+impl Drop for ReadyTracker {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
