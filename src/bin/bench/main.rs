@@ -26,6 +26,7 @@ use serde_json::json;
 use tokio::process::{Child, Command};
 use tracker::ReadyTracker;
 
+mod costs;
 mod tracker;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
@@ -34,6 +35,10 @@ const NAMESPACES: usize = 4;
 const FLOOR_NS: &str = "bench-floor";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
+/// Requests of each kind sent one at a time to measure what each costs the apiserver.
+const COST_SAMPLES: usize = 300;
+/// Pause between measures.
+const SETTLE: Duration = Duration::from_secs(3);
 
 #[derive(Parser, Clone, Debug)]
 #[command(about = "Benchmark midonet-kube-controllers against the MidoNet API simulator")]
@@ -181,6 +186,10 @@ where
 }
 
 // ---------------------------------------------------------------- convergence checks
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
 
 fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
@@ -618,6 +627,11 @@ async fn run(args: Args) -> Res<()> {
         .metric("midonet_kube_controllers_events_dropped_total", "")
         .await?;
     ctl.stop().await?;
+    // After the sync, so as not to change what it meets in the apiserver.
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench: measuring the apiserver's cost per request");
+    let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
+    let costs = costs::measure(&client, FLOOR_NS, &all, COST_SAMPLES, apiserver_cpu).await?;
     let per_translation = |cpu: Duration| cpu.as_secs_f64() * 1000.0 / n_translations.max(1) as f64;
     let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
     let initial_rows = vec![
@@ -656,6 +670,16 @@ async fn run(args: Args) -> Res<()> {
             target: "-",
         },
         Row {
+            name: "apiserver CPU per create / apply / status write",
+            value: format!(
+                "{:.2} / {:.2} / {:.2} ms",
+                ms(costs.create),
+                ms(costs.apply),
+                ms(costs.status)
+            ),
+            target: "-",
+        },
+        Row {
             name: "controllers CPU (sync)",
             value: secs(controllers_cpu),
             target: "-",
@@ -690,6 +714,8 @@ async fn run(args: Args) -> Res<()> {
         "apiserverCpuSecondsFloor": floor_cpu.as_secs_f64(),
         "apiserverCpuSecondsSync": initial_cpu.as_secs_f64(),
         "controllersCpuSecondsSync": controllers_cpu.as_secs_f64(),
+        "apiserverCpuMsPerRequest": {"create": ms(costs.create), "apply": ms(costs.apply),
+                                     "statusWrite": ms(costs.status)},
         "eventsDropped": events_dropped,
     });
     if args.only_initial {

@@ -1,0 +1,127 @@
+//! What one request of each kind costs the kube-apiserver, in CPU: the floor's plain create,
+//! the translators' server-side apply, and the pusher's status write. Sent one at a time in
+//! the scratch namespace (no controllers running, no owners, no finalizers), over a sample
+//! of the scenario's own Translations, so that the figures explain the ratio
+//! convergence ÷ floor: every Translation costs the controllers an apply and a status write
+//! where it costs the floor one create (`docs/benchmark.md`).
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use midonet_kube_controllers::crd::{
+    Condition, PushedResource, Translation, TranslationSpec, TranslationStatus,
+};
+use midonet_translators::{DesiredTranslation, Resource};
+
+use super::Res;
+
+/// Apiserver CPU per request of each kind.
+pub struct RequestCosts {
+    pub create: Duration,
+    pub apply: Duration,
+    pub status: Duration,
+}
+
+/// The field managers the controllers use, so that the apiserver tracks the same fields.
+const TRANSLATORS: &str = "midonet-kube-controllers";
+const PUSHER: &str = "midonet-kube-controllers-pusher";
+
+fn object(name: String, namespace: &str, d: &DesiredTranslation) -> Translation {
+    let mut t = Translation::new(
+        &name,
+        namespace,
+        TranslationSpec {
+            resources: d.resources.clone(),
+        },
+    );
+    t.metadata.labels = Some(d.labels.clone());
+    t
+}
+
+/// A status shaped like the pusher's after a complete push.
+fn pushed_status(t: &Translation) -> TranslationStatus {
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let pushed: Vec<PushedResource> = t
+        .desired_resources()
+        .iter()
+        .filter_map(|e| Resource::from_entry(e).ok())
+        .map(|r| PushedResource {
+            kind: r.kind().to_string(),
+            path: r.item_path(),
+            body_hash: "0123456789abcdef".into(),
+        })
+        .collect();
+    TranslationStatus {
+        observed_generation: t.metadata.generation,
+        pushed_hash: Some("0123456789abcdef0123456789abcdef".into()),
+        resource_count: Some(pushed.len() as i64),
+        conditions: vec![Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: "Pushed".into(),
+            message: format!("{} backend resources in sync", pushed.len()),
+            last_transition_time: Some(now.clone()),
+            observed_generation: t.metadata.generation,
+        }],
+        pushed,
+        last_push_time: Some(now),
+    }
+}
+
+/// Measures `samples` requests of each kind (spread over `translations`) in `namespace`,
+/// which it leaves empty. `cpu` reads the apiserver's CPU time.
+pub async fn measure(
+    client: &Client,
+    namespace: &str,
+    translations: &[&DesiredTranslation],
+    samples: usize,
+    cpu: impl Fn() -> Res<Duration>,
+) -> Res<RequestCosts> {
+    let api: Api<Translation> = Api::namespaced(client.clone(), namespace);
+    let step = (translations.len() / samples.max(1)).max(1);
+    let sample: Vec<&DesiredTranslation> = translations.iter().step_by(step).copied().collect();
+    let n = sample.len().max(1) as u32;
+
+    // One request of each kind per round, so that background work in the apiserver falls
+    // on all three alike.
+    let mut spent = [Duration::ZERO; 3];
+    for (i, d) in sample.iter().enumerate() {
+        let c0 = cpu()?;
+        let pp = PostParams {
+            field_manager: Some(TRANSLATORS.into()),
+            ..PostParams::default()
+        };
+        api.create(&pp, &object(format!("cost-create-{i}"), namespace, d))
+            .await?;
+        let c1 = cpu()?;
+        let name = format!("cost-apply-{i}");
+        let pp = PatchParams::apply(TRANSLATORS).force();
+        let mut t = api
+            .patch(
+                &name,
+                &pp,
+                &Patch::Apply(&object(name.clone(), namespace, d)),
+            )
+            .await?;
+        let c2 = cpu()?;
+        t.status = Some(pushed_status(&t));
+        t.metadata.managed_fields = None;
+        let pp = PostParams {
+            field_manager: Some(PUSHER.into()),
+            ..PostParams::default()
+        };
+        api.replace_status(&name, &pp, &t).await?;
+        let c3 = cpu()?;
+        spent[0] += c1 - c0;
+        spent[1] += c2 - c1;
+        spent[2] += c3 - c2;
+    }
+    api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    Ok(RequestCosts {
+        create: spent[0] / n,
+        apply: spent[1] / n,
+        status: spent[2] / n,
+    })
+}
