@@ -23,6 +23,12 @@ use crate::crd::{Translation, TranslationStatus};
 /// The longest a Translation is held back for a referent another Translation provides.
 pub const MAX_HOLD: Duration = Duration::from_secs(10);
 
+/// The longest a Translation is held back for a referent no Translation provides yet: its
+/// provider is often written a moment later (the translators run side by side, and an
+/// Endpoints' Translation may come before its Service's). Shorter than [`MAX_HOLD`]: the
+/// referent may also be one nobody will ever provide (a hand-written Translation's).
+pub const UNPROVIDED_HOLD: Duration = Duration::from_secs(3);
+
 type Key = ObjectRef<Translation>;
 
 /// What a push made possible (see [`Dependencies::pushed`]).
@@ -35,11 +41,12 @@ pub struct Pushed {
     pub cascaded: Vec<(Key, HashSet<Referent>)>,
 }
 
-/// A referent some other Translation provides and has not pushed yet.
+/// A referent some other Translation provides and has not pushed yet, or that no
+/// Translation provides yet (`provider` None).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocker {
     pub referent: Referent,
-    pub provider: Key,
+    pub provider: Option<Key>,
 }
 
 #[derive(Default)]
@@ -211,9 +218,11 @@ impl Dependencies {
     }
 
     /// Whether `key` should wait before creating `creating`: the first referent they need
-    /// that another live Translation provides but has not pushed (per `recorded`). When
-    /// there is one, `key` is registered to be woken by [`Self::pushed`] and the time left
-    /// of its hold is returned; after [`MAX_HOLD`] it is not held any more.
+    /// that another live Translation provides but has not pushed (per `recorded`), else
+    /// the first that no Translation provides yet (hosts excepted: MidoNet registers them).
+    /// When there is one, `key` is registered to be woken by [`Self::pushed`] and the time
+    /// left of its hold is returned; after [`MAX_HOLD`] (for a referent nobody provides,
+    /// [`UNPROVIDED_HOLD`]) it is not held any more and the backend decides.
     pub fn hold(
         &self,
         key: &Key,
@@ -224,6 +233,12 @@ impl Dependencies {
             .iter()
             .flat_map(|d| d.resource.provides())
             .collect();
+        let hosts: HashSet<Referent> = creating
+            .iter()
+            .flat_map(|d| d.resource.hosts())
+            .map(Referent::Object)
+            .collect();
+        let mut unprovided = None;
         // Checked and registered under one lock: a provider's `pushed` either comes before
         // (the check sees its record) or after (it finds us registered).
         let mut state = self.lock();
@@ -232,7 +247,12 @@ impl Dependencies {
             .flat_map(|d| d.resource.requires())
             .filter(|r| !own.contains(r))
             .find_map(|r| {
-                let (provider, path) = state.providers.get(&r)?;
+                let Some((provider, path)) = state.providers.get(&r) else {
+                    if unprovided.is_none() && !hosts.contains(&r) {
+                        unprovided = Some(r);
+                    }
+                    return None;
+                };
                 if provider == key {
                     return None;
                 }
@@ -244,7 +264,13 @@ impl Dependencies {
                     && recorded(&tr).pushed.iter().any(|p| &p.path == path);
                 (!done).then(|| Blocker {
                     referent: r,
-                    provider: provider.clone(),
+                    provider: Some(provider.clone()),
+                })
+            })
+            .or_else(|| {
+                unprovided.map(|referent| Blocker {
+                    referent,
+                    provider: None,
                 })
             });
         let Some(blocker) = blocker else {
@@ -255,7 +281,12 @@ impl Dependencies {
             .held_since
             .entry(key.clone())
             .or_insert_with(Instant::now);
-        let left = MAX_HOLD.checked_sub(since.elapsed())?;
+        let cap = if blocker.provider.is_some() {
+            MAX_HOLD
+        } else {
+            UNPROVIDED_HOLD
+        };
+        let left = cap.checked_sub(since.elapsed())?;
         state
             .waiters
             .entry(blocker.referent)
@@ -367,6 +398,20 @@ mod tests {
         TranslationStatus::default()
     }
 
+    fn everything_pushed(t: &Translation) -> TranslationStatus {
+        TranslationStatus {
+            pushed: plan::parse_lenient(t.desired_resources())
+                .into_iter()
+                .map(|d| PushedResource {
+                    kind: d.resource.kind().name().into(),
+                    path: d.path,
+                    ..PushedResource::default()
+                })
+                .collect(),
+            ..TranslationStatus::default()
+        }
+    }
+
     #[test]
     fn held_until_the_provider_pushes_then_woken() {
         let (deps, consumer) = setup(tr("node", vec![bridge()]));
@@ -376,7 +421,7 @@ mod tests {
 
         let (blocker, left) = deps.hold(&key, &refs, nothing_pushed).expect("held");
         assert_eq!(blocker.referent, Referent::Object(BRIDGE.parse().unwrap()));
-        assert_eq!(blocker.provider.name, "node");
+        assert_eq!(blocker.provider.map(|p| p.name).as_deref(), Some("node"));
         assert!(left <= MAX_HOLD);
 
         // The provider's push wakes exactly the waiter, once.
@@ -396,7 +441,7 @@ mod tests {
     }
 
     #[test]
-    fn not_held_for_what_it_provides_itself_or_a_deleted_provider() {
+    fn not_held_for_what_it_provides_itself() {
         let (deps, _) = setup(tr("node", vec![bridge()]));
         let both = tr("both", vec![bridge(), port()]);
         deps.observe(&watcher::Event::Apply(both.clone()));
@@ -405,14 +450,47 @@ mod tests {
         assert!(deps
             .hold(&ObjectRef::from_obj(&both), &refs, nothing_pushed)
             .is_none());
+    }
 
+    #[test]
+    fn held_briefly_for_a_referent_nobody_provides_yet() {
         let (deps, consumer) = setup(tr("node", vec![bridge()]));
         deps.observe(&watcher::Event::Delete(tr("node", vec![bridge()])));
+        let key = ObjectRef::from_obj(&consumer);
         let desired = creating(&consumer);
         let refs: Vec<&Desired> = desired.iter().collect();
-        assert!(deps
-            .hold(&ObjectRef::from_obj(&consumer), &refs, nothing_pushed)
-            .is_none());
+        let (blocker, left) = deps.hold(&key, &refs, nothing_pushed).expect("held");
+        assert_eq!(blocker.provider, None);
+        assert!(left <= UNPROVIDED_HOLD);
+        // Whoever pushes the bridge wakes it.
+        assert_eq!(deps.pushed([blocker.referent]).woken, vec![key]);
+    }
+
+    #[test]
+    fn never_held_for_a_host() {
+        const HOST: &str = "33333333-3333-4333-8333-333333333333";
+        const ZONE: &str = "55555555-5555-4555-8555-555555555555";
+        let membership = TranslationResource::new(
+            "TunnelZoneHost",
+            ZONE,
+            format!(r#"{{"hostId":"{HOST}","ipAddress":"10.0.0.1"}}"#),
+        );
+        let binding = TranslationResource::new(
+            "HostInterfacePort",
+            HOST,
+            format!(r#"{{"hostId":"{HOST}","portId":"{PORT}","interfaceName":"eth0"}}"#),
+        );
+        // The host's membership is provided (and pushed) by another Translation; the host
+        // itself by nobody.
+        let (deps, _) = setup(tr("tunnel-endpoint", vec![membership]));
+        let pod = tr("pod2", vec![bridge(), port(), binding]);
+        deps.observe(&watcher::Event::Apply(pod.clone()));
+        let desired = creating(&pod);
+        let refs: Vec<&Desired> = desired.iter().collect();
+        assert_eq!(
+            deps.hold(&ObjectRef::from_obj(&pod), &refs, everything_pushed),
+            None
+        );
     }
 
     #[test]
@@ -425,19 +503,8 @@ mod tests {
         let (deps, consumer) = setup(node);
         let desired = creating(&consumer);
         let refs: Vec<&Desired> = desired.iter().collect();
-        let pushed_everything = |t: &Translation| TranslationStatus {
-            pushed: plan::parse_lenient(t.desired_resources())
-                .into_iter()
-                .map(|d| PushedResource {
-                    kind: d.resource.kind().name().into(),
-                    path: d.path,
-                    ..PushedResource::default()
-                })
-                .collect(),
-            ..TranslationStatus::default()
-        };
         assert!(deps
-            .hold(&ObjectRef::from_obj(&consumer), &refs, pushed_everything)
+            .hold(&ObjectRef::from_obj(&consumer), &refs, everything_pushed)
             .is_some());
     }
 

@@ -290,7 +290,7 @@ async fn apply(
         .collect();
     let key = kube::runtime::reflector::ObjectRef::from_obj(tr);
     if let Some((blocker, left)) = ctx.deps.hold(&key, &creating, |t| ctx.recorded_status(t)) {
-        tracing::debug!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), referent = ?blocker.referent, provider = %blocker.provider, "waiting for another Translation to push a referent");
+        tracing::debug!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), referent = ?blocker.referent, provider = ?blocker.provider.map(|p| p.to_string()), "waiting for another Translation to push a referent");
         return Ok(Outcome::Held(left));
     }
     // Referents this push has created so far, to wake who waits for them.

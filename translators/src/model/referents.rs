@@ -59,6 +59,23 @@ impl Resource {
     }
 }
 
+impl Resource {
+    /// The MidoNet hosts this resource names (a port binding's host, a tunnel zone member).
+    /// Hosts are registered by MidoNet's agents: no Translation ever provides one, so the
+    /// pusher never waits for a provider of these.
+    pub fn hosts(&self) -> Vec<Uuid> {
+        match self {
+            Resource::HostInterfacePort(binding) => {
+                let mut out = vec![binding.parent];
+                out.extend(binding.host_id.filter(|h| *h != binding.parent));
+                out
+            }
+            Resource::TunnelZoneHost(member) => vec![member.host_id],
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Every string in `value` (at any depth) that is a canonical UUID.
 fn collect_uuids(value: &Value, out: &mut Vec<Uuid>) {
     match value {
@@ -117,6 +134,17 @@ mod tests {
                 Referent::TunnelZoneMember(id(5)),
             ]
         );
+    }
+
+    #[test]
+    fn hosts_are_named_by_bindings_and_memberships_only() {
+        let binding: Resource = HostInterfacePort::new(id(5), id(6), "eth0").into();
+        assert_eq!(binding.hosts(), vec![id(5)]);
+        let member: Resource =
+            TunnelZoneHost::new(id(8), id(5), std::net::Ipv4Addr::new(10, 0, 0, 1)).into();
+        assert_eq!(member.hosts(), vec![id(5)]);
+        let port: Resource = Port::bridge_port(id(1), id(2)).into();
+        assert!(port.hosts().is_empty());
     }
 
     #[test]
