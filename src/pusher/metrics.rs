@@ -16,7 +16,8 @@ pub struct PusherMetrics {
     pub in_flight: IntGauge,
     /// Translations waiting for a retry after a failure (the retry queue's depth).
     pub retry_queue: IntGauge,
-    /// Translations by sync state (ready, not_ready, unknown, terminating).
+    /// Translations by sync state (ready, pending, not_ready, unknown, terminating; see
+    /// [`super::sync_state`]).
     pub translations: IntGaugeVec,
     /// Translations by Translation version label (`none` for version-independent ones).
     pub translations_by_version: IntGaugeVec,

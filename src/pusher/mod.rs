@@ -333,7 +333,10 @@ async fn background_tasks(store: Store<Translation>, ctx: Arc<PusherContext>) {
     }
 }
 
-/// Sync state of a Translation as shown by the `Synced` column and the metrics.
+/// Sync state of a Translation, as the `translations` gauge counts it and drift
+/// verification selects it: `ready` (the backend matches the current spec), `pending` (the
+/// Ready condition is for an older generation: the spec changed since the last push),
+/// `not_ready`, `unknown` (never pushed) or `terminating`.
 pub fn sync_state(tr: &Translation) -> &'static str {
     if tr.metadata.deletion_timestamp.is_some() {
         return "terminating";
@@ -343,7 +346,9 @@ pub fn sync_state(tr: &Translation) -> &'static str {
         .as_ref()
         .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
     match ready.map(|c| c.status.as_str()) {
-        Some("True") => "ready",
+        Some("True") if tr.is_ready() => "ready",
+        // Ready for an older generation: the spec changed since the last push.
+        Some("True") => "pending",
         Some("False") => "not_ready",
         _ => "unknown",
     }
@@ -361,7 +366,7 @@ fn update_gauges(store: &Store<Translation>, metrics: &PusherMetrics) {
             .unwrap_or_else(|| "none".into());
         *by_version.entry(version).or_default() += 1;
     }
-    for state in ["ready", "not_ready", "unknown", "terminating"] {
+    for state in ["ready", "pending", "not_ready", "unknown", "terminating"] {
         metrics
             .translations
             .with_label_values(&[state])
@@ -373,5 +378,41 @@ fn update_gauges(store: &Store<Translation>, metrics: &PusherMetrics) {
             .translations_by_version
             .with_label_values(&[&version])
             .set(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{Condition, TranslationSpec};
+
+    fn with_ready(status: &str, observed: i64, generation: i64) -> Translation {
+        let mut tr = Translation::new("t", "ns", TranslationSpec::default());
+        tr.metadata.generation = Some(generation);
+        tr.status = Some(TranslationStatus {
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: status.into(),
+                observed_generation: Some(observed),
+                ..Condition::default()
+            }],
+            ..TranslationStatus::default()
+        });
+        tr
+    }
+
+    #[test]
+    fn sync_state_tells_a_spec_changed_since_the_push() {
+        assert_eq!(sync_state(&with_ready("True", 2, 2)), "ready");
+        assert_eq!(sync_state(&with_ready("True", 1, 2)), "pending");
+        assert_eq!(sync_state(&with_ready("False", 2, 2)), "not_ready");
+        let never = Translation::new("t", "ns", TranslationSpec::default());
+        assert_eq!(sync_state(&never), "unknown");
+        let mut deleted = with_ready("True", 2, 2);
+        deleted.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        assert_eq!(sync_state(&deleted), "terminating");
     }
 }
