@@ -36,7 +36,7 @@ const FLOOR_NS: &str = "bench-floor";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
 /// Requests of each kind sent one at a time to measure what each costs the apiserver.
-const COST_SAMPLES: usize = 300;
+const COST_SAMPLES: usize = 1000;
 /// Pause between measures.
 const SETTLE: Duration = Duration::from_secs(3);
 
