@@ -1,7 +1,8 @@
-//! Sample cluster objects at scale, for the benchmark (`src/bin/bench.rs`) and the load and
+//! Sample cluster objects at scale, for the benchmark (`src/bin/bench/`) and the load and
 //! chaos tests: Nodes with their host-id and tunnel-endpoint annotations preset (so no
 //! nodeannotator is needed), Pods spread over the Nodes, ClusterIP Services with their
-//! Endpoints, in a few namespaces. Only the objects: creating them is the caller's business.
+//! Endpoints, in a few namespaces. Only the objects: creating them is the caller's business
+//! ([`api_in_namespace_of`] helps).
 
 use std::collections::BTreeMap;
 
@@ -11,8 +12,23 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::{Api, Client};
 use midonet_translators::meta::{HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION};
 use uuid::Uuid;
+
+/// For namespaced objects: an `Api` in each object's own namespace (`default` if unset).
+pub fn api_in_namespace_of<K>(client: &Client) -> impl Fn(&K) -> Api<K> + '_
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+    K::DynamicType: Default,
+{
+    move |o: &K| {
+        Api::namespaced(
+            client.clone(),
+            o.meta().namespace.as_deref().unwrap_or("default"),
+        )
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 pub struct Scale {

@@ -11,6 +11,7 @@ use kube::Client;
 /// Requests in flight while creating or deleting objects.
 pub const CONCURRENCY: usize = 16;
 
+use midonet_kube_controllers::scenario::api_in_namespace_of;
 #[allow(unused_imports)]
 pub use midonet_kube_controllers::scenario::{Scale, Scenario};
 
@@ -49,7 +50,11 @@ impl ScenarioApi for Scenario {
     }
 
     async fn create_pods(&self, client: &Client, range: std::ops::Range<usize>) {
-        create_all(range.map(|i| self.pod(i)).collect(), ns_api(client)).await;
+        create_all(
+            range.map(|i| self.pod(i)).collect(),
+            api_in_namespace_of(client),
+        )
+        .await;
     }
 
     async fn delete_pods(&self, client: &Client, range: std::ops::Range<usize>) {
@@ -65,7 +70,11 @@ impl ScenarioApi for Scenario {
     }
 
     async fn create_services(&self, client: &Client, range: std::ops::Range<usize>) {
-        create_all(range.map(|i| self.service(i)).collect(), ns_api(client)).await;
+        create_all(
+            range.map(|i| self.service(i)).collect(),
+            api_in_namespace_of(client),
+        )
+        .await;
     }
 
     async fn delete_services(&self, client: &Client, range: std::ops::Range<usize>) {
@@ -81,7 +90,11 @@ impl ScenarioApi for Scenario {
     }
 
     async fn create_endpoints(&self, client: &Client, range: std::ops::Range<usize>) {
-        create_all(range.map(|i| self.endpoints(i)).collect(), ns_api(client)).await;
+        create_all(
+            range.map(|i| self.endpoints(i)).collect(),
+            api_in_namespace_of(client),
+        )
+        .await;
     }
 
     async fn delete_endpoints(&self, client: &Client, range: std::ops::Range<usize>) {
@@ -102,19 +115,6 @@ impl ScenarioApi for Scenario {
         self.create_pods(client, 0..self.scale.pods).await;
         self.create_services(client, 0..self.scale.services).await;
         self.create_endpoints(client, 0..self.scale.services).await;
-    }
-}
-
-fn ns_api<K>(client: &Client) -> impl Fn(&K) -> Api<K> + '_
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    move |o: &K| {
-        Api::namespaced(
-            client.clone(),
-            o.meta().namespace.as_deref().unwrap_or("default"),
-        )
     }
 }
 

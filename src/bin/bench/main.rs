@@ -18,7 +18,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::{Translation, TranslationSpec};
-use midonet_kube_controllers::scenario::{Scale, Scenario};
+use midonet_kube_controllers::scenario::{api_in_namespace_of, Scale, Scenario};
 use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
 use midonet_kube_controllers::sim::{self, SimConfig};
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
@@ -170,19 +170,6 @@ where
         out.push(r?);
     }
     Ok(out)
-}
-
-fn ns_api<K>(client: &Client) -> impl Fn(&K) -> Api<K> + '_
-where
-    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
-    K::DynamicType: Default,
-{
-    move |o: &K| {
-        Api::namespaced(
-            client.clone(),
-            o.meta().namespace.as_deref().unwrap_or("default"),
-        )
-    }
 }
 
 // ---------------------------------------------------------------- convergence checks
@@ -568,11 +555,11 @@ async fn run(args: Args) -> Res<()> {
     let node_objs = (0..args.nodes).map(|i| scenario.node(i)).collect();
     let nodes = create_all(|_: &Node| Api::all(client.clone()), node_objs).await?;
     let pod_objs = (0..args.pods).map(|i| scenario.pod(i)).collect();
-    let pods = create_all(ns_api(&client), pod_objs).await?;
+    let pods = create_all(api_in_namespace_of(&client), pod_objs).await?;
     let svc_objs = (0..args.services).map(|i| scenario.service(i)).collect();
-    let services = create_all(ns_api(&client), svc_objs).await?;
+    let services = create_all(api_in_namespace_of(&client), svc_objs).await?;
     let ep_objs = (0..args.services).map(|i| scenario.endpoints(i)).collect();
-    let endpoints = create_all(ns_api(&client), ep_objs).await?;
+    let endpoints = create_all(api_in_namespace_of(&client), ep_objs).await?;
     let create_time = t_create.elapsed();
 
     // 9. Floor, before the controllers run; then clean up.
@@ -775,7 +762,7 @@ async fn run(args: Args) -> Res<()> {
     let new_pods = (args.pods..args.pods + churn)
         .map(|i| scenario.pod(i))
         .collect();
-    create_all(ns_api(&client), new_pods).await?;
+    create_all(api_in_namespace_of(&client), new_pods).await?;
     let churn_time =
         wait_converged(&tracker, &admin, None, n_translations, t_churn, "churn").await?;
     let after = admin.state().await?.translation_paths();
