@@ -785,6 +785,7 @@ async fn run(args: Args) -> Res<()> {
     )
     .await?;
     let (bump_requests, _, _) = backend_counts(&admin).await?;
+    let bump_breakdown = admin.requests().await?;
     ctl.stop().await?;
 
     let rest = vec![
@@ -849,7 +850,9 @@ async fn run(args: Args) -> Res<()> {
                        "backendRequests": resync_requests},
         "churn": {"seconds": churn_time.as_secs_f64(), "requests": churn_requests,
                   "changedResources": changed},
-        "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests},
+        "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests,
+                        "byMethod": bump_breakdown.by_method, "byStatus": bump_breakdown.by_status,
+                        "byKind": bump_breakdown.by_kind},
         "totalSeconds": t0.elapsed().as_secs_f64(),
     });
     if let (Some(all), Some(more)) = (result.as_object_mut(), more.as_object()) {
