@@ -1,14 +1,18 @@
 //! Push order across Translations: one written before the Translation that provides its
-//! referent is held until the provider has pushed, instead of being refused by the backend
-//! and retried. Its own test binary: every pusher in a test process watches all namespaces,
-//! so a pusher of another test would send requests this one counts.
+//! referent is held until the provider has pushed, and a new binding of a host interface
+//! until the old binding is deleted, instead of being refused by the backend and retried.
+//! Its own test binary: every pusher in a test process watches all namespaces, so a pusher
+//! of another test would send requests this one counts.
 
 mod support;
 
 use std::time::Duration;
 
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use midonet_kube_controllers::crd::{Translation, TranslationResource};
+use midonet_translators::model::{
+    HostInterfacePort, Resource, TunnelZone, TunnelZoneHost, TunnelZoneType,
+};
 use support::fixtures::{bridge, port, translation};
 use support::stack::Controllers;
 use support::*;
@@ -21,10 +25,15 @@ fn reason(tr: &Translation) -> Option<String> {
     Some(ready.reason.clone())
 }
 
+fn entry(resource: impl Into<Resource>) -> TranslationResource {
+    resource.into().to_entry()
+}
+
 #[tokio::test]
-async fn a_consumer_written_before_its_provider_waits_instead_of_being_refused() {
+async fn translations_wait_for_their_referents_and_interfaces_instead_of_being_refused() {
     let client = admin_client().await;
-    let (sim, admin) = stack::start_sim(&[]).await;
+    let host = Uuid::new_v4();
+    let (sim, admin) = stack::start_sim(&[("ordering-host", host)]).await;
     let ns = unique_namespace(&client, "ordering").await;
     let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
     let pusher = Controllers::start(
@@ -76,6 +85,56 @@ async fn a_consumer_written_before_its_provider_waits_instead_of_being_refused()
     })
     .await;
     assert!(admin.requests().await.unwrap().of_status(404) >= 1);
+
+    // A pod re-created under the same name binds the same host interface to a new port:
+    // the new binding waits until the old Translation's deletion has unbound it.
+    let zone = Uuid::new_v4();
+    let addr = std::net::Ipv4Addr::new(10, 0, 0, 1);
+    create(
+        "tunnel-endpoint",
+        vec![
+            entry(TunnelZone::new(zone, "ordering", TunnelZoneType::Vxlan)),
+            entry(TunnelZoneHost::new(zone, host, addr)),
+        ],
+    )
+    .await;
+    let pod = |port_id: Uuid| {
+        vec![
+            port(b, port_id),
+            entry(HostInterfacePort::new(host, port_id, "pod-web-0")),
+        ]
+    };
+    create("web-0", pod(Uuid::new_v4())).await;
+    wait_until("web-0 Ready", Duration::from_secs(30), ready("web-0")).await;
+    admin.reset_requests().await.unwrap();
+    // The old Translation is still there (its deletion not even asked for) when the new
+    // one comes.
+    create("web-0-again", pod(Uuid::new_v4())).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let counts = admin.requests().await.unwrap();
+    assert_eq!(
+        counts.get(midonet_translators::model::Kind::HostInterfacePort, "POST"),
+        0,
+        "the interface was bound again before the old binding was deleted: {counts:?}"
+    );
+    api.delete("web-0", &DeleteParams::default()).await.unwrap();
+    wait_until(
+        "web-0-again Ready",
+        Duration::from_secs(30),
+        ready("web-0-again"),
+    )
+    .await;
+    let counts = admin.requests().await.unwrap();
+    assert_eq!(
+        counts.of_status(409),
+        0,
+        "a binding was refused: {counts:?}"
+    );
+    assert_eq!(
+        counts.get(midonet_translators::model::Kind::HostInterfacePort, "POST"),
+        1,
+        "{counts:?}"
+    );
 
     pusher.stop().await;
     sim.shutdown().await;

@@ -5,7 +5,9 @@
 //!
 //! Without this, Translations are pushed in whatever order the watch delivers them; a pod
 //! port POSTed before its node's bridge gets a 404, and the retry costs a request and a
-//! backoff delay. The hold is only an optimisation, never a correctness rule: a Translation
+//! backoff delay. The same goes for a host interface, which MidoNet binds to one port at a
+//! time: a new binding (a re-created pod of the same name, a version bump) waits until the
+//! Translation that bound the interface before has deleted its binding. The hold is only an optimisation, never a correctness rule: a Translation
 //! is held at most [`MAX_HOLD`], then pushed anyway and the backend decides (cycles, or a
 //! provider that keeps failing, cannot wedge anything).
 
@@ -15,13 +17,17 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use midonet_translators::model::Referent;
+use midonet_translators::model::{Referent, Resource};
+use uuid::Uuid;
 
 use super::plan::{self, Desired};
 use crate::crd::{Translation, TranslationStatus};
 
-/// The longest a Translation is held back for a referent another Translation provides.
-pub const MAX_HOLD: Duration = Duration::from_secs(10);
+/// The longest a Translation is held back for a referent another Translation provides, or
+/// for an interface another Translation has bound. Long enough for the pusher to work
+/// through a version bump's thousands of deletions (10 s was not: a third of the new
+/// bindings were tried, and refused, before the old ones were deleted).
+pub const MAX_HOLD: Duration = Duration::from_secs(30);
 
 /// The longest a Translation is held back for a referent no Translation provides yet: its
 /// provider is often written a moment later (the translators run side by side, and an
@@ -41,11 +47,24 @@ pub struct Pushed {
     pub cascaded: Vec<(Key, HashSet<Referent>)>,
 }
 
-/// A referent some other Translation provides and has not pushed yet, or that no
-/// Translation provides yet (`provider` None).
+/// A host interface, by host and interface name.
+pub type Interface = (Uuid, String);
+
+/// What a held Translation waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Awaited {
+    /// A referent to be pushed.
+    Referent(Referent),
+    /// A host interface another Translation's binding holds, to be released.
+    Interface(Interface),
+}
+
+/// What holds a Translation back: a referent some other Translation provides and has not
+/// pushed yet, or that no Translation provides yet (`provider` None); or an interface
+/// another Translation has bound (`provider` the binder).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Blocker {
-    pub referent: Referent,
+    pub awaited: Awaited,
     pub provider: Option<Key>,
 }
 
@@ -68,6 +87,12 @@ struct State {
     cascaded: HashMap<Referent, HashSet<Key>>,
     /// When each held Translation was first held.
     held_since: HashMap<Key, Instant>,
+    /// Who binds each host interface, at which backend path.
+    binders: HashMap<Interface, HashMap<Key, String>>,
+    /// What each Translation binds (to undo its entries).
+    bound: HashMap<Key, Vec<Interface>>,
+    /// Translations held back or refused for a bound interface, by host.
+    interface_waiters: HashMap<Uuid, HashSet<Key>>,
 }
 
 /// The dependency index over the shared Translation informer.
@@ -76,10 +101,19 @@ pub struct Dependencies {
     store: Store<Translation>,
 }
 
-/// What one Translation provides (with the path of each) and needs from others.
+/// What one Translation provides (with the path of each), needs from others, and binds.
 struct Links {
     provides: Vec<(Referent, String)>,
     requires: Vec<Referent>,
+    binds: Vec<(Interface, String)>,
+}
+
+/// The host interface a binding names, if it names one.
+fn interface_of(resource: &Resource) -> Option<Interface> {
+    match resource {
+        Resource::HostInterfacePort(b) => Some((b.parent, b.interface_name.clone()?)),
+        _ => None,
+    }
 }
 
 impl Links {
@@ -102,7 +136,15 @@ impl Links {
             .collect();
         requires.sort();
         requires.dedup();
-        Links { provides, requires }
+        let binds = desired
+            .iter()
+            .filter_map(|d| Some((interface_of(&d.resource)?, d.path.clone())))
+            .collect();
+        Links {
+            provides,
+            requires,
+            binds,
+        }
     }
 }
 
@@ -149,6 +191,20 @@ impl State {
                 }
             }
         }
+        self.unbind(key);
+    }
+
+    fn unbind(&mut self, key: &Key) -> Vec<Interface> {
+        let interfaces = self.bound.remove(key).unwrap_or_default();
+        for i in &interfaces {
+            if let Some(keys) = self.binders.get_mut(i) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.binders.remove(i);
+                }
+            }
+        }
+        interfaces
     }
 
     fn set(&mut self, key: Key, links: Links) {
@@ -161,6 +217,15 @@ impl State {
         for r in &links.requires {
             self.consumers.entry(*r).or_default().insert(key.clone());
         }
+        let mut interfaces = Vec::with_capacity(links.binds.len());
+        for (i, path) in links.binds {
+            self.binders
+                .entry(i.clone())
+                .or_default()
+                .insert(key.clone(), path);
+            interfaces.push(i);
+        }
+        self.bound.insert(key.clone(), interfaces);
         self.required.insert(key, links.requires);
     }
 }
@@ -202,6 +267,8 @@ impl Dependencies {
                 state.provided.clear();
                 state.consumers.clear();
                 state.required.clear();
+                state.binders.clear();
+                state.bound.clear();
                 for (key, links) in relisted {
                     state.set(key, links);
                 }
@@ -242,7 +309,12 @@ impl Dependencies {
         // Checked and registered under one lock: a provider's `pushed` either comes before
         // (the check sees its record) or after (it finds us registered).
         let mut state = self.lock();
-        let blocker = creating
+        let pushed = |other: &Key, path: &str| {
+            self.store
+                .get(other)
+                .is_some_and(|tr| recorded(&tr).pushed.iter().any(|p| p.path == path))
+        };
+        let referent = creating
             .iter()
             .flat_map(|d| d.resource.requires())
             .filter(|r| !own.contains(r))
@@ -260,19 +332,33 @@ impl Dependencies {
                 // A provider being deleted is about to delete the referent, and with it
                 // (MidoNet cascades) whatever we would create under it: wait for whoever
                 // provides it next (a re-created Service re-creates the same chain).
-                let done = tr.metadata.deletion_timestamp.is_none()
-                    && recorded(&tr).pushed.iter().any(|p| &p.path == path);
+                let done = tr.metadata.deletion_timestamp.is_none() && pushed(provider, path);
                 (!done).then(|| Blocker {
-                    referent: r,
+                    awaited: Awaited::Referent(r),
                     provider: Some(provider.clone()),
                 })
-            })
-            .or_else(|| {
-                unprovided.map(|referent| Blocker {
-                    referent,
-                    provider: None,
-                })
             });
+        // An interface another Translation has bound (and not unbound yet): MidoNet would
+        // refuse the binding until that one is deleted.
+        let interface = || {
+            creating.iter().find_map(|d| {
+                let interface = interface_of(&d.resource)?;
+                let binders = state.binders.get(&interface)?;
+                let (other, _) = binders
+                    .iter()
+                    .find(|(k, path)| *k != key && **path != d.path && pushed(k, path))?;
+                Some(Blocker {
+                    awaited: Awaited::Interface(interface),
+                    provider: Some(other.clone()),
+                })
+            })
+        };
+        let blocker = referent.or_else(interface).or_else(|| {
+            unprovided.map(|r| Blocker {
+                awaited: Awaited::Referent(r),
+                provider: None,
+            })
+        });
         let Some(blocker) = blocker else {
             state.held_since.remove(key);
             return None;
@@ -287,12 +373,33 @@ impl Dependencies {
             UNPROVIDED_HOLD
         };
         let left = cap.checked_sub(since.elapsed())?;
-        state
-            .waiters
-            .entry(blocker.referent)
+        match &blocker.awaited {
+            Awaited::Referent(r) => state.waiters.entry(*r).or_default(),
+            Awaited::Interface((host, _)) => state.interface_waiters.entry(*host).or_default(),
+        }
+        .insert(key.clone());
+        Some((blocker, left))
+    }
+
+    /// `key` was refused a binding on `host` (the interface is bound already): wake it when
+    /// a binding on that host is deleted.
+    pub fn wait_for_interface(&self, key: &Key, host: Uuid) {
+        self.lock()
+            .interface_waiters
+            .entry(host)
             .or_default()
             .insert(key.clone());
-        Some((blocker, left))
+    }
+
+    /// `key`'s bindings are deleted from the backend (its deletion is being pushed): they
+    /// bind nothing any more; returns who waits for an interface on those hosts.
+    pub fn bindings_deleted(&self, key: &Key) -> Vec<Key> {
+        let mut state = self.lock();
+        let mut woken = Vec::new();
+        for (host, _) in state.unbind(key) {
+            woken.extend(state.interface_waiters.remove(&host).unwrap_or_default());
+        }
+        woken
     }
 
     /// `key` failed for want of one of `referents` (the backend said so): wake it when any
@@ -362,6 +469,7 @@ mod tests {
 
     const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
     const PORT: &str = "22222222-2222-4222-8222-222222222222";
+    const HOST: &str = "33333333-3333-4333-8333-333333333333";
 
     fn bridge() -> TranslationResource {
         TranslationResource::new("Bridge", "", format!(r#"{{"id":"{BRIDGE}"}}"#))
@@ -379,15 +487,32 @@ mod tests {
 
     /// A node-like provider (the bridge) and a pod-like consumer (a port on it), both cached.
     fn setup(provider: Translation) -> (Dependencies, Translation) {
+        setup_with(vec![provider])
+    }
+
+    /// Like [`setup`], with several providers.
+    fn setup_with(providers: Vec<Translation>) -> (Dependencies, Translation) {
         let (store, mut writer) = reflector::store::<Translation>();
         let consumer = tr("pod", vec![port()]);
-        for t in [&provider, &consumer] {
+        let all: Vec<Translation> = providers.into_iter().chain([consumer.clone()]).collect();
+        for t in &all {
             writer.apply_watcher_event(&watcher::Event::Apply(t.clone()));
         }
         let deps = Dependencies::new(store);
-        deps.observe(&watcher::Event::Apply(provider));
-        deps.observe(&watcher::Event::Apply(consumer.clone()));
+        for t in all {
+            deps.observe(&watcher::Event::Apply(t));
+        }
         (deps, consumer)
+    }
+
+    /// HOST's membership of a tunnel zone.
+    fn membership() -> TranslationResource {
+        const ZONE: &str = "55555555-5555-4555-8555-555555555555";
+        TranslationResource::new(
+            "TunnelZoneHost",
+            ZONE,
+            format!(r#"{{"hostId":"{HOST}","ipAddress":"10.0.0.1"}}"#),
+        )
     }
 
     fn creating(t: &Translation) -> Vec<Desired> {
@@ -420,13 +545,14 @@ mod tests {
         let refs: Vec<&Desired> = desired.iter().collect();
 
         let (blocker, left) = deps.hold(&key, &refs, nothing_pushed).expect("held");
-        assert_eq!(blocker.referent, Referent::Object(BRIDGE.parse().unwrap()));
+        let bridge_ref = Referent::Object(BRIDGE.parse().unwrap());
+        assert_eq!(blocker.awaited, Awaited::Referent(bridge_ref));
         assert_eq!(blocker.provider.map(|p| p.name).as_deref(), Some("node"));
         assert!(left <= MAX_HOLD);
 
         // The provider's push wakes exactly the waiter, once.
-        assert_eq!(deps.pushed([blocker.referent]).woken, vec![key.clone()]);
-        assert!(deps.pushed([blocker.referent]).woken.is_empty());
+        assert_eq!(deps.pushed([bridge_ref]).woken, vec![key.clone()]);
+        assert!(deps.pushed([bridge_ref]).woken.is_empty());
 
         // With the bridge recorded as pushed, nothing holds it any more.
         let pushed = |_: &Translation| TranslationStatus {
@@ -463,18 +589,71 @@ mod tests {
         assert_eq!(blocker.provider, None);
         assert!(left <= UNPROVIDED_HOLD);
         // Whoever pushes the bridge wakes it.
-        assert_eq!(deps.pushed([blocker.referent]).woken, vec![key]);
+        let Awaited::Referent(bridge_ref) = blocker.awaited else {
+            panic!("held for {:?}", blocker.awaited)
+        };
+        assert_eq!(deps.pushed([bridge_ref]).woken, vec![key]);
+    }
+
+    fn binding(port: &str) -> TranslationResource {
+        TranslationResource::new(
+            "HostInterfacePort",
+            HOST,
+            format!(r#"{{"hostId":"{HOST}","portId":"{port}","interfaceName":"eth0"}}"#),
+        )
+    }
+
+    #[test]
+    fn a_bound_interface_holds_a_new_binding_until_the_old_one_is_deleted() {
+        const NEW_PORT: &str = "66666666-6666-4666-8666-666666666666";
+        // The old pod's Translation bound eth0 (to PORT); the new one binds it to NEW_PORT.
+        let (deps, _) = setup_with(vec![
+            tr("old-pod", vec![binding(PORT)]),
+            tr("tunnel-endpoint", vec![membership()]),
+        ]);
+        let new_port = TranslationResource::new(
+            "Port",
+            BRIDGE,
+            format!(r#"{{"id":"{NEW_PORT}","type":"Bridge"}}"#),
+        );
+        let new = tr("new-pod", vec![bridge(), new_port, binding(NEW_PORT)]);
+        deps.observe(&watcher::Event::Apply(new.clone()));
+        let key = ObjectRef::from_obj(&new);
+        let desired = creating(&new);
+        let refs: Vec<&Desired> = desired.iter().collect();
+
+        // Not held while the old binding was never pushed: nothing is bound in MidoNet.
+        let all_but_the_old_pod = |t: &Translation| match t.metadata.name.as_deref() {
+            Some("old-pod") => TranslationStatus::default(),
+            _ => everything_pushed(t),
+        };
+        assert_eq!(deps.hold(&key, &refs, all_but_the_old_pod), None);
+
+        let (blocker, left) = deps.hold(&key, &refs, everything_pushed).expect("held");
+        let host: Uuid = HOST.parse().unwrap();
+        assert_eq!(blocker.awaited, Awaited::Interface((host, "eth0".into())));
+        assert_eq!(blocker.provider.map(|p| p.name).as_deref(), Some("old-pod"));
+        assert!(left <= MAX_HOLD);
+
+        // The old binding's deletion wakes it, and frees the interface.
+        let old = ObjectRef::<Translation>::new("old-pod").within("ns");
+        assert_eq!(deps.bindings_deleted(&old), vec![key.clone()]);
+        assert_eq!(deps.hold(&key, &refs, everything_pushed), None);
+    }
+
+    #[test]
+    fn a_refused_binding_waits_for_a_binding_on_its_host_to_go() {
+        let (store, _writer) = reflector::store::<Translation>();
+        let deps = Dependencies::new(store);
+        let key = ObjectRef::<Translation>::new("pod").within("ns");
+        let old = tr("old-pod", vec![binding(PORT)]);
+        deps.observe(&watcher::Event::Apply(old.clone()));
+        deps.wait_for_interface(&key, HOST.parse().unwrap());
+        assert_eq!(deps.bindings_deleted(&ObjectRef::from_obj(&old)), vec![key]);
     }
 
     #[test]
     fn never_held_for_a_host() {
-        const HOST: &str = "33333333-3333-4333-8333-333333333333";
-        const ZONE: &str = "55555555-5555-4555-8555-555555555555";
-        let membership = TranslationResource::new(
-            "TunnelZoneHost",
-            ZONE,
-            format!(r#"{{"hostId":"{HOST}","ipAddress":"10.0.0.1"}}"#),
-        );
         let binding = TranslationResource::new(
             "HostInterfacePort",
             HOST,
@@ -482,7 +661,7 @@ mod tests {
         );
         // The host's membership is provided (and pushed) by another Translation; the host
         // itself by nobody.
-        let (deps, _) = setup(tr("tunnel-endpoint", vec![membership]));
+        let (deps, _) = setup(tr("tunnel-endpoint", vec![membership()]));
         let pod = tr("pod2", vec![bridge(), port(), binding]);
         deps.observe(&watcher::Event::Apply(pod.clone()));
         let desired = creating(&pod);
@@ -566,12 +745,11 @@ mod tests {
 
     #[test]
     fn cascaded_paths_follow_dependencies_within_the_consumer() {
-        const BINDING_HOST: &str = "33333333-3333-4333-8333-333333333333";
         const OTHER: &str = "44444444-4444-4444-8444-444444444444";
         let binding = TranslationResource::new(
             "HostInterfacePort",
-            BINDING_HOST,
-            format!(r#"{{"hostId":"{BINDING_HOST}","portId":"{PORT}","interfaceName":"eth0"}}"#),
+            HOST,
+            format!(r#"{{"hostId":"{HOST}","portId":"{PORT}","interfaceName":"eth0"}}"#),
         );
         let unrelated = TranslationResource::new("Bridge", "", format!(r#"{{"id":"{OTHER}"}}"#));
         let consumer = tr("pod", vec![port(), binding, unrelated]);
@@ -581,7 +759,7 @@ mod tests {
             cascaded_paths(&desired, &taken),
             vec![
                 format!("/ports/{PORT}"),
-                format!("/hosts/{BINDING_HOST}/ports/{PORT}"),
+                format!("/hosts/{HOST}/ports/{PORT}"),
             ]
         );
         assert!(cascaded_paths(&desired, &HashSet::new()).is_empty());

@@ -290,7 +290,7 @@ async fn apply(
         .collect();
     let key = kube::runtime::reflector::ObjectRef::from_obj(tr);
     if let Some((blocker, left)) = ctx.deps.hold(&key, &creating, |t| ctx.recorded_status(t)) {
-        tracing::debug!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), referent = ?blocker.referent, provider = ?blocker.provider.map(|p| p.to_string()), "waiting for another Translation to push a referent");
+        tracing::debug!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), awaited = ?blocker.awaited, provider = ?blocker.provider.map(|p| p.to_string()), "waiting for a referent or a bound interface");
         return Ok(Outcome::Held(left));
     }
     // Referents this push has created so far, to wake who waits for them.
@@ -311,6 +311,13 @@ async fn apply(
         if let Err(err) = ctx.backend.apply(&desired.resource).await {
             if err.is_referent_missing() || err.is_host_not_in_tunnel_zone() {
                 ctx.deps.wait_for(&key, desired.resource.requires());
+            }
+            if let (
+                crate::backend::BackendError::BindingRefused { .. },
+                midonet_translators::model::Resource::HostInterfacePort(binding),
+            ) = (&err, &desired.resource)
+            {
+                ctx.deps.wait_for_interface(&key, binding.parent);
             }
             let outcome =
                 push_failed(tr, uid, ctx, &before, status, record, &desired.path, err).await;
@@ -540,6 +547,9 @@ async fn delete(
             return Ok(Outcome::Retry(delay));
         }
     }
+    // The interfaces this Translation bound are free: new bindings of them can go.
+    let key = kube::runtime::reflector::ObjectRef::from_obj(tr);
+    ctx.wake(ctx.deps.bindings_deleted(&key));
     if let Err(err) = remove_finalizer(tr, ctx).await {
         let (_, delay) = ctx.failed(uid);
         let message = format!("cannot remove the finalizer: {err}");
