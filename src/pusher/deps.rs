@@ -7,9 +7,11 @@
 //! port POSTed before its node's bridge gets a 404, and the retry costs a request and a
 //! backoff delay. The same goes for a host interface, which MidoNet binds to one port at a
 //! time: a new binding (a re-created pod of the same name, a version bump) waits until the
-//! Translation that bound the interface before has deleted its binding. The hold is only an optimisation, never a correctness rule: a Translation
-//! is held at most [`MAX_HOLD`], then pushed anyway and the backend decides (cycles, or a
-//! provider that keeps failing, cannot wedge anything).
+//! Translation that bound the interface before has deleted its binding.
+//!
+//! The hold is only an optimisation, never a correctness rule: a Translation is held at
+//! most [`MAX_HOLD`], then pushed anyway and the backend decides (cycles, or a provider
+//! that keeps failing, cannot wedge anything).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -88,8 +90,9 @@ struct State {
     /// When each held Translation was first held.
     held_since: HashMap<Key, Instant>,
     /// Who binds each host interface, at which backend path.
-    binders: HashMap<Interface, HashMap<Key, String>>,
-    /// What each Translation binds (to undo its entries).
+    /// (Nearly always one; a Vec costs far less memory per entry than a map.)
+    binders: HashMap<Interface, Vec<(Key, String)>>,
+    /// What each Translation that binds any interface binds (to undo its entries).
     bound: HashMap<Key, Vec<Interface>>,
     /// Translations held back or refused for a bound interface, by host.
     interface_waiters: HashMap<Uuid, HashSet<Key>>,
@@ -106,6 +109,17 @@ struct Links {
     provides: Vec<(Referent, String)>,
     requires: Vec<Referent>,
     binds: Vec<(Interface, String)>,
+}
+
+/// The key the index keeps: namespace and name only. (`ObjectRef::from_obj` also copies the
+/// UID and resourceVersion, which equality ignores; kept in every map of the index, they
+/// cost about a megabyte at scale S.)
+fn key_of(tr: &Translation) -> Key {
+    let key = ObjectRef::new(tr.metadata.name.as_deref().unwrap_or_default());
+    match tr.metadata.namespace.as_deref() {
+        Some(ns) => key.within(ns),
+        None => key,
+    }
 }
 
 /// The host interface a binding names, if it names one.
@@ -198,7 +212,7 @@ impl State {
         let interfaces = self.bound.remove(key).unwrap_or_default();
         for i in &interfaces {
             if let Some(keys) = self.binders.get_mut(i) {
-                keys.remove(key);
+                keys.retain(|(k, _)| k != key);
                 if keys.is_empty() {
                     self.binders.remove(i);
                 }
@@ -217,15 +231,17 @@ impl State {
         for r in &links.requires {
             self.consumers.entry(*r).or_default().insert(key.clone());
         }
-        let mut interfaces = Vec::with_capacity(links.binds.len());
-        for (i, path) in links.binds {
-            self.binders
-                .entry(i.clone())
-                .or_default()
-                .insert(key.clone(), path);
-            interfaces.push(i);
+        if !links.binds.is_empty() {
+            let mut interfaces = Vec::with_capacity(links.binds.len());
+            for (i, path) in links.binds {
+                self.binders
+                    .entry(i.clone())
+                    .or_default()
+                    .push((key.clone(), path));
+                interfaces.push(i);
+            }
+            self.bound.insert(key.clone(), interfaces);
         }
-        self.bound.insert(key.clone(), interfaces);
         self.required.insert(key, links.requires);
     }
 }
@@ -252,13 +268,13 @@ impl Dependencies {
         match event {
             watcher::Event::Apply(tr) => {
                 let links = Links::of(tr);
-                self.lock().set(ObjectRef::from_obj(tr), links);
+                self.lock().set(key_of(tr), links);
             }
-            watcher::Event::Delete(tr) => self.lock().forget(&ObjectRef::from_obj(tr)),
+            watcher::Event::Delete(tr) => self.lock().forget(&key_of(tr)),
             watcher::Event::Init => self.lock().relisted.clear(),
             watcher::Event::InitApply(tr) => {
                 let links = Links::of(tr);
-                self.lock().relisted.push((ObjectRef::from_obj(tr), links));
+                self.lock().relisted.push((key_of(tr), links));
             }
             watcher::Event::InitDone => {
                 let mut state = self.lock();
@@ -346,7 +362,7 @@ impl Dependencies {
                 let binders = state.binders.get(&interface)?;
                 let (other, _) = binders
                     .iter()
-                    .find(|(k, path)| *k != key && **path != d.path && pushed(k, path))?;
+                    .find(|(k, path)| k != key && *path != d.path && pushed(k, path))?;
                 Some(Blocker {
                     awaited: Awaited::Interface(interface),
                     provider: Some(other.clone()),
