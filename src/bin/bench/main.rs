@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use futures::{stream, StreamExt};
+use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -150,6 +150,22 @@ async fn apply_crd(client: &Client) -> Res<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Runs `f` on `items`, `limit` at a time; the first error ends it.
+async fn each_concurrent<T, F, Fut>(
+    items: impl IntoIterator<Item = T>,
+    limit: usize,
+    f: F,
+) -> Res<()>
+where
+    F: FnMut(T) -> Fut,
+    Fut: std::future::Future<Output = Res<()>>,
+{
+    stream::iter(items)
+        .map(Ok)
+        .try_for_each_concurrent(limit, f)
+        .await
 }
 
 /// Creates objects at concurrency 16; returns them as the apiserver stored them.
@@ -429,46 +445,37 @@ async fn floor(
     let start = Instant::now();
     let kube_side = async {
         let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
-        let results: Vec<Result<Translation, kube::Error>> = stream::iter(all)
-            .map(|d| {
-                let mut t = Translation::new(
-                    &d.name,
-                    FLOOR_NS,
-                    TranslationSpec {
-                        resources: d.resources.clone(),
-                    },
-                );
-                t.metadata.labels = Some(d.labels.clone());
-                let trs = trs.clone();
-                async move { trs.create(&PostParams::default(), &t).await }
-            })
-            .buffered(8)
-            .collect()
-            .await;
-        for r in results {
-            r?;
-        }
+        each_concurrent(all, 8, |d| {
+            let mut t = Translation::new(
+                &d.name,
+                FLOOR_NS,
+                TranslationSpec {
+                    resources: d.resources.clone(),
+                },
+            );
+            t.metadata.labels = Some(d.labels.clone());
+            let trs = trs.clone();
+            async move {
+                trs.create(&PostParams::default(), &t).await?;
+                Ok(())
+            }
+        })
+        .await?;
         Res::Ok(())
     };
     let backend_side = async {
         for phase in phases {
-            let results: Vec<Res<()>> = stream::iter(phase)
-                .map(|d| {
-                    let backend = &backend;
-                    async move {
-                        for e in &d.resources {
-                            let r = Resource::from_entry(e).map_err(|e| e.to_string())?;
-                            backend.apply(&r).await?;
-                        }
-                        Res::Ok(())
+            each_concurrent(phase, 8, |d| {
+                let backend = &backend;
+                async move {
+                    for e in &d.resources {
+                        let r = Resource::from_entry(e).map_err(|e| e.to_string())?;
+                        backend.apply(&r).await?;
                     }
-                })
-                .buffered(8)
-                .collect()
-                .await;
-            for r in results {
-                r?;
-            }
+                    Ok(())
+                }
+            })
+            .await?;
         }
         Res::Ok(())
     };
@@ -741,24 +748,15 @@ async fn run(args: Args) -> Res<()> {
     let before = admin.state().await?.translation_paths();
     admin.reset_requests().await?;
     let t_churn = Instant::now();
-    let gone: Vec<Res<()>> = stream::iter(0..churn)
-        .map(|i| {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &scenario.namespace(i));
-            async move {
-                api.delete(
-                    &Scenario::pod_name(i),
-                    &DeleteParams::default().grace_period(0),
-                )
-                .await?;
-                Res::Ok(())
-            }
-        })
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    for g in gone {
-        g?;
-    }
+    each_concurrent(0..churn, 16, |i| {
+        let api: Api<Pod> = Api::namespaced(client.clone(), &scenario.namespace(i));
+        async move {
+            let params = DeleteParams::default().grace_period(0);
+            api.delete(&Scenario::pod_name(i), &params).await?;
+            Ok(())
+        }
+    })
+    .await?;
     let new_pods = (args.pods..args.pods + churn)
         .map(|i| scenario.pod(i))
         .collect();
