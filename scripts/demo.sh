@@ -75,7 +75,7 @@ The demo is running. In another shell:
   kubectl get nodes -o yaml | grep midonet.org   # annotations set by the nodeannotator
   curl -s http://127.0.0.1:$SIM_PORT/_sim/state | head -c 2000   # the backend's state
   curl -s http://127.0.0.1:$METRICS_PORT/metrics | grep ^midonet_kube_controllers_translations
-  kubectl delete pod -n demo web-3 --grace-period=0   # watch its Translation and port go
+  kubectl delete pod -n demo web-3 --grace-period=0 --force   # watch its Translation and port go (no kubelet here)
 
 Logs: $RUN_DIR/controllers.log, $RUN_DIR/backend-sim.log
 Press Ctrl-C to stop everything.
