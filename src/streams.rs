@@ -19,8 +19,3 @@ pub fn unbounded<T: Send + 'static>(
 ) -> impl Stream<Item = T> + Send + 'static {
     futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (t, rx)) })
 }
-
-/// What `rx` receives, until every sender is gone.
-pub fn bounded<T: Send + 'static>(rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send + 'static {
-    futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (t, rx)) })
-}

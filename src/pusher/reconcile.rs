@@ -579,8 +579,7 @@ async fn delete(
         .filter(|d| deleted.contains(d.path.as_str()))
         .flat_map(|d| d.resource.provides())
         .collect();
-    ctx.deps
-        .note_cascade(&taken, &kube::runtime::reflector::ObjectRef::from_obj(tr));
+    ctx.deps.note_cascade(&taken, &key);
     ctx.forget(tr, uid);
     Ok(Outcome::Deleted)
 }
