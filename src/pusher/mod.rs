@@ -34,6 +34,9 @@ pub use metrics::PusherMetrics;
 /// The controller's name, as in `--controllers`.
 pub const CONTROLLER: &str = "pusher";
 
+/// The pusher's name in the Translations' `managedFields` (the status, the finalizer).
+pub const FIELD_MANAGER: &str = "midonet-kube-controllers-pusher";
+
 #[derive(Clone, Debug)]
 pub struct PusherConfig {
     /// Translations reconciled at the same time (each Translation by one worker at a time).

@@ -10,7 +10,7 @@ use midonet_translators::meta::FINALIZER;
 
 use super::plan::{self, Step};
 use super::verify::Cause;
-use super::{PusherContext, PusherError};
+use super::{PusherContext, PusherError, FIELD_MANAGER};
 use crate::crd::{Condition, PushedResource, Translation, TranslationStatus};
 
 /// Reasons of the `Ready` condition.
@@ -38,9 +38,6 @@ pub mod event {
     /// Resources MidoNet deleted along with another Translation's were re-created.
     pub const CASCADE_REPAIRED: &str = "BackendCascadeRepaired";
 }
-
-/// The pusher's name in the Translations' `managedFields` (the status, the finalizer).
-const FIELD_MANAGER: &str = "midonet-kube-controllers-pusher";
 
 fn patch_params() -> PatchParams {
     PatchParams {

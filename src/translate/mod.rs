@@ -35,7 +35,7 @@ use crate::crd::Translation;
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 pub use metrics::TranslatorMetrics;
-pub use sync::{sync_translations, SyncOutcome};
+pub use sync::{sync_translations, SyncOutcome, FIELD_MANAGER};
 
 /// One Kubernetes kind the runner translates.
 pub trait TranslatorKind: Send + Sync + 'static {

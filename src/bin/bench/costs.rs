@@ -9,12 +9,11 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
-use midonet_kube_controllers::crd::{
-    Condition, PushedResource, Translation, TranslationSpec, TranslationStatus,
-};
+use midonet_kube_controllers::crd::{Condition, PushedResource, Translation, TranslationStatus};
+use midonet_kube_controllers::{pusher, translate};
 use midonet_translators::{DesiredTranslation, Resource};
 
-use super::Res;
+use super::{plain_translation, Res};
 
 /// Apiserver CPU per request of each kind.
 pub struct RequestCosts {
@@ -24,20 +23,8 @@ pub struct RequestCosts {
 }
 
 /// The field managers the controllers use, so that the apiserver tracks the same fields.
-const TRANSLATORS: &str = "midonet-kube-controllers";
-const PUSHER: &str = "midonet-kube-controllers-pusher";
-
-fn object(name: String, namespace: &str, d: &DesiredTranslation) -> Translation {
-    let mut t = Translation::new(
-        &name,
-        namespace,
-        TranslationSpec {
-            resources: d.resources.clone(),
-        },
-    );
-    t.metadata.labels = Some(d.labels.clone());
-    t
-}
+const TRANSLATORS: &str = translate::FIELD_MANAGER;
+const PUSHER: &str = pusher::FIELD_MANAGER;
 
 /// A status shaped like the pusher's after a complete push.
 fn pushed_status(t: &Translation) -> TranslationStatus {
@@ -107,14 +94,14 @@ pub async fn measure(
     for block in sample.chunks(BLOCK) {
         let c0 = cpu()?;
         for (i, d) in block {
-            let t = object(format!("cost-create-{i}"), namespace, d);
+            let t = plain_translation(d, &format!("cost-create-{i}"), namespace);
             api.create(&create_params, &t).await?;
         }
         let c1 = cpu()?;
         let mut applied = Vec::with_capacity(block.len());
         for (i, d) in block {
             let name = format!("cost-apply-{i}");
-            let t = object(name.clone(), namespace, d);
+            let t = plain_translation(d, &name, namespace);
             applied.push(api.patch(&name, &apply_params, &Patch::Apply(&t)).await?);
         }
         let c2 = cpu()?;

@@ -426,6 +426,19 @@ fn translate_all(
     vec![global, node_trs, third, eps]
 }
 
+/// `d` as a plain client writes it: spec and labels, no owner, no finalizer.
+fn plain_translation(d: &DesiredTranslation, name: &str, namespace: &str) -> Translation {
+    let mut t = Translation::new(
+        name,
+        namespace,
+        TranslationSpec {
+            resources: d.resources.clone(),
+        },
+    );
+    t.metadata.labels = Some(d.labels.clone());
+    t
+}
+
 /// Lower bound: writes the same Translations (scratch namespace) and the same backend
 /// resources with plain clients at concurrency 8, phase by phase (globals, nodes,
 /// pods+services, endpoints) so that referents exist first.
@@ -446,14 +459,7 @@ async fn floor(
     let kube_side = async {
         let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
         each_concurrent(all, 8, |d| {
-            let mut t = Translation::new(
-                &d.name,
-                FLOOR_NS,
-                TranslationSpec {
-                    resources: d.resources.clone(),
-                },
-            );
-            t.metadata.labels = Some(d.labels.clone());
+            let t = plain_translation(d, &d.name, FLOOR_NS);
             let trs = trs.clone();
             async move {
                 trs.create(&PostParams::default(), &t).await?;
