@@ -100,6 +100,15 @@ impl Translation {
         }
     }
 
+    /// Item paths of the backend resources it asks for (entries that do not parse are
+    /// skipped: they create nothing).
+    pub fn desired_paths(&self) -> impl Iterator<Item = String> + '_ {
+        self.desired_resources()
+            .iter()
+            .filter_map(|e| midonet_translators::Resource::from_entry(e).ok())
+            .map(|r| r.item_path())
+    }
+
     /// True for a Translation written by the original Go controller.
     pub fn is_legacy(&self) -> bool {
         self.spec.is_none() && self.resources.is_some()

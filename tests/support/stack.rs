@@ -104,9 +104,7 @@ pub async fn expected_paths(client: &Client) -> BTreeSet<String> {
     trs.items
         .iter()
         .filter(|t| t.metadata.deletion_timestamp.is_none())
-        .flat_map(|t| t.desired_resources().to_vec())
-        .filter_map(|e| Resource::from_entry(&e).ok())
-        .map(|r| r.item_path())
+        .flat_map(Translation::desired_paths)
         .collect()
 }
 

@@ -13,7 +13,6 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::meta::VERSION_LABEL;
-use midonet_translators::Resource;
 use tokio::task::JoinHandle;
 
 /// What a phase's convergence depends on, for one Translation.
@@ -30,12 +29,7 @@ impl Tracked {
         Tracked {
             ready: t.is_ready(),
             version: t.labels().get(VERSION_LABEL).cloned(),
-            paths: t
-                .desired_resources()
-                .iter()
-                .filter_map(|e| Resource::from_entry(e).ok())
-                .map(|r| r.item_path())
-                .collect(),
+            paths: t.desired_paths().collect(),
         }
     }
 }
