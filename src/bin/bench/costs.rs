@@ -27,7 +27,7 @@ const TRANSLATORS: &str = translate::FIELD_MANAGER;
 const PUSHER: &str = pusher::FIELD_MANAGER;
 
 /// A status shaped like the pusher's after a complete push.
-fn pushed_status(t: &Translation) -> TranslationStatus {
+pub fn pushed_status(t: &Translation) -> TranslationStatus {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let pushed: Vec<PushedResource> = t
         .desired_resources()

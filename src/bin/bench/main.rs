@@ -439,6 +439,16 @@ fn plain_translation(d: &DesiredTranslation, name: &str, namespace: &str) -> Tra
     t
 }
 
+/// What the plain client of [`floor`] writes per Translation.
+#[derive(Clone, Copy, PartialEq)]
+enum FloorWrites {
+    /// One create: the floor of the ratio.
+    Create,
+    /// A create, then a status write shaped like the pusher's: the least any controller
+    /// that records a Ready condition per Translation can write.
+    CreateAndStatus,
+}
+
 /// Lower bound: writes the same Translations (scratch namespace) and the same backend
 /// resources with plain clients at concurrency 8, phase by phase (globals, nodes,
 /// pods+services, endpoints) so that referents exist first.
@@ -446,6 +456,7 @@ async fn floor(
     client: &Client,
     api_url: &str,
     phases: &[Vec<DesiredTranslation>],
+    writes: FloorWrites,
 ) -> Res<Duration> {
     let trs: Api<Translation> = Api::namespaced(client.clone(), FLOOR_NS);
     let backend = BackendClient::new(
@@ -462,7 +473,13 @@ async fn floor(
             let t = plain_translation(d, &d.name, FLOOR_NS);
             let trs = trs.clone();
             async move {
-                trs.create(&PostParams::default(), &t).await?;
+                let mut created = trs.create(&PostParams::default(), &t).await?;
+                if writes == FloorWrites::CreateAndStatus {
+                    created.status = Some(costs::pushed_status(&created));
+                    created.metadata.managed_fields = None;
+                    trs.replace_status(&d.name, &PostParams::default(), &created)
+                        .await?;
+                }
                 Ok(())
             }
         })
@@ -489,6 +506,16 @@ async fn floor(
     a?;
     b?;
     Ok(start.elapsed())
+}
+
+/// Removes what [`floor`] wrote: its Translations, and the backend (hosts kept).
+async fn clear_floor(client: &Client, admin: &AdminClient) -> Res<()> {
+    Api::<Translation>::namespaced(client.clone(), FLOOR_NS)
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    admin.wipe().await?;
+    admin.reset_requests().await?;
+    Ok(())
 }
 
 // ---------------------------------------------------------------- the scenario
@@ -594,13 +621,14 @@ async fn run(args: Args) -> Res<()> {
     let phases = translate_all(&nodes, &pods, &all_services, &all_endpoints);
     let n_translations: usize = phases.iter().map(Vec::len).sum();
     let floor_cpu0 = apiserver_cpu()?;
-    let floor_time = floor(&client, &api_url, &phases).await?;
+    let floor_time = floor(&client, &api_url, &phases, FloorWrites::Create).await?;
     let floor_cpu = apiserver_cpu()? - floor_cpu0;
-    Api::<Translation>::namespaced(client.clone(), FLOOR_NS)
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await?;
-    admin.wipe().await?;
-    admin.reset_requests().await?;
+    clear_floor(&client, &admin).await?;
+    eprintln!("bench: measuring the floor with a status write per Translation");
+    let status_floor_cpu0 = apiserver_cpu()?;
+    let status_floor_time = floor(&client, &api_url, &phases, FloorWrites::CreateAndStatus).await?;
+    let status_floor_cpu = apiserver_cpu()? - status_floor_cpu0;
+    clear_floor(&client, &admin).await?;
 
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
@@ -634,6 +662,7 @@ async fn run(args: Args) -> Res<()> {
     let costs = costs::measure(&client, FLOOR_NS, &all, COST_SAMPLES, apiserver_cpu).await?;
     let per_translation = |cpu: Duration| cpu.as_secs_f64() * 1000.0 / n_translations.max(1) as f64;
     let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
+    let status_ratio = initial.as_secs_f64() / status_floor_time.as_secs_f64().max(1e-9);
     let initial_rows = vec![
         Row {
             name: "objects created (time)",
@@ -661,10 +690,21 @@ async fn run(args: Args) -> Res<()> {
             target: "<= 1.5",
         },
         Row {
-            name: "apiserver CPU per Translation (floor / sync)",
+            name: "floor with a status write (plain clients)",
+            value: secs(status_floor_time),
+            target: "-",
+        },
+        Row {
+            name: "convergence / floor with a status write",
+            value: format!("{status_ratio:.2}"),
+            target: "-",
+        },
+        Row {
+            name: "apiserver CPU per Translation (floors / sync)",
             value: format!(
-                "{:.2} / {:.2} ms",
+                "{:.2} / {:.2} / {:.2} ms",
                 per_translation(floor_cpu),
+                per_translation(status_floor_cpu),
                 per_translation(initial_cpu)
             ),
             target: "-",
@@ -708,10 +748,13 @@ async fn run(args: Args) -> Res<()> {
         "floorSeconds": floor_time.as_secs_f64(),
         "initialConvergenceSeconds": initial.as_secs_f64(),
         "convergenceOverFloor": ratio,
+        "floorWithStatusSeconds": status_floor_time.as_secs_f64(),
+        "convergenceOverFloorWithStatus": status_ratio,
         "initialRequests": initial_requests,
         "requestsPerResource": per_resource,
         "peakRssKiB": peak_rss,
         "apiserverCpuSecondsFloor": floor_cpu.as_secs_f64(),
+        "apiserverCpuSecondsFloorWithStatus": status_floor_cpu.as_secs_f64(),
         "apiserverCpuSecondsSync": initial_cpu.as_secs_f64(),
         "controllersCpuSecondsSync": controllers_cpu.as_secs_f64(),
         "apiserverCpuMsPerRequest": {"create": ms(costs.create), "apply": ms(costs.apply),
