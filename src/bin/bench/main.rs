@@ -3,7 +3,7 @@
 //!
 //! `cargo run --release --bin midonet-kube-bench -- --nodes 50 --pods 2000 --services 300`
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -439,6 +439,60 @@ fn plain_translation(d: &DesiredTranslation, name: &str, namespace: &str) -> Tra
     t
 }
 
+/// The Translations in levels: each one's backend resources need only what its own earlier
+/// resources and the Translations of lower levels provide (`Resource::requires`), so that a
+/// plain client pushing level by level is never refused for a missing referent.
+fn dependency_levels(phases: &[Vec<DesiredTranslation>]) -> Res<Vec<Vec<&DesiredTranslation>>> {
+    let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
+    let mut resources = Vec::with_capacity(all.len());
+    let mut provider = HashMap::new();
+    for (i, d) in all.iter().enumerate() {
+        let rs = d
+            .resources
+            .iter()
+            .map(Resource::from_entry)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        for r in &rs {
+            for p in r.provides() {
+                provider.insert(p, i);
+            }
+        }
+        resources.push(rs);
+    }
+    let needs: Vec<Vec<usize>> = resources
+        .iter()
+        .enumerate()
+        .map(|(i, rs)| {
+            rs.iter()
+                .flat_map(Resource::requires)
+                .filter_map(|r| provider.get(&r).copied())
+                .filter(|p| *p != i)
+                .collect()
+        })
+        .collect();
+    // Longest path from a Translation that needs nothing, by relaxation: the levels are few.
+    let mut level = vec![0usize; all.len()];
+    for _ in 0..=all.len() {
+        let mut changed = false;
+        for (i, ns) in needs.iter().enumerate() {
+            let l = ns.iter().map(|p| level[*p] + 1).max().unwrap_or(0);
+            if l > level[i] {
+                level[i] = l;
+                changed = true;
+            }
+        }
+        if !changed {
+            let mut levels = vec![Vec::new(); level.iter().max().map_or(0, |m| m + 1)];
+            for (d, l) in all.iter().zip(&level) {
+                levels[*l].push(*d);
+            }
+            return Ok(levels);
+        }
+    }
+    Err("the scenario's Translations need each other in a cycle".into())
+}
+
 /// What the plain client of [`floor`] writes per Translation.
 #[derive(Clone, Copy, PartialEq)]
 enum FloorWrites {
@@ -450,8 +504,8 @@ enum FloorWrites {
 }
 
 /// Lower bound: writes the same Translations (scratch namespace) and the same backend
-/// resources with plain clients at concurrency 8, phase by phase (globals, nodes,
-/// pods+services, endpoints) so that referents exist first.
+/// resources with plain clients at concurrency 8, the backend's level by level
+/// ([`dependency_levels`]) so that referents exist first.
 async fn floor(
     client: &Client,
     api_url: &str,
@@ -466,6 +520,9 @@ async fn floor(
         },
         &prometheus::Registry::new(),
     )?;
+    // Watched as the controllers' Translations are; its state is not used.
+    let watch = ReadyTracker::start_in(client, FLOOR_NS);
+    watch.listed().await;
     let start = Instant::now();
     let kube_side = async {
         let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
@@ -487,8 +544,8 @@ async fn floor(
         Res::Ok(())
     };
     let backend_side = async {
-        for phase in phases {
-            each_concurrent(phase, 8, |d| {
+        for level in dependency_levels(phases)? {
+            each_concurrent(level, 8, |d| {
                 let backend = &backend;
                 async move {
                     for e in &d.resources {
@@ -633,6 +690,7 @@ async fn run(args: Args) -> Res<()> {
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
     let tracker = ReadyTracker::start(&client);
+    tracker.listed().await;
     let initial_cpu0 = apiserver_cpu()?;
     let t_initial = Instant::now();
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;

@@ -44,6 +44,8 @@ struct State {
     last_change: Option<Instant>,
     /// The watch's last error, for a phase that times out.
     last_error: Option<String>,
+    /// The initial list is done.
+    listed: bool,
 }
 
 /// A snapshot of the tracked Translations.
@@ -65,8 +67,17 @@ pub struct ReadyTracker {
 impl ReadyTracker {
     /// Starts watching every Translation of the cluster.
     pub fn start(client: &Client) -> ReadyTracker {
+        Self::watching(Api::all(client.clone()))
+    }
+
+    /// Starts watching the Translations of one namespace: the floors run under the same
+    /// watch as the controllers, so that the apiserver serves both alike.
+    pub fn start_in(client: &Client, namespace: &str) -> ReadyTracker {
+        Self::watching(Api::namespaced(client.clone(), namespace))
+    }
+
+    fn watching(api: Api<Translation>) -> ReadyTracker {
         let state = Arc::new(Mutex::new(State::default()));
-        let api: Api<Translation> = Api::all(client.clone());
         let task = tokio::spawn({
             let state = state.clone();
             async move {
@@ -99,6 +110,7 @@ impl ReadyTracker {
                                 s.translations = listed;
                                 s.last_change = Some(Instant::now());
                             }
+                            s.listed = true;
                         }
                         Err(e) => s.last_error = Some(e.to_string()),
                     }
@@ -106,6 +118,18 @@ impl ReadyTracker {
             }
         });
         ReadyTracker { state, task }
+    }
+
+    /// Waits until the initial list is done, so that a phase starts with the watch open.
+    pub async fn listed(&self) {
+        while !self
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .listed
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
     }
 
     /// The tracked state; `stale_version` counts Translations still labelled with it.
