@@ -35,7 +35,7 @@ use crate::crd::Translation;
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 pub use metrics::TranslatorMetrics;
-pub use sync::{sync_translations, SyncOutcome, FIELD_MANAGER};
+pub use sync::{build as translation_object, sync_translations, SyncOutcome, FIELD_MANAGER};
 
 /// One Kubernetes kind the runner translates.
 pub trait TranslatorKind: Send + Sync + 'static {
@@ -151,7 +151,8 @@ struct KindContext<K: TranslatorKind> {
     dependencies_synced: Arc<AtomicBool>,
 }
 
-fn owner_reference<O: Resource<DynamicType = ()>>(obj: &O) -> Option<OwnerReference> {
+/// The owner reference a translator puts on the Translations of `obj`.
+pub fn owner_reference<O: Resource<DynamicType = ()>>(obj: &O) -> Option<OwnerReference> {
     Some(OwnerReference {
         api_version: O::api_version(&()).into_owned(),
         kind: O::kind(&()).into_owned(),

@@ -1,19 +1,21 @@
 //! What one request of each kind costs the kube-apiserver, in CPU: the floor's plain create,
 //! the translators' server-side apply, and the pusher's status write. Sent one at a time in
-//! the scratch namespace (no controllers running, no owners, no finalizers), over a sample
-//! of the scenario's own Translations, so that the figures explain the ratio
-//! convergence ÷ floor: every Translation costs the controllers an apply and a status write
-//! where it costs the floor one create (`docs/benchmark.md`).
+//! a scratch namespace with no controllers running, over a sample of the scenario's own
+//! Translations shaped as the translators write them (labels, finalizer, an owner: a
+//! ConfigMap there), so that the figures explain the ratio convergence ÷ floor: every
+//! Translation costs the controllers an apply and a status write where it costs the floor
+//! one create (`docs/benchmark.md`).
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::Client;
+use kube::{Client, ResourceExt};
 use midonet_kube_controllers::crd::{Condition, PushedResource, Translation, TranslationStatus};
 use midonet_kube_controllers::{pusher, translate};
 use midonet_translators::{DesiredTranslation, Resource};
 
-use super::{plain_translation, Res};
+use super::{each_concurrent, Res};
 
 /// Apiserver CPU per request of each kind.
 pub struct RequestCosts {
@@ -70,6 +72,18 @@ pub async fn measure(
     cpu: impl Fn() -> Res<Duration>,
 ) -> Res<RequestCosts> {
     let api: Api<Translation> = Api::namespaced(client.clone(), namespace);
+    let owners: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let mut owner = ConfigMap::default();
+    owner.metadata.name = Some("bench-cost-owner".into());
+    let owner = owners.create(&PostParams::default(), &owner).await?;
+    let owner_ref = translate::owner_reference(&owner).ok_or("owner without a UID")?;
+    // A desired Translation written as the translators write it, under another name here.
+    let shaped = |d: &DesiredTranslation, name: String| {
+        let mut d = d.clone();
+        d.name = name;
+        d.namespace = namespace.to_string();
+        translate::translation_object(&d, Some(&owner_ref))
+    };
     let sample: Vec<(usize, &DesiredTranslation)> = translations
         .iter()
         .copied()
@@ -94,14 +108,14 @@ pub async fn measure(
     for block in sample.chunks(BLOCK) {
         let c0 = cpu()?;
         for (i, d) in block {
-            let t = plain_translation(d, &format!("cost-create-{i}"), namespace);
+            let t = shaped(d, format!("cost-create-{i}"));
             api.create(&create_params, &t).await?;
         }
         let c1 = cpu()?;
         let mut applied = Vec::with_capacity(block.len());
         for (i, d) in block {
             let name = format!("cost-apply-{i}");
-            let t = plain_translation(d, &name, namespace);
+            let t = shaped(d, name.clone());
             applied.push(api.patch(&name, &apply_params, &Patch::Apply(&t)).await?);
         }
         let c2 = cpu()?;
@@ -116,7 +130,26 @@ pub async fn measure(
         spent[1] += c2 - c1;
         spent[2] += c3 - c2;
     }
+    // The finalizer first, or the deletion would wait for a pusher.
+    let written = api.list(&ListParams::default()).await?.items;
+    each_concurrent(written, 16, |t| {
+        let api = api.clone();
+        async move {
+            let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+            api.patch(
+                &t.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&unfinalized),
+            )
+            .await?;
+            Ok(())
+        }
+    })
+    .await?;
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await?;
+    owners
+        .delete(&owner.name_any(), &DeleteParams::default())
         .await?;
     Ok(RequestCosts {
         create: spent[0] / n,

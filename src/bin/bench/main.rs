@@ -13,26 +13,29 @@ use clap::Parser;
 use futures::{stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
-use midonet_kube_controllers::crd::{Translation, TranslationSpec};
+use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::scenario::{api_in_namespace_of, Scale, Scenario};
 use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
 use midonet_kube_controllers::sim::{self, SimConfig};
+use midonet_kube_controllers::translate;
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
 use serde_json::json;
 use tokio::process::{Child, Command};
 use tracker::ReadyTracker;
 
+mod apirequests;
 mod costs;
 mod tracker;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
 const NAMESPACES: usize = 4;
-const FLOOR_NS: &str = "bench-floor";
+const COST_NS: &str = "bench-costs";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
 /// Requests of each kind sent one at a time to measure what each costs the apiserver.
@@ -369,12 +372,20 @@ impl Controllers {
 
 // ---------------------------------------------------------------- floor
 
+/// A desired Translation and the owner reference the translators put on it (none for the
+/// globals).
+struct Owned {
+    owner: Option<OwnerReference>,
+    translation: DesiredTranslation,
+}
+
+/// Every Translation the controllers are to write for these objects, with its owner.
 fn translate_all(
     nodes: &[Node],
     pods: &[Pod],
     services: &[Service],
     endpoints: &[Endpoints],
-) -> Vec<Vec<DesiredTranslation>> {
+) -> Vec<Owned> {
     let cfg = TranslatorConfig::default();
     let by_name: BTreeMap<String, &Node> = nodes
         .iter()
@@ -392,62 +403,66 @@ fn translate_all(
             )
         })
         .collect();
-    let global = midonet_translators::global(&cfg);
-    let node_trs = nodes
-        .iter()
-        .flat_map(|n| midonet_translators::node(&cfg, n).translations)
-        .collect();
-    let mut third: Vec<DesiredTranslation> = pods
-        .iter()
-        .flat_map(|p| {
-            let node = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_ref())
-                .and_then(|n| by_name.get(n).copied());
-            midonet_translators::pod(&cfg, p, node).translations
+    fn owned_by<O: kube::Resource<DynamicType = ()>>(
+        obj: &O,
+        translations: Vec<DesiredTranslation>,
+    ) -> impl Iterator<Item = Owned> {
+        let owner = translate::owner_reference(obj);
+        translations.into_iter().map(move |translation| Owned {
+            owner: owner.clone(),
+            translation,
+        })
+    }
+    let mut out: Vec<Owned> = midonet_translators::global(&cfg)
+        .into_iter()
+        .map(|translation| Owned {
+            owner: None,
+            translation,
         })
         .collect();
-    third.extend(
-        services
-            .iter()
-            .flat_map(|s| midonet_translators::service(&cfg, s).translations),
-    );
-    let eps = endpoints
-        .iter()
-        .flat_map(|e| {
-            let key = (
-                e.metadata.namespace.clone().unwrap_or_default(),
-                e.metadata.name.clone().unwrap_or_default(),
-            );
-            midonet_translators::endpoints(&cfg, e, svc_by_key.get(&key).copied()).translations
-        })
-        .collect();
-    vec![global, node_trs, third, eps]
-}
-
-/// `d` as a plain client writes it: spec and labels, no owner, no finalizer.
-fn plain_translation(d: &DesiredTranslation, name: &str, namespace: &str) -> Translation {
-    let mut t = Translation::new(
-        name,
-        namespace,
-        TranslationSpec {
-            resources: d.resources.clone(),
-        },
-    );
-    t.metadata.labels = Some(d.labels.clone());
-    t
+    for n in nodes {
+        out.extend(owned_by(n, midonet_translators::node(&cfg, n).translations));
+    }
+    for p in pods {
+        let node = p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .and_then(|n| by_name.get(n).copied());
+        out.extend(owned_by(
+            p,
+            midonet_translators::pod(&cfg, p, node).translations,
+        ));
+    }
+    for s in services {
+        out.extend(owned_by(
+            s,
+            midonet_translators::service(&cfg, s).translations,
+        ));
+    }
+    for e in endpoints {
+        let key = (
+            e.metadata.namespace.clone().unwrap_or_default(),
+            e.metadata.name.clone().unwrap_or_default(),
+        );
+        let service = svc_by_key.get(&key).copied();
+        out.extend(owned_by(
+            e,
+            midonet_translators::endpoints(&cfg, e, service).translations,
+        ));
+    }
+    out
 }
 
 /// The Translations in levels: each one's backend resources need only what its own earlier
 /// resources and the Translations of lower levels provide (`Resource::requires`), so that a
 /// plain client pushing level by level is never refused for a missing referent.
-fn dependency_levels(phases: &[Vec<DesiredTranslation>]) -> Res<Vec<Vec<&DesiredTranslation>>> {
-    let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
+fn dependency_levels(all: &[Owned]) -> Res<Vec<Vec<&DesiredTranslation>>> {
     let mut resources = Vec::with_capacity(all.len());
     let mut provider = HashMap::new();
-    for (i, d) in all.iter().enumerate() {
-        let rs = d
+    for (i, o) in all.iter().enumerate() {
+        let rs = o
+            .translation
             .resources
             .iter()
             .map(Resource::from_entry)
@@ -484,8 +499,8 @@ fn dependency_levels(phases: &[Vec<DesiredTranslation>]) -> Res<Vec<Vec<&Desired
         }
         if !changed {
             let mut levels = vec![Vec::new(); level.iter().max().map_or(0, |m| m + 1)];
-            for (d, l) in all.iter().zip(&level) {
-                levels[*l].push(*d);
+            for (o, l) in all.iter().zip(&level) {
+                levels[*l].push(&o.translation);
             }
             return Ok(levels);
         }
@@ -503,16 +518,16 @@ enum FloorWrites {
     CreateAndStatus,
 }
 
-/// Lower bound: writes the same Translations (scratch namespace) and the same backend
-/// resources with plain clients at concurrency 8, the backend's level by level
-/// ([`dependency_levels`]) so that referents exist first.
+/// Lower bound: writes the same Translations as the translators do (same namespace, name,
+/// labels, owner, finalizer) and the same backend resources, with plain clients at
+/// concurrency 8, the backend's level by level ([`dependency_levels`]) so that referents
+/// exist first.
 async fn floor(
     client: &Client,
     api_url: &str,
-    phases: &[Vec<DesiredTranslation>],
+    all: &[Owned],
     writes: FloorWrites,
 ) -> Res<Duration> {
-    let trs: Api<Translation> = Api::namespaced(client.clone(), FLOOR_NS);
     let backend = BackendClient::new(
         BackendConfig {
             url: url::Url::parse(api_url)?,
@@ -520,31 +535,27 @@ async fn floor(
         },
         &prometheus::Registry::new(),
     )?;
-    // Watched as the controllers' Translations are; its state is not used.
-    let watch = ReadyTracker::start_in(client, FLOOR_NS);
+    // Watched as during the sync; its state is not used.
+    let watch = ReadyTracker::start(client);
     watch.listed().await;
     let start = Instant::now();
-    let kube_side = async {
-        let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
-        each_concurrent(all, 8, |d| {
-            let t = plain_translation(d, &d.name, FLOOR_NS);
-            let trs = trs.clone();
-            async move {
-                let mut created = trs.create(&PostParams::default(), &t).await?;
-                if writes == FloorWrites::CreateAndStatus {
-                    created.status = Some(costs::pushed_status(&created));
-                    created.metadata.managed_fields = None;
-                    trs.replace_status(&d.name, &PostParams::default(), &created)
-                        .await?;
-                }
-                Ok(())
+    let kube_side = each_concurrent(all, 8, |o| {
+        let d = &o.translation;
+        let t = translate::translation_object(d, o.owner.as_ref());
+        let trs: Api<Translation> = Api::namespaced(client.clone(), &d.namespace);
+        async move {
+            let mut created = trs.create(&PostParams::default(), &t).await?;
+            if writes == FloorWrites::CreateAndStatus {
+                created.status = Some(costs::pushed_status(&created));
+                created.metadata.managed_fields = None;
+                trs.replace_status(&d.name, &PostParams::default(), &created)
+                    .await?;
             }
-        })
-        .await?;
-        Res::Ok(())
-    };
+            Ok(())
+        }
+    });
     let backend_side = async {
-        for level in dependency_levels(phases)? {
+        for level in dependency_levels(all)? {
             each_concurrent(level, 8, |d| {
                 let backend = &backend;
                 async move {
@@ -565,13 +576,29 @@ async fn floor(
     Ok(start.elapsed())
 }
 
-/// Removes what [`floor`] wrote: its Translations, and the backend (hosts kept).
-async fn clear_floor(client: &Client, admin: &AdminClient) -> Res<()> {
-    Api::<Translation>::namespaced(client.clone(), FLOOR_NS)
-        .delete_collection(&DeleteParams::default(), &ListParams::default())
-        .await?;
+/// Removes what [`floor`] wrote: its Translations (finalizer first), and the backend
+/// (hosts kept).
+async fn clear_floor(client: &Client, admin: &AdminClient, written: &[Owned]) -> Res<()> {
+    each_concurrent(written, 16, |o| {
+        let d = &o.translation;
+        let trs: Api<Translation> = Api::namespaced(client.clone(), &d.namespace);
+        async move {
+            let unfinalized = json!({"metadata": {"finalizers": null}});
+            trs.patch(
+                &d.name,
+                &PatchParams::default(),
+                &Patch::Merge(&unfinalized),
+            )
+            .await?;
+            trs.delete(&d.name, &DeleteParams::default()).await?;
+            Ok(())
+        }
+    })
+    .await?;
     admin.wipe().await?;
     admin.reset_requests().await?;
+    // Let the apiserver and kube-controller-manager finish with the deletions.
+    tokio::time::sleep(SETTLE).await;
     Ok(())
 }
 
@@ -640,11 +667,11 @@ async fn run(args: Args) -> Res<()> {
     // 1. Objects.
     eprintln!("bench: creating objects");
     let ns_api_all: Api<Namespace> = Api::all(client.clone());
-    let mut floor_ns = Namespace::default();
-    floor_ns.metadata.name = Some(FLOOR_NS.to_string());
+    let mut cost_ns = Namespace::default();
+    cost_ns.metadata.name = Some(COST_NS.to_string());
     for ns in (0..NAMESPACES)
         .map(|i| scenario.namespace_object(i))
-        .chain([floor_ns])
+        .chain([cost_ns])
     {
         ns_api_all.create(&PostParams::default(), &ns).await?;
     }
@@ -675,22 +702,23 @@ async fn run(args: Args) -> Res<()> {
             .get_opt("kubernetes")
             .await?,
     );
-    let phases = translate_all(&nodes, &pods, &all_services, &all_endpoints);
-    let n_translations: usize = phases.iter().map(Vec::len).sum();
+    let wanted = translate_all(&nodes, &pods, &all_services, &all_endpoints);
+    let n_translations = wanted.len();
     let floor_cpu0 = apiserver_cpu()?;
-    let floor_time = floor(&client, &api_url, &phases, FloorWrites::Create).await?;
+    let floor_time = floor(&client, &api_url, &wanted, FloorWrites::Create).await?;
     let floor_cpu = apiserver_cpu()? - floor_cpu0;
-    clear_floor(&client, &admin).await?;
+    clear_floor(&client, &admin, &wanted).await?;
     eprintln!("bench: measuring the floor with a status write per Translation");
     let status_floor_cpu0 = apiserver_cpu()?;
-    let status_floor_time = floor(&client, &api_url, &phases, FloorWrites::CreateAndStatus).await?;
+    let status_floor_time = floor(&client, &api_url, &wanted, FloorWrites::CreateAndStatus).await?;
     let status_floor_cpu = apiserver_cpu()? - status_floor_cpu0;
-    clear_floor(&client, &admin).await?;
+    clear_floor(&client, &admin, &wanted).await?;
 
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
     let tracker = ReadyTracker::start(&client);
     tracker.listed().await;
+    let requests0 = apirequests::read(&client).await?;
     let initial_cpu0 = apiserver_cpu()?;
     let t_initial = Instant::now();
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
@@ -707,6 +735,12 @@ async fn run(args: Args) -> Res<()> {
     let (initial_requests, _, _) = backend_counts(&admin).await?;
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
     let initial_cpu = apiserver_cpu()? - initial_cpu0;
+    let sync_requests = apirequests::growth(&requests0, &apirequests::read(&client).await?);
+    let sync_requests_total: f64 = sync_requests
+        .iter()
+        .filter(|(k, _)| !k.starts_with("WATCH"))
+        .map(|(_, v)| v)
+        .sum();
     let controllers_cpu = cpu_time(ctl.pid()?)?;
     let peak_rss = ctl.peak_rss_kib()?;
     let events_dropped = ctl
@@ -716,8 +750,8 @@ async fn run(args: Args) -> Res<()> {
     // After the sync, so as not to change what it meets in the apiserver.
     tokio::time::sleep(SETTLE).await;
     eprintln!("bench: measuring the apiserver's cost per request");
-    let all: Vec<&DesiredTranslation> = phases.iter().flatten().collect();
-    let costs = costs::measure(&client, FLOOR_NS, &all, COST_SAMPLES, apiserver_cpu).await?;
+    let all: Vec<&DesiredTranslation> = wanted.iter().map(|o| &o.translation).collect();
+    let costs = costs::measure(&client, COST_NS, &all, COST_SAMPLES, apiserver_cpu).await?;
     let per_translation = |cpu: Duration| cpu.as_secs_f64() * 1000.0 / n_translations.max(1) as f64;
     let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
     let status_ratio = initial.as_secs_f64() / status_floor_time.as_secs_f64().max(1e-9);
@@ -765,6 +799,11 @@ async fn run(args: Args) -> Res<()> {
                 per_translation(status_floor_cpu),
                 per_translation(initial_cpu)
             ),
+            target: "-",
+        },
+        Row {
+            name: "apiserver requests per Translation (sync)",
+            value: format!("{:.2}", sync_requests_total / n_translations.max(1) as f64),
             target: "-",
         },
         Row {
@@ -818,6 +857,7 @@ async fn run(args: Args) -> Res<()> {
         "apiserverCpuMsPerRequest": {"create": ms(costs.create), "apply": ms(costs.apply),
                                      "statusWrite": ms(costs.status)},
         "eventsDropped": events_dropped,
+        "apiserverRequestsSync": sync_requests,
     });
     if args.only_initial {
         report(&args, &initial_rows, &result)?;

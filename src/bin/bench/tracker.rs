@@ -67,16 +67,7 @@ pub struct ReadyTracker {
 impl ReadyTracker {
     /// Starts watching every Translation of the cluster.
     pub fn start(client: &Client) -> ReadyTracker {
-        Self::watching(Api::all(client.clone()))
-    }
-
-    /// Starts watching the Translations of one namespace: the floors run under the same
-    /// watch as the controllers, so that the apiserver serves both alike.
-    pub fn start_in(client: &Client, namespace: &str) -> ReadyTracker {
-        Self::watching(Api::namespaced(client.clone(), namespace))
-    }
-
-    fn watching(api: Api<Translation>) -> ReadyTracker {
+        let api: Api<Translation> = Api::all(client.clone());
         let state = Arc::new(Mutex::new(State::default()));
         let task = tokio::spawn({
             let state = state.clone();
