@@ -454,10 +454,11 @@ fn translate_all(
     out
 }
 
-/// The Translations in levels: each one's backend resources need only what its own earlier
-/// resources and the Translations of lower levels provide (`Resource::requires`), so that a
-/// plain client pushing level by level is never refused for a missing referent.
-fn dependency_levels(all: &[Owned]) -> Res<Vec<Vec<&DesiredTranslation>>> {
+/// The Translations' backend resources (parsed, in push order) in levels: each one's
+/// resources need only what its own earlier resources and the Translations of lower levels
+/// provide (`Resource::requires`), so that a plain client pushing level by level is never
+/// refused for a missing referent.
+fn dependency_levels(all: &[Owned]) -> Res<Vec<Vec<Vec<Resource>>>> {
     let mut resources = Vec::with_capacity(all.len());
     let mut provider = HashMap::new();
     for (i, o) in all.iter().enumerate() {
@@ -499,8 +500,8 @@ fn dependency_levels(all: &[Owned]) -> Res<Vec<Vec<&DesiredTranslation>>> {
         }
         if !changed {
             let mut levels = vec![Vec::new(); level.iter().max().map_or(0, |m| m + 1)];
-            for (o, l) in all.iter().zip(&level) {
-                levels[*l].push(&o.translation);
+            for (rs, l) in resources.into_iter().zip(&level) {
+                levels[*l].push(rs);
             }
             return Ok(levels);
         }
@@ -535,6 +536,7 @@ async fn floor(
         },
         &prometheus::Registry::new(),
     )?;
+    let levels = dependency_levels(all)?;
     // Watched as during the sync; its state is not used.
     let watch = ReadyTracker::start(client);
     watch.listed().await;
@@ -555,13 +557,12 @@ async fn floor(
         }
     });
     let backend_side = async {
-        for level in dependency_levels(all)? {
-            each_concurrent(level, 8, |d| {
+        for level in &levels {
+            each_concurrent(level, 8, |resources| {
                 let backend = &backend;
                 async move {
-                    for e in &d.resources {
-                        let r = Resource::from_entry(e).map_err(|e| e.to_string())?;
-                        backend.apply(&r).await?;
+                    for r in resources {
+                        backend.apply(r).await?;
                     }
                     Ok(())
                 }
