@@ -29,7 +29,7 @@ const TRANSLATORS: &str = translate::FIELD_MANAGER;
 const PUSHER: &str = pusher::FIELD_MANAGER;
 
 /// A status shaped like the pusher's after a complete push.
-pub fn pushed_status(t: &Translation) -> TranslationStatus {
+fn pushed_status(t: &Translation) -> TranslationStatus {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let pushed: Vec<PushedResource> = t
         .desired_resources()
@@ -56,6 +56,27 @@ pub fn pushed_status(t: &Translation) -> TranslationStatus {
         pushed,
         last_push_time: Some(now),
     }
+}
+
+/// Writes `t`'s status as the pusher would after a complete push.
+pub async fn write_pushed_status(
+    api: &Api<Translation>,
+    mut t: Translation,
+    params: &PostParams,
+) -> Res<()> {
+    t.status = Some(pushed_status(&t));
+    // Sent without them, the apiserver keeps the stored ones, as for the pusher.
+    t.metadata.managed_fields = None;
+    api.replace_status(&t.name_any(), params, &t).await?;
+    Ok(())
+}
+
+/// Removes every finalizer of Translation `name`, so that deleting it needs no pusher.
+pub async fn remove_finalizers(api: &Api<Translation>, name: &str) -> Res<()> {
+    let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalized))
+        .await?;
+    Ok(())
 }
 
 /// Requests of one kind between two readings of the apiserver's CPU time, which the kernel
@@ -119,11 +140,8 @@ pub async fn measure(
             applied.push(api.patch(&name, &apply_params, &Patch::Apply(&t)).await?);
         }
         let c2 = cpu()?;
-        for mut t in applied {
-            t.status = Some(pushed_status(&t));
-            t.metadata.managed_fields = None;
-            let name = t.metadata.name.clone().unwrap_or_default();
-            api.replace_status(&name, &status_params, &t).await?;
+        for t in applied {
+            write_pushed_status(&api, t, &status_params).await?;
         }
         let c3 = cpu()?;
         spent[0] += c1 - c0;
@@ -134,16 +152,7 @@ pub async fn measure(
     let written = api.list(&ListParams::default()).await?.items;
     each_concurrent(written, 16, |t| {
         let api = api.clone();
-        async move {
-            let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
-            api.patch(
-                &t.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&unfinalized),
-            )
-            .await?;
-            Ok(())
-        }
+        async move { remove_finalizers(&api, &t.name_any()).await }
     })
     .await?;
     api.delete_collection(&DeleteParams::default(), &ListParams::default())

@@ -546,12 +546,9 @@ async fn floor(
         let t = translate::translation_object(d, o.owner.as_ref());
         let trs: Api<Translation> = Api::namespaced(client.clone(), &d.namespace);
         async move {
-            let mut created = trs.create(&PostParams::default(), &t).await?;
+            let created = trs.create(&PostParams::default(), &t).await?;
             if writes == FloorWrites::CreateAndStatus {
-                created.status = Some(costs::pushed_status(&created));
-                created.metadata.managed_fields = None;
-                trs.replace_status(&d.name, &PostParams::default(), &created)
-                    .await?;
+                costs::write_pushed_status(&trs, created, &PostParams::default()).await?;
             }
             Ok(())
         }
@@ -584,13 +581,7 @@ async fn clear_floor(client: &Client, admin: &AdminClient, written: &[Owned]) ->
         let d = &o.translation;
         let trs: Api<Translation> = Api::namespaced(client.clone(), &d.namespace);
         async move {
-            let unfinalized = json!({"metadata": {"finalizers": null}});
-            trs.patch(
-                &d.name,
-                &PatchParams::default(),
-                &Patch::Merge(&unfinalized),
-            )
-            .await?;
+            costs::remove_finalizers(&trs, &d.name).await?;
             trs.delete(&d.name, &DeleteParams::default()).await?;
             Ok(())
         }
