@@ -241,3 +241,8 @@ pub(crate) fn uuid_value(id: Uuid) -> Value {
 pub(crate) fn text(v: impl ToString) -> Value {
     Value::String(v.to_string())
 }
+
+/// JSON array of UUID strings.
+pub(crate) fn uuid_list(ids: &[Uuid]) -> Value {
+    Value::Array(ids.iter().copied().map(uuid_value).collect())
+}

@@ -25,8 +25,8 @@ use crate::entry::TranslationResource;
 pub use json::{parse_uuid, Extra};
 pub use kind::Kind;
 pub use objects::{
-    BackendObject, Bridge, Chain, Host, HostInterfacePort, Ipv4MacPair, MacPort, NatTarget, Port,
-    PortLink, PortRange, Route, Router, Rule, TunnelZone, TunnelZoneHost,
+    BackendObject, Bridge, Chain, ConditionExtras, Host, HostInterfacePort, Ipv4MacPair, MacPort,
+    NatTarget, Port, PortLink, PortRange, Route, Router, Rule, TunnelZone, TunnelZoneHost,
 };
 pub use referents::Referent;
 pub use values::{

@@ -14,7 +14,7 @@ use std::net::Ipv4Addr;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::json::{self, uuid_value, Extra, Reader, Writer};
+use super::json::{self, uuid_list, uuid_value, Extra, Reader, Writer};
 use super::values::{FlowAction, Ipv4Cidr, MacAddr, PortType, RouteType, RuleType, TunnelZoneType};
 use super::{Kind, ModelError};
 
@@ -737,7 +737,40 @@ pub struct Rule {
     pub nw_dst_length: Option<u8>,
     pub tp_src: Option<PortRange>,
     pub tp_dst: Option<PortRange>,
+    /// The rest of MidoNet's rule condition (`condInvert`, inversions, ports, groups,
+    /// connection direction). None of the current translators sets them; the data-plane
+    /// model evaluates them.
+    pub condition: ConditionExtras,
     pub extra: Extra,
+}
+
+/// The condition fields of a Rule beyond the L3/L4 match above, named as MidoNet's REST
+/// `Condition` names them. An absent flag is `false`, an absent set is empty.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConditionExtras {
+    /// `condInvert`: the whole condition is negated.
+    pub cond_invert: Option<bool>,
+    /// Match only packets of a forward flow (not a tracked reply).
+    pub match_forward_flow: Option<bool>,
+    /// Match only replies of a tracked connection.
+    pub match_return_flow: Option<bool>,
+    pub in_ports: Option<Vec<Uuid>>,
+    pub inv_in_ports: Option<bool>,
+    pub out_ports: Option<Vec<Uuid>>,
+    pub inv_out_ports: Option<bool>,
+    /// Matches when the packet entered the virtual network through a port of this group.
+    pub port_group: Option<Uuid>,
+    pub inv_port_group: Option<bool>,
+    pub ip_addr_group_src: Option<Uuid>,
+    pub inv_ip_addr_group_src: Option<bool>,
+    pub ip_addr_group_dst: Option<Uuid>,
+    pub inv_ip_addr_group_dst: Option<bool>,
+    pub inv_dl_type: Option<bool>,
+    pub inv_nw_proto: Option<bool>,
+    pub inv_nw_src: Option<bool>,
+    pub inv_nw_dst: Option<bool>,
+    pub inv_tp_src: Option<bool>,
+    pub inv_tp_dst: Option<bool>,
 }
 
 impl Rule {
@@ -758,6 +791,7 @@ impl Rule {
             nw_dst_length: None,
             tp_src: None,
             tp_dst: None,
+            condition: ConditionExtras::default(),
             extra: Extra::new(),
         }
     }
@@ -799,11 +833,33 @@ impl BackendObject for Rule {
             nw_dst_length: r.opt("nwDstLength", json::prefix_len)?,
             tp_src: r.opt("tpSrc", PortRange::parse)?,
             tp_dst: r.opt("tpDst", PortRange::parse)?,
+            condition: ConditionExtras {
+                cond_invert: r.opt("condInvert", json::boolean)?,
+                match_forward_flow: r.opt("matchForwardFlow", json::boolean)?,
+                match_return_flow: r.opt("matchReturnFlow", json::boolean)?,
+                in_ports: r.opt("inPorts", json::array(json::uuid))?,
+                inv_in_ports: r.opt("invInPorts", json::boolean)?,
+                out_ports: r.opt("outPorts", json::array(json::uuid))?,
+                inv_out_ports: r.opt("invOutPorts", json::boolean)?,
+                port_group: r.opt("portGroup", json::uuid)?,
+                inv_port_group: r.opt("invPortGroup", json::boolean)?,
+                ip_addr_group_src: r.opt("ipAddrGroupSrc", json::uuid)?,
+                inv_ip_addr_group_src: r.opt("invIpAddrGroupSrc", json::boolean)?,
+                ip_addr_group_dst: r.opt("ipAddrGroupDst", json::uuid)?,
+                inv_ip_addr_group_dst: r.opt("invIpAddrGroupDst", json::boolean)?,
+                inv_dl_type: r.opt("invDlType", json::boolean)?,
+                inv_nw_proto: r.opt("invNwProto", json::boolean)?,
+                inv_nw_src: r.opt("invNwSrc", json::boolean)?,
+                inv_nw_dst: r.opt("invNwDst", json::boolean)?,
+                inv_tp_src: r.opt("invTpSrc", json::boolean)?,
+                inv_tp_dst: r.opt("invTpDst", json::boolean)?,
+            },
             extra: r.finish(),
         })
     }
 
     fn to_body(&self) -> Value {
+        let c = &self.condition;
         Writer::new()
             .put("id", uuid_value(self.id))
             .put("type", self.rule_type.as_str())
@@ -824,6 +880,25 @@ impl BackendObject for Rule {
             .opt("nwDstLength", self.nw_dst_length)
             .opt("tpSrc", self.tp_src.as_ref().map(PortRange::to_value))
             .opt("tpDst", self.tp_dst.as_ref().map(PortRange::to_value))
+            .opt("condInvert", c.cond_invert)
+            .opt("matchForwardFlow", c.match_forward_flow)
+            .opt("matchReturnFlow", c.match_return_flow)
+            .opt("inPorts", c.in_ports.as_deref().map(uuid_list))
+            .opt("invInPorts", c.inv_in_ports)
+            .opt("outPorts", c.out_ports.as_deref().map(uuid_list))
+            .opt("invOutPorts", c.inv_out_ports)
+            .opt("portGroup", c.port_group.map(uuid_value))
+            .opt("invPortGroup", c.inv_port_group)
+            .opt("ipAddrGroupSrc", c.ip_addr_group_src.map(uuid_value))
+            .opt("invIpAddrGroupSrc", c.inv_ip_addr_group_src)
+            .opt("ipAddrGroupDst", c.ip_addr_group_dst.map(uuid_value))
+            .opt("invIpAddrGroupDst", c.inv_ip_addr_group_dst)
+            .opt("invDlType", c.inv_dl_type)
+            .opt("invNwProto", c.inv_nw_proto)
+            .opt("invNwSrc", c.inv_nw_src)
+            .opt("invNwDst", c.inv_nw_dst)
+            .opt("invTpSrc", c.inv_tp_src)
+            .opt("invTpDst", c.inv_tp_dst)
             .finish(&self.extra)
     }
 
