@@ -127,8 +127,8 @@ fn endpoints(ns: &str, name: &str, ips: &[&str], ports: &[(&str, i32, &str)]) ->
 }
 
 /// Two nodes, four pods (one without a MAC annotation), a load-balanced Service on two
-/// nodes, a NodePort Service, the apiserver's Service on a node address, and a Service
-/// without endpoints.
+/// nodes, the apiserver's Service on a node address, a Service without endpoints, and a
+/// NodePort and a LoadBalancer Service (pods use their cluster IPs too).
 fn cluster() -> Cluster {
     Cluster {
         nodes: vec![node("n1", 1, true), node("n2", 2, false)],
@@ -160,6 +160,20 @@ fn cluster() -> Cluster {
                 "ClusterIP",
                 &[("https", 443, "TCP")],
             ),
+            service(
+                "app",
+                "nodeport",
+                "10.96.0.12",
+                "NodePort",
+                &[("http", 80, "TCP")],
+            ),
+            service(
+                "app",
+                "lb",
+                "10.96.0.13",
+                "LoadBalancer",
+                &[("http", 80, "TCP")],
+            ),
         ],
         endpoints: vec![
             endpoints(
@@ -174,6 +188,13 @@ fn cluster() -> Cluster {
                 "kubernetes",
                 &["192.168.0.1"],
                 &[("https", 443, "TCP")],
+            ),
+            endpoints("app", "nodeport", &["10.1.2.11"], &[("http", 80, "TCP")]),
+            endpoints(
+                "app",
+                "lb",
+                &["10.1.1.11", "10.1.2.11"],
+                &[("http", 80, "TCP")],
             ),
         ],
     }
@@ -408,4 +429,87 @@ fn deleting_one_service_jump_breaks_exactly_that_service_port() {
     );
     let expected = report.by_kind.values().map(|t| t.checked).sum::<usize>();
     assert!(expected > failed.len());
+}
+
+mod random_clusters {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A random small cluster: 1–3 nodes, up to 3 pods each, up to 3 Services of up to
+    /// 2 ports whose endpoints are a random subset of the pods.
+    fn arb_cluster() -> impl Strategy<Value = Cluster> {
+        (
+            proptest::collection::vec(
+                (
+                    any::<bool>(),
+                    proptest::collection::vec(any::<bool>(), 0..=3),
+                ),
+                1..=3,
+            ),
+            proptest::collection::vec((any::<bool>(), 1usize..=2, any::<u16>()), 0..=3),
+        )
+            .prop_map(|(nodes, services)| {
+                let mut c = Cluster::default();
+                let mut pod_ips = Vec::new();
+                for (n, (node_mac, pods)) in nodes.iter().enumerate() {
+                    let n8 = n as u8 + 1;
+                    let name = format!("n{n8}");
+                    c.nodes.push(node(&name, n8, *node_mac));
+                    for (i, pod_mac) in pods.iter().enumerate() {
+                        let ip = format!("10.1.{n8}.{}", 10 + i);
+                        let mac = format!("0a:00:00:00:{n8:02x}:{:02x}", 10 + i);
+                        c.pods.push(pod(
+                            "app",
+                            &format!("p{n8}-{i}"),
+                            &name,
+                            &ip,
+                            pod_mac.then_some(mac.as_str()),
+                        ));
+                        pod_ips.push(ip);
+                    }
+                }
+                for (s, (udp, nports, pick)) in services.iter().enumerate() {
+                    let name = format!("s{s}");
+                    let ports: Vec<(String, i32, &str)> = (0..*nports)
+                        .map(|p| {
+                            (
+                                format!("p{p}"),
+                                80 + p as i32,
+                                if *udp && p == 1 { "UDP" } else { "TCP" },
+                            )
+                        })
+                        .collect();
+                    let refs: Vec<(&str, i32, &str)> = ports
+                        .iter()
+                        .map(|(n, p, pr)| (n.as_str(), *p, *pr))
+                        .collect();
+                    c.services.push(service(
+                        "app",
+                        &name,
+                        &format!("10.96.1.{}", 10 + s),
+                        "ClusterIP",
+                        &refs,
+                    ));
+                    let chosen: Vec<&str> = pod_ips
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| pick & (1 << (i % 16)) != 0)
+                        .map(|(_, ip)| ip.as_str())
+                        .collect();
+                    c.endpoints.push(endpoints("app", &name, &chosen, &refs));
+                }
+                c
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn every_random_cluster_keeps_kubernetes_promises(c in arb_cluster()) {
+            let report = run(&c, resources(&translate(&c)));
+            let failed: Vec<String> = report.failures.iter().map(|f| format!("{:?} {} → {}: {}", f.kind, f.from, f.to, f.problem)).collect();
+            prop_assert!(report.passed(), "{failed:#?}");
+        }
+    }
 }

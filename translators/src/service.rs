@@ -53,7 +53,8 @@ pub(crate) fn port_number(port: i32) -> Option<u16> {
     u16::try_from(port).ok().filter(|p| *p != 0)
 }
 
-/// The service's IPv4 cluster IP, if it is a ClusterIP service that has one.
+/// The service's IPv4 cluster IP, if it has one. Every type but ExternalName has a cluster
+/// IP (NodePort and LoadBalancer Services too), and pods use it whatever the type.
 ///
 /// `Ok(None)`: nothing to translate and nothing wrong (headless, other service types, not yet
 /// allocated). `Err`: a cluster IP MidoNet cannot use.
@@ -61,8 +62,7 @@ pub(crate) fn cluster_ipv4(svc: &Service) -> Result<Option<Ipv4Addr>, Translatio
     let Some(spec) = svc.spec.as_ref() else {
         return Ok(None);
     };
-    // The apiserver defaults the type; an object without one is a ClusterIP service.
-    if !matches!(spec.type_.as_deref(), None | Some("ClusterIP")) {
+    if spec.type_.as_deref() == Some("ExternalName") {
         return Ok(None);
     }
     let primary = spec.cluster_ip.as_deref().unwrap_or_default();

@@ -1,0 +1,432 @@
+//! One hand-built topology per semantic of midolman's simulation that the model encodes.
+//! Each test names the midolman behaviour (file in `midonet/midonet`) it checks.
+
+use std::net::Ipv4Addr;
+
+use midonet_dataplane::{trace, Attachment, Probe, Protocol, RuleOrder, SocketV4, Topology, Trace};
+use midonet_translators::model::{
+    Bridge, Chain, FlowAction, HostInterfacePort, MacAddr, NatTarget, Port, PortLink, PortRange,
+    Resource, Route, RouteType, Router, Rule, RuleType,
+};
+use uuid::Uuid;
+
+fn id(n: u128) -> Uuid {
+    Uuid::from_u128(n)
+}
+fn ip(s: &str) -> Ipv4Addr {
+    s.parse().unwrap()
+}
+fn mac(last: u8) -> MacAddr {
+    MacAddr([0x0a, 0, 0, 0, 0, last])
+}
+
+const HOST: u128 = 0x900;
+const R: u128 = 1;
+const B1: u128 = 10;
+const B2: u128 = 20;
+const RP1: u128 = 11;
+const RP2: u128 = 21;
+const BP1: u128 = 12;
+const BP2: u128 = 22;
+const PA: u128 = 13;
+const PC: u128 = 14;
+const PB: u128 = 23;
+const ROUTE1: u128 = 31;
+const ROUTE2: u128 = 32;
+
+/// Router R with two bridges: B1 (10.0.1.0/24: pods a .10 and c .11) and B2
+/// (10.0.2.0/24: pod b .10), each linked to R through a router port at .1.
+struct Net {
+    res: Vec<Resource>,
+    atts: Vec<Attachment>,
+}
+
+fn router_port(router: u128, port: u128, addr: &str, net: &str, m: u8) -> Resource {
+    let mut p = Port::router_port(id(router), id(port));
+    p.port_address = Some(ip(addr));
+    p.network_address = Some(ip(net));
+    p.network_length = Some(24);
+    p.port_mac = Some(mac(m));
+    p.into()
+}
+
+fn workload(
+    name: &str,
+    port: u128,
+    m: u8,
+    ips: &[&str],
+    net: &str,
+    gw: &str,
+) -> (Resource, Attachment) {
+    let iface = format!("if-{name}");
+    (
+        HostInterfacePort::new(id(HOST), id(port), iface.clone()).into(),
+        Attachment {
+            name: name.into(),
+            host: id(HOST),
+            interface: iface,
+            mac: mac(m),
+            ips: ips.iter().map(|s| ip(s)).collect(),
+            subnet: Some(net.parse().unwrap()),
+            gateway: Some(ip(gw)),
+        },
+    )
+}
+
+impl Net {
+    fn new() -> Net {
+        let mut res: Vec<Resource> = vec![
+            Router::new(id(R)).into(),
+            Bridge::new(id(B1)).into(),
+            Bridge::new(id(B2)).into(),
+            router_port(R, RP1, "10.0.1.1", "10.0.1.0", 0xf1),
+            router_port(R, RP2, "10.0.2.1", "10.0.2.0", 0xf2),
+            Port::bridge_port(id(B1), id(BP1)).into(),
+            Port::bridge_port(id(B2), id(BP2)).into(),
+            PortLink::new(id(BP1), id(RP1)).into(),
+            PortLink::new(id(BP2), id(RP2)).into(),
+            Route::normal(id(R), id(ROUTE1), "10.0.1.0/24".parse().unwrap(), id(RP1)).into(),
+            Route::normal(id(R), id(ROUTE2), "10.0.2.0/24".parse().unwrap(), id(RP2)).into(),
+            Port::bridge_port(id(B1), id(PA)).into(),
+            Port::bridge_port(id(B1), id(PC)).into(),
+            Port::bridge_port(id(B2), id(PB)).into(),
+        ];
+        let mut atts = Vec::new();
+        for (name, port, m, ips, net, gw) in [
+            ("a", PA, 0xa, vec!["10.0.1.10"], "10.0.1.0/24", "10.0.1.1"),
+            ("c", PC, 0xc, vec!["10.0.1.11"], "10.0.1.0/24", "10.0.1.1"),
+            (
+                "b",
+                PB,
+                0xb,
+                vec!["10.0.2.10", "192.168.9.9"],
+                "10.0.2.0/24",
+                "10.0.2.1",
+            ),
+        ] {
+            let (r, a) = workload(name, port, m, &ips, net, gw);
+            res.push(r);
+            atts.push(a);
+        }
+        Net { res, atts }
+    }
+
+    fn port_mut(&mut self, port: u128) -> &mut Port {
+        self.res
+            .iter_mut()
+            .find_map(|r| match r {
+                Resource::Port(p) if p.id == id(port) => Some(p),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    fn bridge_mut(&mut self, b: u128) -> &mut Bridge {
+        self.res
+            .iter_mut()
+            .find_map(|r| match r {
+                Resource::Bridge(x) if x.id == id(b) => Some(x),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    /// A chain with `rules` (in evaluation order).
+    fn chain(&mut self, chain: u128, rules: Vec<Rule>) {
+        self.res.push(Chain::new(id(chain)).into());
+        self.res.extend(rules.into_iter().map(Resource::from));
+    }
+
+    fn topo(&self) -> Topology {
+        Topology::new(self.res.clone(), RuleOrder::Listed, self.atts.clone())
+    }
+
+    fn trace(&self, from: &str, to: &str, port: u16, protocol: Protocol) -> Trace {
+        trace(
+            &self.topo(),
+            &Probe {
+                from: from.into(),
+                to: SocketV4::new(ip(to), port),
+                protocol,
+                src_port: 40000,
+            },
+        )
+        .unwrap()
+    }
+
+    fn tcp(&self, from: &str, to: &str, port: u16) -> Trace {
+        self.trace(from, to, port, Protocol::Tcp)
+    }
+}
+
+fn rule(chain: u128, n: u128, t: RuleType) -> Rule {
+    Rule::new(id(chain), id(n), t)
+}
+
+fn reason(t: &Trace) -> String {
+    t.paths[0].forward.drop_reason.clone().unwrap_or_default()
+}
+
+#[test]
+fn bridge_forwards_on_link_and_learns_the_reply_mac() {
+    // Bridge.scala: unknown unicast is flooded, the source MAC is learned on ingress.
+    let t = Net::new().tcp("a", "10.0.1.11", 80);
+    assert!(t.all_work(), "{t:#?}");
+    assert_eq!(
+        t.paths[0].client_sees,
+        Some(SocketV4::new(ip("10.0.1.11"), 80))
+    );
+}
+
+#[test]
+fn router_routes_between_bridges_by_longest_prefix() {
+    // Router.scala / RoutingTable: longest destination prefix; next hop MAC by ARP on the
+    // peer bridge, answered by the workload that owns the address.
+    let mut net = Net::new();
+    let t = net.tcp("a", "10.0.2.10", 80);
+    assert!(t.all_work(), "{t:#?}");
+    // A more specific black-hole route wins over the /24.
+    let mut bh = Route::normal(id(R), id(40), "10.0.2.10/32".parse().unwrap(), id(RP2));
+    bh.route_type = Some(RouteType::BlackHole);
+    net.res.push(bh.into());
+    let t = net.tcp("a", "10.0.2.10", 80);
+    assert!(!t.delivered());
+    assert!(reason(&t).contains("black-hole"), "{}", reason(&t));
+}
+
+#[test]
+fn a_source_matched_route_applies_only_to_its_sources() {
+    // RoutingTable: routes whose source prefix does not contain the source are skipped;
+    // among equal prefixes the lowest weight wins.
+    let mut net = Net::new();
+    let mut reject = Route::normal(id(R), id(41), "10.0.2.0/24".parse().unwrap(), id(RP2));
+    reject.route_type = Some(RouteType::Reject);
+    reject.src_network_addr = Some(ip("10.0.1.11"));
+    reject.src_network_length = Some(32);
+    reject.weight = Some(10);
+    net.res.push(reject.into());
+    assert!(net.tcp("a", "10.0.2.10", 80).all_work());
+    let t = net.tcp("c", "10.0.2.10", 80);
+    assert!(reason(&t).contains("reject"), "{}", reason(&t));
+}
+
+#[test]
+fn next_hop_gateway_and_the_bridge_arp_table() {
+    // Router.getNextHopMac: the route's gateway is resolved, not the destination; the
+    // bridge answers ARP from its ARP table (Bridge.scala, ip4_mac_table) before flooding.
+    let mut net = Net::new();
+    let mut via = Route::normal(id(R), id(42), "192.168.9.9/32".parse().unwrap(), id(RP2));
+    via.next_hop_gateway = Some(ip("10.0.2.10"));
+    net.res.push(via.into());
+    assert!(net.tcp("a", "192.168.9.9", 80).all_work());
+    // A stale ARP entry sends the frame to a MAC nobody on the bridge has.
+    net.res.push(
+        midonet_translators::model::Ipv4MacPair::new(id(B2), ip("10.0.2.10"), mac(0x77)).into(),
+    );
+    let t = net.tcp("a", "192.168.9.9", 80);
+    assert!(!t.delivered());
+    assert!(reason(&t).contains("nobody took it"), "{}", reason(&t));
+}
+
+#[test]
+fn admin_state_down_drops() {
+    // Port.scala / Bridge.scala: a port or device that is administratively down drops.
+    let mut net = Net::new();
+    net.port_mut(PB).admin_state_up = Some(false);
+    // A down port answers no ARP; with b in the ARP table the frame reaches the port.
+    assert!(reason(&net.tcp("a", "10.0.2.10", 80)).contains("ARP for 10.0.2.10"));
+    net.res.push(
+        midonet_translators::model::Ipv4MacPair::new(id(B2), ip("10.0.2.10"), mac(0xb)).into(),
+    );
+    assert!(reason(&net.tcp("a", "10.0.2.10", 80)).contains("administratively down"));
+    let mut net = Net::new();
+    net.bridge_mut(B1).admin_state_up = Some(false);
+    assert!(!net.tcp("a", "10.0.1.11", 80).delivered());
+}
+
+#[test]
+fn port_inbound_filter_matches_protocol() {
+    // Port.scala ingress: the port's inbound filter runs first; Condition.nwProto.
+    let mut net = Net::new();
+    let mut drop_udp = rule(100, 101, RuleType::Drop);
+    drop_udp.nw_proto = Some(17);
+    net.chain(100, vec![drop_udp]);
+    net.port_mut(PA).inbound_filter_id = Some(id(100));
+    assert!(net.tcp("a", "10.0.2.10", 53).all_work());
+    assert!(!net.trace("a", "10.0.2.10", 53, Protocol::Udp).delivered());
+}
+
+#[test]
+fn inversion_of_a_field_and_of_the_whole_condition() {
+    // Condition.matches: `invNwDst` negates one field, `condInvert` the conjunction.
+    let mut net = Net::new();
+    let mut r = rule(100, 101, RuleType::Drop);
+    r.nw_dst_address = Some(ip("10.0.2.0"));
+    r.nw_dst_length = Some(24);
+    r.condition.inv_nw_dst = Some(true);
+    net.chain(100, vec![r]);
+    net.bridge_mut(B1).inbound_filter_id = Some(id(100));
+    let t = net.tcp("a", "10.0.2.10", 80);
+    assert!(t.delivered());
+    // The filter is stateless: the reply, to a 10.0.1.x address, is dropped on its way
+    // back into B1.
+    assert!(!t.all_work());
+    assert!(!net.tcp("a", "10.0.1.11", 80).delivered());
+
+    let mut net = Net::new();
+    let mut r = rule(100, 101, RuleType::Drop);
+    r.tp_dst = Some(PortRange::single(80));
+    r.condition.cond_invert = Some(true);
+    net.chain(100, vec![r]);
+    net.bridge_mut(B1).inbound_filter_id = Some(id(100));
+    assert!(net.tcp("a", "10.0.2.10", 80).delivered());
+    assert!(!net.tcp("a", "10.0.2.10", 81).delivered());
+}
+
+#[test]
+fn in_ports_are_not_seen_by_port_filters() {
+    // Condition.matches(pktCtx, isPortFilter): in a port filter the in/out port is null.
+    let mut net = Net::new();
+    let mut r = rule(100, 101, RuleType::Drop);
+    r.condition.in_ports = Some(vec![id(PA)]);
+    net.chain(100, vec![r]);
+    net.port_mut(PA).inbound_filter_id = Some(id(100));
+    assert!(net.tcp("a", "10.0.2.10", 80).all_work());
+    // The same rule on the bridge sees the ingress port.
+    net.port_mut(PA).inbound_filter_id = None;
+    net.bridge_mut(B1).inbound_filter_id = Some(id(100));
+    assert!(!net.tcp("a", "10.0.2.10", 80).delivered());
+    assert!(net.tcp("c", "10.0.2.10", 80).all_work());
+}
+
+#[test]
+fn jump_and_return() {
+    // JumpRule: the target chain's accept/drop/reject decide; return and running out
+    // continue after the jump.
+    let mut net = Net::new();
+    let mut ret = rule(200, 201, RuleType::Return);
+    ret.tp_dst = Some(PortRange::single(80));
+    net.chain(200, vec![ret, rule(200, 202, RuleType::Drop)]);
+    net.chain(
+        100,
+        vec![
+            Rule::jump(id(100), id(101), id(200)),
+            rule(100, 102, RuleType::Accept),
+        ],
+    );
+    net.bridge_mut(B1).inbound_filter_id = Some(id(100));
+    assert!(net.tcp("a", "10.0.2.10", 80).delivered());
+    let t = net.tcp("a", "10.0.2.10", 81);
+    assert!(
+        reason(&t).contains("dropped by bridge inbound filter"),
+        "{}",
+        reason(&t)
+    );
+}
+
+/// B1's inbound filter: `[rev_dnat (accept), dnat 10.9.9.9:80 → targets (accept)]`.
+fn load_balancer(net: &mut Net, targets: &[&str]) {
+    let mut rev = rule(300, 301, RuleType::RevDnat);
+    rev.flow_action = Some(FlowAction::Accept);
+    let mut dnat = rule(300, 302, RuleType::Dnat);
+    dnat.flow_action = Some(FlowAction::Accept);
+    dnat.nw_dst_address = Some(ip("10.9.9.9"));
+    dnat.nw_dst_length = Some(32);
+    dnat.tp_dst = Some(PortRange::single(80));
+    dnat.nat_targets = Some(
+        targets
+            .iter()
+            .map(|t| NatTarget::to(ip(t), Some(8080)))
+            .collect(),
+    );
+    net.chain(300, vec![rev, dnat]);
+    net.bridge_mut(B1).inbound_filter_id = Some(id(300));
+}
+
+#[test]
+fn dnat_explores_every_target_and_rev_dnat_restores_the_source() {
+    // NatState.applyDnat picks a target at random (chooseRandomNatTarget): every target
+    // is a path. ReverseNatRule: the reply's source becomes the original destination.
+    let mut net = Net::new();
+    load_balancer(&mut net, &["10.0.2.10", "10.0.1.11"]);
+    let t = net.tcp("a", "10.9.9.9", 80);
+    let reached: Vec<String> = t
+        .candidates()
+        .into_iter()
+        .map(|(n, s)| format!("{n} {s}"))
+        .collect();
+    assert_eq!(reached, vec!["b 10.0.2.10:8080", "c 10.0.1.11:8080"]);
+    assert!(t.all_work(), "{t:#?}");
+    for p in &t.paths {
+        assert_eq!(p.client_sees, Some(SocketV4::new(ip("10.9.9.9"), 80)));
+    }
+}
+
+#[test]
+fn reverse_nat_state_belongs_to_the_device_that_translated() {
+    // NatKey carries the device id: a rev_dnat on another device finds nothing, and a
+    // reverse rule whose lookup fails does not act (ReverseNatRule.apply).
+    let mut net = Net::new();
+    load_balancer(&mut net, &["10.0.2.10"]);
+    // Move the reverse rule to B2 only: the reply enters B2 first but its state is B1's.
+    net.res
+        .retain(|r| !matches!(r, Resource::Rule(x) if x.id == id(301)));
+    let mut rev = rule(310, 311, RuleType::RevDnat);
+    rev.flow_action = Some(FlowAction::Accept);
+    net.chain(310, vec![rev]);
+    net.bridge_mut(B2).inbound_filter_id = Some(id(310));
+    let t = net.tcp("a", "10.9.9.9", 80);
+    assert!(t.delivered());
+    assert!(!t.all_work());
+    assert_eq!(
+        t.paths[0].client_sees,
+        Some(SocketV4::new(ip("10.0.2.10"), 8080))
+    );
+}
+
+#[test]
+fn match_return_flow_lets_replies_of_tracked_connections_through() {
+    // ConnTrackState: the return key is recorded where the forward flow leaves the
+    // network; Condition.matchReturnFlow matches the reply only.
+    let mut net = Net::new();
+    let mut replies = rule(400, 401, RuleType::Accept);
+    replies.condition.match_return_flow = Some(true);
+    net.chain(400, vec![replies, rule(400, 402, RuleType::Drop)]);
+    net.port_mut(PB).inbound_filter_id = Some(id(400));
+    assert!(net.tcp("a", "10.0.2.10", 80).all_work(), "b answers a");
+    assert!(
+        !net.tcp("b", "10.0.1.10", 80).delivered(),
+        "b cannot start a connection"
+    );
+}
+
+#[test]
+fn port_groups_and_ip_address_groups() {
+    // Condition.matchPortGroup: the groups of the port the packet entered the network
+    // through; matchIpToGroup: an IP address group's addresses.
+    let mut net = Net::new();
+    let mut r = rule(500, 501, RuleType::Drop);
+    r.condition.port_group = Some(id(0x600));
+    net.chain(500, vec![r]);
+    net.bridge_mut(B2).inbound_filter_id = Some(id(500));
+    let mut topo = net.topo();
+    topo.add_port_group_member(id(0x600), id(PA));
+    let probe = |from: &str| Probe {
+        from: from.into(),
+        to: SocketV4::new(ip("10.0.2.10"), 80),
+        protocol: Protocol::Tcp,
+        src_port: 40000,
+    };
+    assert!(!trace(&topo, &probe("a")).unwrap().delivered());
+    assert!(trace(&topo, &probe("c")).unwrap().all_work());
+
+    let mut net = Net::new();
+    let mut r = rule(500, 501, RuleType::Drop);
+    r.condition.ip_addr_group_src = Some(id(0x700));
+    net.chain(500, vec![r]);
+    net.bridge_mut(B2).inbound_filter_id = Some(id(500));
+    let mut topo = net.topo();
+    topo.add_ip_addr_group_member(id(0x700), ip("10.0.1.11"));
+    assert!(trace(&topo, &probe("a")).unwrap().all_work());
+    assert!(!trace(&topo, &probe("c")).unwrap().delivered());
+}
