@@ -372,11 +372,14 @@ async fn start_controllers(
             workers: cfg.translator_workers,
             resync: cfg.resync_period,
         };
-        // Global resources first: every other Translation refers to them.
+        // Global resources first: every other Translation refers to them. Then they are
+        // kept like any other output (restored when deleted or edited).
+        let mut globals = crate::translate::globals::Globals::new(shared.clone());
         tokio::select! {
-            _ = crate::translate::ensure_globals(&shared) => {}
+            _ = globals.ensure() => {}
             _ = stop.cancelled() => return Ok(tasks),
         }
+        tasks.spawn(globals.run(runner.resync, shutdown()));
         for kind in translators {
             let (s, r, h, down) = (shared.clone(), runner.clone(), health.clone(), shutdown());
             match kind {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use midonet_translators::model::{Referent, Resource};
+use midonet_translators::model::{Kind, Referent, Resource};
 use uuid::Uuid;
 
 use super::plan::{self, Desired};
@@ -162,17 +162,85 @@ impl Links {
     }
 }
 
-/// The backend paths of `desired` that MidoNet may have deleted along with `taken`: the
-/// resources that need one of them and, within `desired`, whatever needs those in turn.
-pub fn cascaded_paths(desired: &[Desired], taken: &HashSet<Referent>) -> Vec<String> {
+/// What a pushed resource, known only by its record (kind and path), made exist: its own
+/// ID, the last segment of the path of the kinds that have one; a host's tunnel zone
+/// membership for a TunnelZoneHost.
+pub fn recorded_referents(kind: &str, path: &str) -> Vec<Referent> {
+    let Some(last) = path.rsplit('/').next().and_then(|s| s.parse::<Uuid>().ok()) else {
+        return Vec::new();
+    };
+    match Kind::from_name(kind) {
+        Some(
+            Kind::TunnelZone
+            | Kind::Router
+            | Kind::Bridge
+            | Kind::Port
+            | Kind::Route
+            | Kind::Chain
+            | Kind::Rule,
+        ) => vec![Referent::Object(last)],
+        Some(Kind::TunnelZoneHost) => vec![Referent::TunnelZoneMember(last)],
+        _ => Vec::new(),
+    }
+}
+
+/// What MidoNet's cascade may have done to one resource of a consumer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hit {
+    /// Deleted with its parent or with what it names (a rule with its jump chain, a route
+    /// with its next-hop port, a link with its peer).
+    Deleted,
+    /// Kept, with these references to deleted resources cleared: MidoNet keeps a bridge,
+    /// router or port whose filter chain is deleted and only clears `inboundFilterId` /
+    /// `outboundFilterId`.
+    Cleared(Vec<Uuid>),
+}
+
+/// Whether MidoNet keeps `resource` when the referents in `gone` it needs are deleted:
+/// only devices and ports, and only for references other than their parent.
+fn kept_when_gone(resource: &Resource, gone: &[Referent]) -> bool {
+    resource.kind().updatable()
+        && gone
+            .iter()
+            .all(|r| resource.parent().map(Referent::Object) != Some(*r))
+}
+
+/// The backend paths of `desired` that MidoNet's cascade may have hit along with `taken`,
+/// and how: the resources that need one of them and, within `desired`, whatever needs the
+/// deleted ones in turn (a resource merely cleared takes nothing with it).
+pub fn cascade_hits(desired: &[Desired], taken: &HashSet<Referent>) -> Vec<(String, Hit)> {
     let mut gone = taken.clone();
-    let mut hit = vec![false; desired.len()];
+    let mut hits: Vec<Option<Hit>> = vec![None; desired.len()];
     loop {
         let mut grew = false;
         for (i, d) in desired.iter().enumerate() {
-            if !hit[i] && d.resource.requires().iter().any(|r| gone.contains(r)) {
-                hit[i] = true;
+            if hits[i] == Some(Hit::Deleted) {
+                continue;
+            }
+            let needed: Vec<Referent> = d
+                .resource
+                .requires()
+                .into_iter()
+                .filter(|r| gone.contains(r))
+                .collect();
+            if needed.is_empty() {
+                continue;
+            }
+            let hit = if kept_when_gone(&d.resource, &needed) {
+                let ids = needed
+                    .iter()
+                    .filter_map(|r| match r {
+                        Referent::Object(id) => Some(*id),
+                        Referent::TunnelZoneMember(_) => None,
+                    })
+                    .collect();
+                Hit::Cleared(ids)
+            } else {
                 gone.extend(d.resource.provides());
+                Hit::Deleted
+            };
+            if hits[i].as_ref() != Some(&hit) {
+                hits[i] = Some(hit);
                 grew = true;
             }
         }
@@ -182,9 +250,16 @@ pub fn cascaded_paths(desired: &[Desired], taken: &HashSet<Referent>) -> Vec<Str
     }
     desired
         .iter()
-        .zip(hit)
-        .filter(|(_, hit)| *hit)
-        .map(|(d, _)| d.path.clone())
+        .zip(hits)
+        .filter_map(|(d, hit)| Some((d.path.clone(), hit?)))
+        .collect()
+}
+
+/// The backend paths of `desired` that MidoNet's cascade may have hit along with `taken`.
+pub fn cascaded_paths(desired: &[Desired], taken: &HashSet<Referent>) -> Vec<String> {
+    cascade_hits(desired, taken)
+        .into_iter()
+        .map(|(path, _)| path)
         .collect()
 }
 
@@ -779,6 +854,54 @@ mod tests {
             ]
         );
         assert!(cascaded_paths(&desired, &HashSet::new()).is_empty());
+    }
+
+    #[test]
+    fn a_records_referents_follow_from_its_path() {
+        let bridge: Uuid = BRIDGE.parse().unwrap();
+        let host: Uuid = HOST.parse().unwrap();
+        assert_eq!(
+            recorded_referents("Bridge", &format!("/bridges/{BRIDGE}")),
+            vec![Referent::Object(bridge)]
+        );
+        assert_eq!(
+            recorded_referents(
+                "TunnelZoneHost",
+                &format!("/tunnel_zones/{PORT}/hosts/{HOST}")
+            ),
+            vec![Referent::TunnelZoneMember(host)]
+        );
+        assert!(recorded_referents("PortLink", &format!("/ports/{PORT}/link")).is_empty());
+        assert!(
+            recorded_referents("HostInterfacePort", &format!("/hosts/{HOST}/ports/{PORT}"))
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_bridge_whose_filter_chain_is_deleted_is_kept_with_the_filter_cleared() {
+        const CHAIN: &str = "77777777-7777-4777-8777-777777777777";
+        let filtered = TranslationResource::new(
+            "Bridge",
+            "",
+            format!(r#"{{"id":"{BRIDGE}","inboundFilterId":"{CHAIN}"}}"#),
+        );
+        let node = tr("node", vec![filtered, port()]);
+        let desired = creating(&node);
+        let chain: Uuid = CHAIN.parse().unwrap();
+        // The bridge stays (its filter cleared), and so do its ports.
+        assert_eq!(
+            cascade_hits(&desired, &[Referent::Object(chain)].into()),
+            vec![(format!("/bridges/{BRIDGE}"), Hit::Cleared(vec![chain]))]
+        );
+        // A port whose bridge goes is deleted, whatever else it names.
+        assert_eq!(
+            cascade_hits(
+                &desired,
+                &[Referent::Object(BRIDGE.parse().unwrap())].into()
+            ),
+            vec![(format!("/ports/{PORT}"), Hit::Deleted)]
+        );
     }
 
     #[test]

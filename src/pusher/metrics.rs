@@ -23,7 +23,8 @@ pub struct PusherMetrics {
     pub translations_by_version: IntGaugeVec,
     /// Backend resources found missing and re-created by drift repair.
     pub drift_repaired: IntCounterVec,
-    /// Backend resources MidoNet deleted along with another Translation's, re-created.
+    /// Backend resources MidoNet deleted (or cleared the filter references of) along with
+    /// another Translation's, re-created.
     pub cascade_repaired: IntCounterVec,
 }
 
@@ -80,8 +81,9 @@ impl PusherMetrics {
             cascade_repaired: IntCounterVec::new(
                 Opts::new(
                     "cascade_repaired_resources_total",
-                    "Backend resources MidoNet deleted along with another Translation's \
-                     resources (its cascade) and the pusher re-created, by kind.",
+                    "Backend resources MidoNet deleted (or whose filter references it cleared) \
+                     along with another Translation's resources (its cascade) and the pusher \
+                     re-created, by kind.",
                 )
                 .namespace(NS),
                 &["kind"],

@@ -358,6 +358,7 @@ async fn apply(
         }
         record.retain(|p| p.path != removed.path);
     }
+    note_removals(ctx, uid, &key, &plan, &record);
 
     // Creation order: desired order first (parents before children).
     let order: std::collections::HashMap<&str, usize> = plan
@@ -449,6 +450,36 @@ async fn apply(
             .await;
     }
     Ok(outcome)
+}
+
+/// What the plan's removals took out of the backend, MidoNet deleted (or cleared) in what
+/// needs it: in other Translations, checked when a provider pushes it again; in this one
+/// (a hand-edited spec), re-created by its next push. Without this, a Translation edited
+/// and put back would leave other Translations' rules in its chains deleted.
+fn note_removals(
+    ctx: &PusherContext,
+    uid: &str,
+    key: &kube::runtime::reflector::ObjectRef<Translation>,
+    plan: &plan::ApplyPlan,
+    record: &[PushedResource],
+) {
+    let taken: std::collections::HashSet<midonet_translators::model::Referent> = plan
+        .removals
+        .iter()
+        .flat_map(|r| super::deps::recorded_referents(&r.kind, &r.path))
+        .collect();
+    if taken.is_empty() {
+        return;
+    }
+    ctx.deps.note_cascade(&taken, key);
+    let kept: Vec<plan::Desired> = plan.steps.iter().map(|(d, _)| d.clone()).collect();
+    let hit: std::collections::HashSet<String> = super::deps::cascaded_paths(&kept, &taken)
+        .into_iter()
+        .filter(|path| record.iter().any(|p| &p.path == path))
+        .collect();
+    if !hit.is_empty() {
+        ctx.mark_missing(uid, hit, Cause::Cascade);
+    }
 }
 
 /// Records progress, sets the condition, warns (not on every attempt), schedules a retry.

@@ -6,10 +6,14 @@
 //! queued for a reconcile that creates exactly those again.
 //!
 //! What the pusher's own deletions take is not left to that period: MidoNet deletes a
-//! bridge's ports, a chain's rules, a port's routes with them, and those may belong to other
-//! Translations (an Endpoints' rules in a Service's chain). A deletion notes the Translations
-//! built on what it took; when a provider pushes such a referent again (a re-created
-//! Service's chain), what they had under it is verified and re-created the same way.
+//! bridge's ports, a chain's rules, a port's routes with them, and the rules of other chains
+//! jumping to a deleted chain; it clears the filter references of bridges, routers and ports
+//! to it. Those may belong to other Translations (an Endpoints' rules in a Service's chain,
+//! a Service's jump in KUBE-SERVICES, a node bridge's inbound filter KUBE-MAIN). A deletion
+//! (or a removal from a shrunk spec) notes the Translations built on what it took; when a
+//! provider pushes such a referent again (a re-created Service's chain, a restored global
+//! Translation), what they had under it is verified, and what is gone or cleared is pushed
+//! again the same way.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -18,6 +22,7 @@ use std::time::Duration;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 use midonet_translators::model::{Kind, Referent};
+use uuid::Uuid;
 
 use super::{deps, plan, sync_state, PusherContext};
 use crate::crd::Translation;
@@ -104,23 +109,34 @@ pub(super) fn recheck_consumers(
                 .map(|p| p.path)
                 .collect();
             let desired = plan::parse_lenient(tr.desired_resources());
-            let cascaded: HashSet<String> =
-                deps::cascaded_paths(&desired, &taken).into_iter().collect();
             let mut missing = HashSet::new();
-            for d in desired
-                .iter()
-                .filter(|d| cascaded.contains(&d.path) && pushed.contains(&d.path))
-            {
-                match ctx.backend.exists(d.resource.kind(), &d.path).await {
+            for (path, hit) in deps::cascade_hits(&desired, &taken) {
+                let Some(d) = desired.iter().find(|d| d.path == path) else {
+                    continue;
+                };
+                if !pushed.contains(&path) {
+                    continue;
+                }
+                let present = match &hit {
+                    deps::Hit::Deleted => ctx.backend.exists(d.resource.kind(), &path).await,
+                    // Kept with the references cleared: pushed again (a PUT) when the body
+                    // does not name them any more.
+                    deps::Hit::Cleared(ids) => ctx
+                        .backend
+                        .get(d.resource.kind(), &path)
+                        .await
+                        .map(|body| body.is_some_and(|b| names_all(&b, ids))),
+                };
+                match present {
                     Ok(true) => {}
                     Ok(false) => {
-                        missing.insert(d.path.clone());
+                        missing.insert(path);
                     }
                     // Not known: created again all the same (an existing one answers 409
                     // and is settled), rather than left to the next verification.
                     Err(err) => {
-                        tracing::debug!(backend_path = %d.path, error = %err, "cannot verify a cascade; re-creating");
-                        missing.insert(d.path.clone());
+                        tracing::debug!(backend_path = %path, error = %err, "cannot verify a cascade; re-creating");
+                        missing.insert(path);
                     }
                 }
             }
@@ -131,4 +147,33 @@ pub(super) fn recheck_consumers(
             }
         }
     });
+}
+
+/// Whether a backend body names every one of `ids` (at any depth).
+fn names_all(body: &serde_json::Value, ids: &[Uuid]) -> bool {
+    fn collect(value: &serde_json::Value, out: &mut HashSet<Uuid>) {
+        match value {
+            serde_json::Value::String(s) => out.extend(s.parse::<Uuid>().ok()),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|v| collect(v, out)),
+            _ => {}
+        }
+    }
+    let mut named = HashSet::new();
+    collect(body, &mut named);
+    ids.iter().all(|id| named.contains(id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cleared_filter_is_noticed() {
+        let chain = Uuid::new_v4();
+        let kept = serde_json::json!({"id": Uuid::new_v4().to_string(), "inboundFilterId": chain.to_string()});
+        let cleared = serde_json::json!({"id": Uuid::new_v4().to_string(), "name": "n"});
+        assert!(names_all(&kept, &[chain]));
+        assert!(!names_all(&cleared, &[chain]));
+    }
 }

@@ -166,6 +166,13 @@ impl Recent {
         );
     }
 
+    /// Forgets what was written for `key`: the cache has seen it deleted. Kept until then,
+    /// a create's record (written when the cache did not show the name) would look pending
+    /// for ever once the name is gone again, and its re-creation would be skipped.
+    pub fn forget(&self, key: &(String, String)) {
+        self.lock().remove(key);
+    }
+
     /// True when the cache has not caught up with a write of ours that already produced
     /// `fingerprint` (or, for `fingerprint == None`, a deletion). Forgets writes the cache
     /// has moved past.
@@ -194,4 +201,24 @@ impl Recent {
 /// Key of a Translation in the cache.
 pub fn cache_ref(namespace: &str, name: &str) -> ObjectRef<Translation> {
     ObjectRef::new(name).within(namespace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_create_is_pending_until_the_cache_shows_it_and_not_after_a_deletion() {
+        let recent = Recent::default();
+        let key = (
+            "kube-system".to_string(),
+            "midonet-global.1.chains".to_string(),
+        );
+        recent.wrote(key.clone(), "f".into(), None);
+        // Not cached yet: our create is in flight.
+        assert!(recent.still_pending(&key, None, Some("f")));
+        // The cache saw it and then saw it deleted: a create is due again.
+        recent.forget(&key);
+        assert!(!recent.still_pending(&key, None, Some("f")));
+    }
 }

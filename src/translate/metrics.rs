@@ -14,6 +14,8 @@ pub struct TranslatorMetrics {
     pub writes: IntCounterVec,
     /// Translation warnings (bad input) by kind and reason.
     pub warnings: IntCounterVec,
+    /// Global Translations restored after they were deleted or edited, by cause.
+    pub globals_restored: IntCounterVec,
 }
 
 impl TranslatorMetrics {
@@ -52,11 +54,20 @@ impl TranslatorMetrics {
                 .namespace(NS),
                 &["kind", "reason"],
             )?,
+            globals_restored: IntCounterVec::new(
+                Opts::new(
+                    "global_translations_restored_total",
+                    "Global Translations restored after they were deleted or edited, by cause (deleted, edited).",
+                )
+                .namespace(NS),
+                &["cause"],
+            )?,
         };
         registry.register(Box::new(m.reconcile_duration.clone()))?;
         registry.register(Box::new(m.reconciles.clone()))?;
         registry.register(Box::new(m.writes.clone()))?;
         registry.register(Box::new(m.warnings.clone()))?;
+        registry.register(Box::new(m.globals_restored.clone()))?;
         Ok(m)
     }
 }

@@ -7,6 +7,7 @@
 //! collection through the ownerReferences, which also works when the controllers were
 //! offline at the time.
 
+pub mod globals;
 pub mod index;
 pub mod kinds;
 mod metrics;
@@ -89,7 +90,10 @@ pub struct Shared {
     /// Resolves once `translations` holds the initial list.
     pub translations_synced: crate::informer::Synced,
     pub index: index::OwnerIndex,
-    pub recent: index::Recent,
+    pub recent: Arc<index::Recent>,
+    /// Notified when the informer shows a global Translation changed or gone (see
+    /// [`globals`]).
+    globals_changed: Arc<tokio::sync::Notify>,
     pub events: Events,
     pub metrics: TranslatorMetrics,
     pub authz: Authz,
@@ -111,8 +115,21 @@ impl Shared {
     ) -> Arc<Self> {
         let translations = informer.store.clone();
         let index = index::OwnerIndex::default();
-        let observed = index.clone();
-        informer.observe(Box::new(move |event| observed.observe(event)));
+        let recent = Arc::new(index::Recent::default());
+        let globals_changed = Arc::new(tokio::sync::Notify::new());
+        let global_names = globals::names(&config);
+        let (observed, forgotten, changed) =
+            (index.clone(), recent.clone(), globals_changed.clone());
+        informer.observe(Box::new(move |event| {
+            observed.observe(event);
+            if let watcher::Event::Delete(tr) = event {
+                forgotten.forget(&(tr.namespace().unwrap_or_default(), tr.name_any()));
+            }
+            if globals::concerns(event, &global_names) {
+                // Stores a permit when the controller is busy: one pass follows any burst.
+                changed.notify_one();
+            }
+        }));
         Arc::new(Shared {
             translations_synced: informer.synced(),
             events: events.for_controller("midonet-kube-controllers"),
@@ -120,7 +137,8 @@ impl Shared {
             config,
             translations,
             index,
-            recent: index::Recent::default(),
+            recent,
+            globals_changed,
             metrics,
             authz,
             warned: Mutex::default(),
@@ -450,32 +468,4 @@ async fn delete_orphans<K: TranslatorKind>(
             }
         })
         .await;
-}
-
-/// Ensures the global Translations (tunnel zone, cluster router, chains); retries until done.
-pub async fn ensure_globals(shared: &Shared) {
-    shared.translations_synced.wait().await;
-    let mut delay = Duration::from_millis(200);
-    loop {
-        let desired = midonet_translators::global(&shared.config);
-        let synced = sync_translations(shared, "global", None, index::GLOBAL_OWNER, desired)
-            .instrument(tracing::error_span!("globals", controller = "global"))
-            .await;
-        match synced {
-            Ok(SyncOutcome::WaitingForDeletion | SyncOutcome::WaitingForPush) => {}
-            Ok(_) => return,
-            Err(RunnerError::Kube(err))
-                if shared.authz.report(
-                    Attempt::new(
-                        "patch",
-                        "translations",
-                        Some(midonet_translators::translate::GLOBAL_TRANSLATION_NAMESPACE),
-                    ),
-                    &err,
-                ) => {}
-            Err(err) => tracing::warn!(error = %err, "cannot ensure global Translations; retrying"),
-        }
-        tokio::time::sleep(delay).await;
-        delay = (delay * 2).min(Duration::from_secs(30));
-    }
 }
