@@ -382,7 +382,20 @@ pub async fn follow_backend(backend: BackendClient, health: Health, probe_period
     let mut login_delay = Duration::from_millis(500);
     let mut next_login = Instant::now();
     loop {
-        if backend
+        let mut reason = None;
+        if !backend.is_logged_in() {
+            // The login's answer tells the reachability too: no probe before it.
+            if Instant::now() >= next_login {
+                match backend.login().await {
+                    Ok(()) => login_delay = Duration::from_millis(500),
+                    Err(err) => {
+                        reason = Some(format!("cannot log in: {err}"));
+                        next_login = Instant::now() + login_delay;
+                        login_delay = (login_delay * 2).min(Duration::from_secs(30));
+                    }
+                }
+            }
+        } else if backend
             .reachability()
             .age()
             .is_none_or(|age| age >= probe_period)
@@ -390,18 +403,7 @@ pub async fn follow_backend(backend: BackendClient, health: Health, probe_period
             // The outcome is recorded by the client like any request's.
             let _ = backend.probe().await;
         }
-        let reachability = backend.reachability();
-        let mut reason = reachability.to_string();
-        if reachability.is_reachable() && !backend.is_logged_in() && Instant::now() >= next_login {
-            match backend.login().await {
-                Ok(()) => login_delay = Duration::from_millis(500),
-                Err(err) => {
-                    reason = format!("cannot log in: {err}");
-                    next_login = Instant::now() + login_delay;
-                    login_delay = (login_delay * 2).min(Duration::from_secs(30));
-                }
-            }
-        }
+        let reason = reason.unwrap_or_else(|| backend.reachability().to_string());
         let ready = backend.reachability().is_reachable() && backend.is_logged_in();
         if was_ready != Some(ready) {
             if ready {
