@@ -397,9 +397,9 @@ impl RunArgs {
         };
         let project = with_legacy(self.project, legacy_project, env, &mut deprecated)
             .unwrap_or_else(|| "admin".into());
-        let controllers_env = if self.controllers.is_some() {
-            "MIDONETKUBE_CONTROLLERS"
-        } else if env(legacy_controllers.old).is_some() {
+        // A bad list names the variable it came from.
+        let controllers_env = if self.controllers.is_none() && env(legacy_controllers.old).is_some()
+        {
             legacy_controllers.old
         } else {
             "MIDONETKUBE_CONTROLLERS"
