@@ -1,6 +1,11 @@
 //! Configuration of `midonet-kube-controllers run`: every setting is a flag with a
 //! `MIDONETKUBE_`-prefixed environment variable. Invalid values fail at startup with a
 //! message naming the setting; the password is never printed.
+//!
+//! The original Go controller read a few settings under other names
+//! ([`LEGACY_ENV`]). Operators upgrading keep their manifests, so those names are still
+//! read when the current setting is not given, and each use is reported as deprecated:
+//! silently ignoring them would run the controllers with default credentials.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -28,13 +33,10 @@ pub struct RunArgs {
     /// Log format: text or json.
     #[arg(long, env = "MIDONETKUBE_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
-    /// Controllers to run, comma-separated (node, pod, service, endpoints, pusher, nodeannotator).
-    #[arg(
-        long,
-        env = "MIDONETKUBE_CONTROLLERS",
-        default_value = "node,pod,service,endpoints,pusher,nodeannotator"
-    )]
-    pub controllers: String,
+    /// Controllers to run, comma-separated (node, pod, service, endpoints, pusher,
+    /// nodeannotator). Default: all.
+    #[arg(long, env = "MIDONETKUBE_CONTROLLERS")]
+    pub controllers: Option<String>,
     /// Kubeconfig file. Default: in-cluster configuration, then ~/.kube/config.
     #[arg(long, env = "MIDONETKUBE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -45,18 +47,18 @@ pub struct RunArgs {
         default_value = "http://127.0.0.1:8181/midonet-api"
     )]
     pub midonet_api: String,
-    /// MidoNet API user name.
-    #[arg(long, env = "MIDONETKUBE_USERNAME", default_value = "admin")]
-    pub username: String,
+    /// MidoNet API user name. Default: admin.
+    #[arg(long, env = "MIDONETKUBE_USERNAME")]
+    pub username: Option<String>,
     /// MidoNet API password (prefer --password-file).
     #[arg(long, env = "MIDONETKUBE_PASSWORD", hide_env_values = true)]
     pub password: Option<String>,
     /// File holding the MidoNet API password (e.g. a mounted Secret).
     #[arg(long, env = "MIDONETKUBE_PASSWORD_FILE")]
     pub password_file: Option<PathBuf>,
-    /// MidoNet API project (X-Auth-Project).
-    #[arg(long, env = "MIDONETKUBE_PROJECT", default_value = "admin")]
-    pub project: String,
+    /// MidoNet API project (X-Auth-Project). Default: admin.
+    #[arg(long, env = "MIDONETKUBE_PROJECT")]
+    pub project: Option<String>,
     /// CA certificate file for an https MidoNet API.
     #[arg(long, env = "MIDONETKUBE_CA_FILE")]
     pub ca_file: Option<PathBuf>,
@@ -116,6 +118,21 @@ pub struct RunArgs {
     /// Leader-election lease duration.
     #[arg(long, env = "MIDONETKUBE_LEASE_DURATION", default_value = "15s")]
     pub lease_duration: String,
+    /// Period after which, without any MidoNet API request, one GET of the API root checks
+    /// that it still answers (readiness follows the answers).
+    #[arg(long, env = "MIDONETKUBE_BACKEND_PROBE_PERIOD", default_value = "30s")]
+    pub backend_probe_period: String,
+    /// Liveness: a reconcile running longer than this makes /healthz fail.
+    #[arg(
+        long,
+        env = "MIDONETKUBE_LIVENESS_RECONCILE_LIMIT",
+        default_value = "5m"
+    )]
+    pub liveness_reconcile_limit: String,
+    /// Liveness: a controller with work queued that starts or finishes no reconcile for this
+    /// long makes /healthz fail.
+    #[arg(long, env = "MIDONETKUBE_LIVENESS_STALL_LIMIT", default_value = "5m")]
+    pub liveness_stall_limit: String,
     /// Testing only: override the Translation version.
     #[arg(long, env = "MIDONETKUBE_TRANSLATION_VERSION", hide = true)]
     pub translation_version: Option<String>,
@@ -149,6 +166,74 @@ pub struct Config {
     pub leader_election_namespace: String,
     pub lease_duration: Duration,
     pub translation_version: String,
+    pub backend_probe_period: Duration,
+    pub liveness: crate::health::LivenessLimits,
+    /// Settings taken from the original controller's variable names, to report at startup.
+    pub deprecated: Vec<DeprecatedUse>,
+}
+
+/// Variables of the original Go controller, with the setting each one stands for.
+pub const LEGACY_ENV: [DeprecatedEnv; 4] = [
+    DeprecatedEnv {
+        old: "MIDONETKUBE_MIDONET_USERNAME",
+        new: "MIDONETKUBE_USERNAME",
+        setting: "--username",
+    },
+    DeprecatedEnv {
+        old: "MIDONETKUBE_MIDONET_PASSWORD",
+        new: "MIDONETKUBE_PASSWORD",
+        setting: "--password",
+    },
+    DeprecatedEnv {
+        old: "MIDONETKUBE_MIDONET_PROJECT",
+        new: "MIDONETKUBE_PROJECT",
+        setting: "--project",
+    },
+    DeprecatedEnv {
+        old: "MIDONETKUBE_ENABLED_CONTROLLERS",
+        new: "MIDONETKUBE_CONTROLLERS",
+        setting: "--controllers",
+    },
+];
+
+/// A variable of the original controller: its name and what replaces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeprecatedEnv {
+    pub old: &'static str,
+    pub new: &'static str,
+    pub setting: &'static str,
+}
+
+/// How a deprecated variable was treated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeprecatedUse {
+    /// Its value was used: the current setting was not given.
+    Used(DeprecatedEnv),
+    /// Ignored: the current setting was given too.
+    Ignored(DeprecatedEnv),
+}
+
+impl DeprecatedUse {
+    /// Logs the deprecation (a WARN line naming both variables; never the value).
+    pub fn log(&self) {
+        match self {
+            DeprecatedUse::Used(d) => tracing::warn!(
+                deprecated = d.old,
+                replacement = d.new,
+                "{} is the original controller's name of {} and is deprecated; set {} instead",
+                d.old,
+                d.setting,
+                d.new
+            ),
+            DeprecatedUse::Ignored(d) => tracing::warn!(
+                deprecated = d.old,
+                replacement = d.new,
+                "{} is deprecated and ignored: {} is set too",
+                d.old,
+                d.setting
+            ),
+        }
+    }
 }
 
 /// A secret string: its Debug and Display never show the value.
@@ -216,6 +301,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+fn at_least_100ms(d: Duration) -> Result<Duration, String> {
+    if d < Duration::from_millis(100) {
+        Err("must be at least 100ms".into())
+    } else {
+        Ok(d)
+    }
+}
+
 fn optional_period(s: &str) -> Result<Option<Duration>, String> {
     let d = parse_duration(s)?;
     Ok((!d.is_zero()).then_some(d))
@@ -255,8 +348,64 @@ pub fn parse_controllers(s: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// The value of a setting: given (flag or current variable), else the original
+/// controller's variable (recorded in `deprecated`), else none.
+fn with_legacy(
+    given: Option<String>,
+    legacy: DeprecatedEnv,
+    env: &dyn Fn(&str) -> Option<String>,
+    deprecated: &mut Vec<DeprecatedUse>,
+) -> Option<String> {
+    match (given, env(legacy.old)) {
+        (Some(v), Some(_)) => {
+            deprecated.push(DeprecatedUse::Ignored(legacy));
+            Some(v)
+        }
+        (Some(v), None) => Some(v),
+        (None, Some(old)) => {
+            deprecated.push(DeprecatedUse::Used(legacy));
+            Some(old)
+        }
+        (None, None) => None,
+    }
+}
+
 impl RunArgs {
+    /// Validates the settings, reading the original controller's variables from the
+    /// process environment.
     pub fn validate(self) -> Result<Config, ConfigError> {
+        self.validate_with_env(&|name| std::env::var(name).ok())
+    }
+
+    /// [`Self::validate`] with the environment given as a lookup.
+    pub fn validate_with_env(
+        self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        let mut deprecated = Vec::new();
+        let [legacy_username, legacy_password, legacy_project, legacy_controllers] = LEGACY_ENV;
+        let username = with_legacy(self.username, legacy_username, env, &mut deprecated)
+            .unwrap_or_else(|| "admin".into());
+        // A password file counts as the password given.
+        let password_value = if self.password_file.is_some() || self.password.is_some() {
+            if env(legacy_password.old).is_some() {
+                deprecated.push(DeprecatedUse::Ignored(legacy_password));
+            }
+            self.password
+        } else {
+            with_legacy(None, legacy_password, env, &mut deprecated)
+        };
+        let project = with_legacy(self.project, legacy_project, env, &mut deprecated)
+            .unwrap_or_else(|| "admin".into());
+        // A bad list names the variable it came from.
+        let controllers_env = if self.controllers.is_none() && env(legacy_controllers.old).is_some()
+        {
+            legacy_controllers.old
+        } else {
+            "MIDONETKUBE_CONTROLLERS"
+        };
+        let controllers = with_legacy(self.controllers, legacy_controllers, env, &mut deprecated)
+            .unwrap_or_else(|| CONTROLLERS.join(","));
         let log_json = match self.log_format.as_str() {
             "text" => false,
             "json" => true,
@@ -270,8 +419,8 @@ impl RunArgs {
         };
         tracing_subscriber::EnvFilter::try_new(&self.log_level)
             .map_err(|e| bad("--log-level", "MIDONETKUBE_LOG_LEVEL", e.to_string()))?;
-        let controllers = parse_controllers(&self.controllers)
-            .map_err(|e| bad("--controllers", "MIDONETKUBE_CONTROLLERS", e))?;
+        let controllers = parse_controllers(&controllers)
+            .map_err(|e| bad("--controllers", controllers_env, e))?;
         let midonet_api = Url::parse(&self.midonet_api)
             .map_err(|e| {
                 bad(
@@ -288,7 +437,7 @@ impl RunArgs {
                     format!("{:?}: must be an http(s) URL with a host", self.midonet_api),
                 )),
             })?;
-        let password = match (&self.password_file, self.password) {
+        let password = match (&self.password_file, password_value) {
             (Some(path), _) => std::fs::read_to_string(path)
                 .map(|s| Secret::new(s.trim_end_matches(['\r', '\n']).to_string()))
                 .map_err(|e| {
@@ -358,6 +507,35 @@ impl RunArgs {
         }
         let lease_duration = parse_duration(&self.lease_duration)
             .map_err(|e| bad("--lease-duration", "MIDONETKUBE_LEASE_DURATION", e))?;
+        let backend_probe_period = parse_duration(&self.backend_probe_period)
+            .and_then(at_least_100ms)
+            .map_err(|e| {
+                bad(
+                    "--backend-probe-period",
+                    "MIDONETKUBE_BACKEND_PROBE_PERIOD",
+                    e,
+                )
+            })?;
+        let liveness = crate::health::LivenessLimits {
+            reconcile: parse_duration(&self.liveness_reconcile_limit)
+                .and_then(at_least_100ms)
+                .map_err(|e| {
+                    bad(
+                        "--liveness-reconcile-limit",
+                        "MIDONETKUBE_LIVENESS_RECONCILE_LIMIT",
+                        e,
+                    )
+                })?,
+            stall: parse_duration(&self.liveness_stall_limit)
+                .and_then(at_least_100ms)
+                .map_err(|e| {
+                    bad(
+                        "--liveness-stall-limit",
+                        "MIDONETKUBE_LIVENESS_STALL_LIMIT",
+                        e,
+                    )
+                })?,
+        };
         let translation_version = self
             .translation_version
             .unwrap_or_else(|| midonet_translators::TRANSLATION_VERSION.to_string());
@@ -378,9 +556,9 @@ impl RunArgs {
             controllers,
             kubeconfig: self.kubeconfig,
             midonet_api,
-            username: self.username,
+            username,
             password,
-            project: self.project,
+            project,
             ca_file: self.ca_file,
             tenant: self.tenant,
             metrics_address,
@@ -401,6 +579,9 @@ impl RunArgs {
             leader_election_namespace: self.leader_election_namespace,
             lease_duration,
             translation_version,
+            backend_probe_period,
+            liveness,
+            deprecated,
         })
     }
 }
@@ -443,6 +624,9 @@ impl fmt::Debug for Config {
             .field("leader_election_namespace", &self.leader_election_namespace)
             .field("lease_duration", &self.lease_duration)
             .field("translation_version", &self.translation_version)
+            .field("backend_probe_period", &self.backend_probe_period)
+            .field("liveness", &self.liveness)
+            .field("deprecated", &self.deprecated)
             .finish()
     }
 }
@@ -459,9 +643,87 @@ mod tests {
     }
 
     fn parse(args: &[&str]) -> Result<Config, ConfigError> {
+        parse_env(args, &[])
+    }
+
+    /// Parses flags with exactly these variables of the original controller set.
+    fn parse_env(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let mut all = vec!["test"];
         all.extend_from_slice(args);
-        Cli::try_parse_from(all).unwrap().run.validate()
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Cli::try_parse_from(all)
+            .unwrap()
+            .run
+            .validate_with_env(&|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn original_variables_are_used_with_a_deprecation() {
+        let c = parse_env(
+            &[],
+            &[
+                ("MIDONETKUBE_MIDONET_USERNAME", "alice"),
+                ("MIDONETKUBE_MIDONET_PASSWORD", "s3cret-pw"),
+                ("MIDONETKUBE_MIDONET_PROJECT", "project-a"),
+                ("MIDONETKUBE_ENABLED_CONTROLLERS", "pusher,nodeannotator"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.username, "alice");
+        assert_eq!(c.password.expose(), "s3cret-pw");
+        assert_eq!(c.project, "project-a");
+        assert_eq!(c.controllers, ["pusher", "nodeannotator"]);
+        assert_eq!(
+            c.deprecated,
+            LEGACY_ENV.map(DeprecatedUse::Used).to_vec(),
+            "each one reported"
+        );
+        assert!(!format!("{c:?}").contains("s3cret-pw"));
+    }
+
+    #[test]
+    fn current_settings_win_over_the_original_variables() {
+        let c = parse_env(
+            &["--username", "bob", "--password-file", "/dev/null"],
+            &[
+                ("MIDONETKUBE_MIDONET_USERNAME", "alice"),
+                ("MIDONETKUBE_MIDONET_PASSWORD", "old"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.username, "bob");
+        assert_eq!(c.password.expose(), "");
+        assert_eq!(c.project, "admin");
+        assert_eq!(
+            c.deprecated,
+            vec![
+                DeprecatedUse::Ignored(LEGACY_ENV[0]),
+                DeprecatedUse::Ignored(LEGACY_ENV[1])
+            ]
+        );
+        assert!(parse(&[]).unwrap().deprecated.is_empty());
+    }
+
+    #[test]
+    fn an_unknown_original_controller_name_names_the_original_variable() {
+        let err =
+            parse_env(&[], &[("MIDONETKUBE_ENABLED_CONTROLLERS", "node,routers")]).unwrap_err();
+        assert_eq!(err.env, "MIDONETKUBE_ENABLED_CONTROLLERS");
+        assert!(err.to_string().contains("\"routers\""), "{err}");
+    }
+
+    #[test]
+    fn liveness_and_probe_settings() {
+        let c = parse(&[]).unwrap();
+        assert_eq!(c.liveness, crate::health::LivenessLimits::default());
+        assert_eq!(c.backend_probe_period, Duration::from_secs(30));
+        let err = parse(&["--liveness-reconcile-limit", "0"]).unwrap_err();
+        assert_eq!(err.env, "MIDONETKUBE_LIVENESS_RECONCILE_LIMIT");
+        let err = parse(&["--liveness-stall-limit", "soon"]).unwrap_err();
+        assert_eq!(err.setting, "--liveness-stall-limit");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The operations endpoints: `/metrics` (Prometheus text), `/healthz` (the process is alive)
-//! and `/readyz` (every registered readiness check passes).
+//! The operations endpoints: `/metrics` (Prometheus text), `/healthz` (no controller loop
+//! is wedged, see [`crate::health`]) and `/readyz` (every registered readiness check passes).
 
 use std::net::SocketAddr;
 
@@ -32,8 +32,32 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
     }
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
+async fn healthz(State(state): State<OpsState>) -> impl IntoResponse {
+    let wedges = state.health.liveness().wedges();
+    let mut body = String::new();
+    for controller in state.health.liveness().controllers() {
+        let mine: Vec<_> = wedges
+            .iter()
+            .filter(|w| w.controller() == controller)
+            .collect();
+        if mine.is_empty() {
+            body.push_str(&format!("[+] {controller}\n"));
+        }
+        for w in mine {
+            body.push_str(&format!("[-] {w}\n"));
+        }
+    }
+    if wedges.is_empty() {
+        body.push_str("ok\n");
+        (StatusCode::OK, body)
+    } else {
+        // The liveness probe is about to restart the process: say why.
+        for w in &wedges {
+            tracing::error!(controller = w.controller(), "not live: {w}");
+        }
+        body.push_str("not ok\n");
+        (StatusCode::SERVICE_UNAVAILABLE, body)
+    }
 }
 
 async fn readyz(State(state): State<OpsState>) -> impl IntoResponse {

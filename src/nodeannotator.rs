@@ -188,6 +188,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     health.register(READY_CHECK);
+    let liveness = health.liveness().register(CONTROLLER);
     let synced = health.clone();
     let (store, nodes) = crate::cache::cached(
         Api::<Node>::all(ctx.kube.clone()),
@@ -195,18 +196,20 @@ pub async fn run(
         &ctx.authz,
         move |ok| synced.set(READY_CHECK, ok),
     );
+    let nodes = liveness.queue_of(nodes);
     let controller = Controller::for_stream(nodes, store.clone())
         .with_config(controller::Config::default().concurrency(workers))
         .graceful_shutdown_on(shutdown);
+    let probe = liveness.clone();
     controller
         .run(
-            |node, ctx| {
+            move |node, ctx| {
                 let span = crate::logfields::object_span(CONTROLLER, &*node);
-                reconcile(node, ctx).instrument(span)
+                probe.reconcile(reconcile(node, ctx).instrument(span))
             },
             error_policy,
             ctx,
         )
-        .for_each(|_| async {})
+        .for_each(|_| async { liveness.progressed() })
         .await;
 }

@@ -110,23 +110,13 @@ pub fn backend_client(cfg: &Config, registry: &Registry) -> Result<BackendClient
     )?)
 }
 
-/// Logs in to the backend, retrying with capped backoff; flips the readiness check.
-async fn keep_logged_in(backend: BackendClient, health: Health) {
-    const CHECK: &str = "backend-login";
-    health.register(CHECK);
-    let mut delay = Duration::from_millis(500);
-    loop {
-        match backend.login().await {
-            Ok(()) => {
-                health.set(CHECK, true);
-                return;
-            }
-            Err(err) => {
-                tracing::warn!(error = %err, retry_in = ?delay, "cannot log in to the MidoNet API");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
-            }
-        }
+/// A background task that must not outlive the run (an embedded run returns while its
+/// runtime goes on).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -169,8 +159,11 @@ pub async fn run(cfg: Config) -> Result<(), RunError> {
 /// Runs until `stop` is cancelled (Ok) or a fatal error (Err). Embeddable (tests, demo).
 pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunError> {
     tracing::info!(config = ?cfg, "starting midonet-kube-controllers");
+    for d in &cfg.deprecated {
+        d.log();
+    }
     let registry = Registry::new();
-    let health = Health::new();
+    let health = Health::with_limits(cfg.liveness);
     let leader_gauge = IntGauge::new(
         "midonet_kube_controllers_leader",
         "Whether this instance holds the leader lease and runs controllers (1) or stands by (0).",
@@ -185,9 +178,14 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     let http = tokio::spawn(serve);
 
     let kube = kube_client(&cfg).await?;
+    let mut _follow_backend = None;
     let backend = if cfg.needs_backend() {
         let b = backend_client(&cfg, &registry)?;
-        tokio::spawn(keep_logged_in(b.clone(), health.clone()));
+        _follow_backend = Some(AbortOnDrop(tokio::spawn(crate::health::follow_backend(
+            b.clone(),
+            health.clone(),
+            cfg.backend_probe_period,
+        ))));
         Some(b)
     } else {
         None
@@ -247,6 +245,7 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     };
     let result = tokio::select! {
         _ = stop.cancelled() => {
+            health.liveness().stopping();
             // Controllers stop taking work and finish in-flight reconciles (bounded).
             let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
                 while tasks.join_next().await.is_some() {}
@@ -330,7 +329,14 @@ async fn start_controllers(
     let store = informer.store.clone();
     match pusher {
         Some(ctx) => {
-            tasks.spawn(crate::pusher::run(ctx, informer.start(), store, shutdown()));
+            let probe = health.liveness().register(crate::pusher::CONTROLLER);
+            tasks.spawn(crate::pusher::run(
+                ctx,
+                informer.start(),
+                store,
+                probe,
+                shutdown(),
+            ));
         }
         None if shared.is_some() => {
             tasks.spawn(informer.run());

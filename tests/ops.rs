@@ -68,7 +68,7 @@ async fn health_readiness_metrics_and_sigterm() {
     .await;
     assert_eq!(code, 200);
     assert!(
-        body.contains("[+] translations-cache") && body.contains("[+] backend-login"),
+        body.contains("[+] translations-cache") && body.contains("[+] backend"),
         "{body}"
     );
     let (_, metrics) = proc.get("/metrics").await.unwrap();
@@ -107,7 +107,7 @@ async fn readyz_is_not_ready_before_the_backend_answers() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (code, body) = proc.get("/readyz").await.unwrap();
     assert_eq!(code, 503, "{body}");
-    assert!(body.contains("[-] backend-login"), "{body}");
+    assert!(body.contains("[-] backend"), "{body}");
 }
 
 /// A Translation of one new bridge.

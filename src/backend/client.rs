@@ -11,7 +11,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::BackendError;
-use super::http::{Call, Reply, Transport};
+use super::http::{Call, Reachability, Reply, Transport};
 use super::metrics::ClientMetrics;
 use super::BackendConfig;
 
@@ -41,6 +41,16 @@ impl BackendClient {
     /// Logs in now (`POST /login`). Optional: calls log in by themselves on 401.
     pub async fn login(&self) -> Result<(), BackendError> {
         self.transport.login().await
+    }
+
+    /// Whether the API answered the last request made to it.
+    pub fn reachability(&self) -> Reachability {
+        self.transport.reachability()
+    }
+
+    /// Asks the API once whether it answers (`GET` of its root, no retry, no credentials).
+    pub async fn probe(&self) -> Result<(), BackendError> {
+        self.transport.probe().await
     }
 
     /// True once a login succeeded.

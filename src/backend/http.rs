@@ -62,6 +62,46 @@ pub(crate) struct Transport {
     generation: AtomicU64,
     login_lock: tokio::sync::Mutex<()>,
     metrics: ClientMetrics,
+    /// What the last attempt of any request showed about the API's reachability.
+    reachability: std::sync::Mutex<Reachability>,
+}
+
+/// Whether the MidoNet API answers, as the last request to it showed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Reachability {
+    /// No request has been made yet.
+    #[default]
+    Unknown,
+    /// The API answered (with anything but 502, 503 or 504).
+    Reachable { at: Instant },
+    /// The request got no answer, or a 502, 503 or 504.
+    Unreachable { at: Instant, error: String },
+}
+
+impl Reachability {
+    pub fn is_reachable(&self) -> bool {
+        matches!(self, Reachability::Reachable { .. })
+    }
+
+    /// How long ago the last request was made; `None` before the first.
+    pub fn age(&self) -> Option<Duration> {
+        match self {
+            Reachability::Unknown => None,
+            Reachability::Reachable { at } | Reachability::Unreachable { at, .. } => {
+                Some(at.elapsed())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Reachability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reachability::Unknown => f.write_str("no request made yet"),
+            Reachability::Reachable { .. } => f.write_str("the API answers"),
+            Reachability::Unreachable { error, .. } => f.write_str(error),
+        }
+    }
 }
 
 impl Transport {
@@ -128,6 +168,7 @@ impl Transport {
             generation: AtomicU64::new(0),
             login_lock: tokio::sync::Mutex::new(()),
             metrics,
+            reachability: std::sync::Mutex::default(),
         })
     }
 
@@ -136,6 +177,48 @@ impl Transport {
             .read()
             .map(|s| s.token.is_some())
             .unwrap_or(false)
+    }
+
+    pub(crate) fn reachability(&self) -> Reachability {
+        self.reachability
+            .lock()
+            .map(|r| r.clone())
+            .unwrap_or_default()
+    }
+
+    fn record(&self, reachability: Reachability) {
+        if let Ok(mut r) = self.reachability.lock() {
+            *r = reachability;
+        }
+    }
+
+    /// One `GET` of the API root, without retries and without credentials: whether the API
+    /// answers now (any answer but 502, 503 or 504).
+    pub(crate) async fn probe(&self) -> Result<(), BackendError> {
+        let call = Call {
+            method: Method::GET,
+            path: "",
+            resource: "application",
+            content_type: None,
+            accept: None,
+            body: None,
+            retry_internal_error: false,
+        };
+        match self.send_once(&call, false).await {
+            Attempt::Answer(reply) if !unavailable(reply.status) => Ok(()),
+            Attempt::Answer(reply) => Err(BackendError::Unavailable {
+                method: "GET".into(),
+                path: "/".into(),
+                status: reply.status.as_u16(),
+                body: self.scrub(&reply.body),
+            }),
+            Attempt::NoAnswer { message, timeout } => Err(BackendError::Transport {
+                method: "GET".into(),
+                path: "/".into(),
+                message,
+                timeout,
+            }),
+        }
     }
 
     fn token(&self) -> Option<Secret> {
@@ -326,12 +409,25 @@ impl Transport {
                     method = %call.method, path = call.path, status = reply.status.as_u16(),
                     elapsed_ms = elapsed.as_millis() as u64, "MidoNet API answered"
                 );
+                self.record(if unavailable(reply.status) {
+                    Reachability::Unreachable {
+                        at: Instant::now(),
+                        error: format!("{} {} answered {}", call.method, call.path, reply.status),
+                    }
+                } else {
+                    Reachability::Reachable { at: Instant::now() }
+                });
                 Attempt::Answer(reply)
             }
             Err(err) => {
                 self.metrics.failed(&method, call.resource);
+                let message = describe(&err);
+                self.record(Reachability::Unreachable {
+                    at: Instant::now(),
+                    error: format!("{} {}: {message}", call.method, call.path),
+                });
                 Attempt::NoAnswer {
-                    message: describe(&err),
+                    message,
                     timeout: err.is_timeout(),
                 }
             }
@@ -352,6 +448,15 @@ impl Transport {
         }
         out
     }
+}
+
+/// An answer that says the API is not available (a gateway's or MidoNet's own): 500 is
+/// not one, MidoNet answers it to some duplicate creations (MNA-1315).
+fn unavailable(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::BAD_GATEWAY | StatusCode::SERVICE_UNAVAILABLE | StatusCode::GATEWAY_TIMEOUT
+    )
 }
 
 /// The error with its causes (`error sending request: connection refused`).

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 pub use client::BackendClient;
 pub use error::BackendError;
+pub use http::Reachability;
 pub use metrics::ClientMetrics;
 
 /// A string that must not be shown: `Debug` and `Display` print `[redacted]`.

@@ -296,8 +296,10 @@ pub async fn run(
     ctx: Arc<PusherContext>,
     translations: impl futures::Stream<Item = Result<Translation, watcher::Error>> + Send + 'static,
     store: Store<Translation>,
+    liveness: crate::health::LoopProbe,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let translations = liveness.queue_of(translations);
     let ticks = crate::streams::every(ctx.config.resync);
     let woken = PusherContext::lock(&ctx.wake_rx).take();
     let woken = futures::stream::iter(woken.map(crate::streams::unbounded)).flatten();
@@ -308,18 +310,22 @@ pub async fn run(
         .graceful_shutdown_on(shutdown);
 
     let background = tokio::spawn(background_tasks(store, ctx.clone()));
+    let probe = liveness.clone();
     controller
         .run(
-            |tr, ctx| {
+            move |tr, ctx| {
                 let span = crate::logfields::object_span(CONTROLLER, &*tr);
-                reconcile::reconcile(tr, ctx).instrument(span)
+                probe.reconcile(reconcile::reconcile(tr, ctx).instrument(span))
             },
             error_policy,
             ctx,
         )
-        .for_each(|res| async move {
-            if let Err(err) = res {
-                tracing::debug!(error = %err, "pusher queue");
+        .for_each(|res| {
+            liveness.progressed();
+            async move {
+                if let Err(err) = res {
+                    tracing::debug!(error = %err, "pusher queue");
+                }
             }
         })
         .await;

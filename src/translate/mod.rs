@@ -309,6 +309,7 @@ pub async fn run<K: TranslatorKind>(
 ) {
     let check = format!("{}-cache", K::NAME);
     health.register(&check);
+    let liveness = health.liveness().register(K::NAME);
     let api: Api<K::Object> = Api::all(shared.kube.clone());
     let ticks = crate::streams::every(config.resync);
     // Translations of ours that disappear re-trigger their owner (level-triggered repair).
@@ -345,6 +346,7 @@ pub async fn run<K: TranslatorKind>(
         }
     })
     .applied_objects();
+    let stream = liveness.queue_of(stream);
     let cleanup = tokio::spawn(delete_orphans::<K>(
         shared.clone(),
         deleted_rx,
@@ -390,18 +392,22 @@ pub async fn run<K: TranslatorKind>(
         dependencies,
         dependencies_synced,
     });
+    let probe = liveness.clone();
     controller
         .run(
-            |obj, ctx| {
+            move |obj, ctx| {
                 let span = crate::logfields::object_span(K::NAME, &*obj);
-                reconcile::<K>(obj, ctx).instrument(span)
+                probe.reconcile(reconcile::<K>(obj, ctx).instrument(span))
             },
             error_policy::<K>,
             ctx,
         )
-        .for_each(|res| async move {
-            if let Err(err) = res {
-                tracing::debug!(controller = K::NAME, error = %err, "translator queue");
+        .for_each(|res| {
+            liveness.progressed();
+            async move {
+                if let Err(err) = res {
+                    tracing::debug!(controller = K::NAME, error = %err, "translator queue");
+                }
             }
         })
         .await;

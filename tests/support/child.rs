@@ -21,6 +21,17 @@ impl ChildControllers {
     /// endpoint on a free loopback port and `args` after those. Stderr (the logs) is appended
     /// to `log`.
     pub fn spawn(kubeconfig: &Path, api_url: &str, args: &[&str], log: &Path) -> ChildControllers {
+        Self::spawn_with_env(kubeconfig, api_url, args, &[], log)
+    }
+
+    /// [`Self::spawn`] with these environment variables set for the process.
+    pub fn spawn_with_env(
+        kubeconfig: &Path,
+        api_url: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        log: &Path,
+    ) -> ChildControllers {
         let metrics = free_port();
         let stderr = std::fs::File::options()
             .create(true)
@@ -35,6 +46,7 @@ impl ChildControllers {
             .args(["--midonet-api", api_url])
             .args(["--metrics-address", &format!("127.0.0.1:{metrics}")])
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -53,6 +65,18 @@ impl ChildControllers {
         let log = Self::log_path(&format!("controllers-{}", free_port()));
         let _ = std::fs::remove_file(&log);
         Self::spawn(kubeconfig, api_url, args, &log)
+    }
+
+    /// [`Self::start`] with these environment variables set for the process.
+    pub fn start_with_env(
+        kubeconfig: &Path,
+        api_url: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> ChildControllers {
+        let log = Self::log_path(&format!("controllers-{}", free_port()));
+        let _ = std::fs::remove_file(&log);
+        Self::spawn_with_env(kubeconfig, api_url, args, env, &log)
     }
 
     /// What it logged so far.
