@@ -382,6 +382,21 @@ async fn deleted_or_edited_global_translations_are_restored_with_what_hung_off_t
     assert_eq!(filter_mismatches(&client, &admin).await.len(), 1);
     wait_healed(&client, &admin, "after a filter cleared out of band").await;
 
+    // The careless `kubectl delete tr --all`: every Translation is deleted and restored by
+    // its owner's controller or the globals' one.
+    let out = kubectl(&["delete", "tr", "--all", "--all-namespaces", "--wait=false"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_healed(&client, &admin, "after kubectl delete tr --all").await;
+    assert_eq!(
+        service_jumps(&admin).await,
+        jumps,
+        "after deleting everything"
+    );
+
     controllers.stop().await;
     sim.shutdown().await;
 }
