@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::sim::admin::AdminClient;
 use midonet_translators::meta::HOST_ID_ANNOTATION;
@@ -350,5 +351,52 @@ async fn deleted_or_edited_global_translations_are_restored_with_what_hung_off_t
 
     translators.stop().await;
     pusher.stop().await;
+
+    // A filter cleared while no pusher saw why (out of band here, or by a cascade while
+    // the controllers restarted): drift verification puts it back.
+    let controllers = Controllers::start(restricted, &sim, &["--verify-period", "2s"]).await;
+    let node_trs = Api::<Translation>::namespaced(client.clone(), "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let mut bridge = node_trs
+        .items
+        .iter()
+        .filter(|t| t.name_any().starts_with("node."))
+        .flat_map(|t| t.desired_resources().to_vec())
+        .find_map(|e| match Resource::from_entry(&e) {
+            Ok(Resource::Bridge(b)) if b.inbound_filter_id.is_some() => Some(b),
+            _ => None,
+        })
+        .expect("a node bridge with an inbound filter");
+    bridge.inbound_filter_id = None;
+    let backend = BackendClient::new(
+        BackendConfig {
+            url: sim.api_url(),
+            ..Default::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+    backend.apply(&Resource::Bridge(bridge)).await.unwrap();
+    assert_eq!(filter_mismatches(&client, &admin).await.len(), 1);
+    wait_healed(&client, &admin, "after a filter cleared out of band").await;
+
+    // The careless `kubectl delete tr --all`: every Translation is deleted and restored by
+    // its owner's controller or the globals' one.
+    let out = kubectl(&["delete", "tr", "--all", "--all-namespaces", "--wait=false"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_healed(&client, &admin, "after kubectl delete tr --all").await;
+    assert_eq!(
+        service_jumps(&admin).await,
+        jumps,
+        "after deleting everything"
+    );
+
+    controllers.stop().await;
     sim.shutdown().await;
 }

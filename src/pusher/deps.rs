@@ -196,6 +196,25 @@ pub enum Hit {
     Cleared(Vec<Uuid>),
 }
 
+/// The references of `resource` MidoNet clears, rather than deleting the resource, when
+/// what they name is deleted (a device's or port's filter chains): every ID its body names
+/// but its parent, for the kinds MidoNet keeps and can update. A GET shows whether they
+/// are still there.
+pub fn clearable_references(resource: &Resource) -> Vec<Uuid> {
+    if !resource.kind().updatable() {
+        return Vec::new();
+    }
+    let parent = resource.parent();
+    resource
+        .requires()
+        .into_iter()
+        .filter_map(|r| match r {
+            Referent::Object(id) if Some(id) != parent => Some(id),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Whether MidoNet keeps `resource` when the referents in `gone` it needs are deleted:
 /// only devices and ports, and only for references other than their parent.
 fn kept_when_gone(resource: &Resource, gone: &[Referent]) -> bool {
@@ -889,6 +908,8 @@ mod tests {
         let node = tr("node", vec![filtered, port()]);
         let desired = creating(&node);
         let chain: Uuid = CHAIN.parse().unwrap();
+        assert_eq!(clearable_references(&desired[0].resource), vec![chain]);
+        assert!(clearable_references(&desired[1].resource).is_empty());
         // The bridge stays (its filter cleared), and so do its ports.
         assert_eq!(
             cascade_hits(&desired, &[Referent::Object(chain)].into()),

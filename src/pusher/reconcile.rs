@@ -343,7 +343,7 @@ async fn apply(
             },
         );
     }
-    for removed in &plan.removals {
+    for (done, removed) in plan.removals.iter().enumerate() {
         let kind = midonet_translators::model::Kind::from_name(&removed.kind);
         let result = match kind {
             Some(kind) => ctx.backend.delete_path(kind, &removed.path).await,
@@ -351,6 +351,7 @@ async fn apply(
             None => Ok(()),
         };
         if let Err(err) = result {
+            note_removals(ctx, uid, &key, &plan, &plan.removals[..done], &record);
             let outcome =
                 push_failed(tr, uid, ctx, &before, status, record, &removed.path, err).await;
             ctx.pushed(created);
@@ -358,7 +359,7 @@ async fn apply(
         }
         record.retain(|p| p.path != removed.path);
     }
-    note_removals(ctx, uid, &key, &plan, &record);
+    note_removals(ctx, uid, &key, &plan, &plan.removals, &record);
 
     // Creation order: desired order first (parents before children).
     let order: std::collections::HashMap<&str, usize> = plan
@@ -452,19 +453,20 @@ async fn apply(
     Ok(outcome)
 }
 
-/// What the plan's removals took out of the backend, MidoNet deleted (or cleared) in what
-/// needs it: in other Translations, checked when a provider pushes it again; in this one
-/// (a hand-edited spec), re-created by its next push. Without this, a Translation edited
-/// and put back would leave other Translations' rules in its chains deleted.
+/// What `removed` (done removals of `plan`) took out of the backend, MidoNet deleted (or
+/// cleared) in what needs it: in other Translations, checked when a provider pushes it
+/// again; in this one (a hand-edited spec), re-created by its next push. Without this, a
+/// Translation edited and put back would leave other Translations' rules in its chains
+/// deleted.
 fn note_removals(
     ctx: &PusherContext,
     uid: &str,
     key: &kube::runtime::reflector::ObjectRef<Translation>,
     plan: &plan::ApplyPlan,
+    removed: &[PushedResource],
     record: &[PushedResource],
 ) {
-    let taken: std::collections::HashSet<midonet_translators::model::Referent> = plan
-        .removals
+    let taken: std::collections::HashSet<midonet_translators::model::Referent> = removed
         .iter()
         .flat_map(|r| super::deps::recorded_referents(&r.kind, &r.path))
         .collect();

@@ -1,7 +1,8 @@
 //! Drift repair: periodically verify that what in-sync Translations pushed still exists in
 //! the backend, and have the pusher re-create what was deleted out of band.
 //!
-//! Verification is a GET per pushed resource, spread out to at most `verify_rate` requests
+//! Verification is a GET per pushed resource (for a device or port, it also checks that the
+//! filter chains it names are still named), spread out to at most `verify_rate` requests
 //! per second so it never competes with real work. A Translation with missing resources is
 //! queued for a reconcile that creates exactly those again.
 //!
@@ -15,7 +16,7 @@
 //! Translation), what they had under it is verified, and what is gone or cleared is pushed
 //! again the same way.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +53,12 @@ pub(super) async fn verify_loop(
             }
             let Some(uid) = tr.uid() else { continue };
             let status = ctx.recorded_status(&tr);
+            // References MidoNet may have cleared (a bridge's filter chain), per path.
+            let clearable: HashMap<String, Vec<Uuid>> = plan::parse_lenient(tr.desired_resources())
+                .into_iter()
+                .map(|d| (d.path, deps::clearable_references(&d.resource)))
+                .filter(|(_, ids)| !ids.is_empty())
+                .collect();
             let mut missing = HashSet::new();
             for pushed in &status.pushed {
                 let Some(kind) = Kind::from_name(&pushed.kind) else {
@@ -59,7 +66,15 @@ pub(super) async fn verify_loop(
                 };
                 tokio::time::sleep(pause).await;
                 checked += 1;
-                match ctx.backend.exists(kind, &pushed.path).await {
+                let present = match clearable.get(&pushed.path) {
+                    Some(ids) => ctx
+                        .backend
+                        .get(kind, &pushed.path)
+                        .await
+                        .map(|body| body.is_some_and(|b| names_all(&b, ids))),
+                    None => ctx.backend.exists(kind, &pushed.path).await,
+                };
+                match present {
                     Ok(true) => {}
                     Ok(false) => {
                         missing.insert(pushed.path.clone());
