@@ -643,23 +643,7 @@ impl<'a> Walk<'a> {
                 b
             }
         };
-        let before = self.pkt.tuple();
-        if dnat {
-            self.pkt.dst = binding;
-        } else {
-            self.pkt.src = binding;
-        }
-        self.rule_hop(
-            Step::Nat,
-            chain,
-            Some(rule.id),
-            format!(
-                "{} {} → {}",
-                rule.rule_type,
-                if dnat { before.dst } else { before.src },
-                binding
-            ),
-        );
+        self.rewrite(rule, chain, dnat, binding);
         true
     }
 
@@ -678,24 +662,25 @@ impl<'a> Walk<'a> {
         let Some(original) = self.state.nat_get(&key) else {
             return false;
         };
-        let before = self.pkt.tuple();
-        if dnat {
-            self.pkt.src = original;
+        // A reverse DNAT restores the reply's source, a reverse SNAT its destination.
+        self.rewrite(rule, chain, !dnat, original);
+        true
+    }
+
+    /// Rewrites the packet's destination (`dst`) or source to `to` and records the hop.
+    fn rewrite(&mut self, rule: &Rule, chain: Uuid, dst: bool, to: SocketV4) {
+        let side = if dst {
+            &mut self.pkt.dst
         } else {
-            self.pkt.dst = original;
-        }
+            &mut self.pkt.src
+        };
+        let from = std::mem::replace(side, to);
         self.rule_hop(
             Step::Nat,
             chain,
             Some(rule.id),
-            format!(
-                "{} {} → {}",
-                rule.rule_type,
-                if dnat { before.src } else { before.dst },
-                original
-            ),
+            format!("{} {from} → {to}", rule.rule_type),
         );
-        true
     }
 
     /// midolman `ConnTrackState.isForwardFlow`: decided once per packet, on first use.
