@@ -339,10 +339,7 @@ impl BackendClient {
     }
 
     /// `GET /bridges/{id}/arp_table`: the bridge's static ARP entries.
-    pub async fn list_arp_table(
-        &self,
-        bridge_id: Uuid,
-    ) -> Result<Vec<Ipv4MacPair>, BackendError> {
+    pub async fn list_arp_table(&self, bridge_id: Uuid) -> Result<Vec<Ipv4MacPair>, BackendError> {
         self.list(&format!("/bridges/{bridge_id}/arp_table"), Some(bridge_id))
             .await
     }

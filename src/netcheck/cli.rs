@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, ListParams};
-use midonet_dataplane::{check, trace, Cluster, Probe, Protocol, Report, RuleOrder, Topology, Trace, Verdict};
+use midonet_dataplane::{
+    check, trace, Cluster, Probe, Protocol, Report, RuleOrder, Topology, Trace, Verdict,
+};
 
 use super::{backend::read_topology, resolve, Destination, Owners, Source, Target};
 use crate::backend::{BackendClient, BackendError};
@@ -222,7 +224,11 @@ pub async fn run_check(cfg: Config, args: CheckArgs) -> Result<Report, NetcheckE
     let report = check(&live.topology, &live.cluster, &mut |done, total| {
         if tty {
             let width = 30;
-            let filled = if total == 0 { width } else { done * width / total };
+            let filled = if total == 0 {
+                width
+            } else {
+                done * width / total
+            };
             eprint!(
                 "\r[{}{}] {done}/{total} flows",
                 "#".repeat(filled),

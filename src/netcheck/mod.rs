@@ -227,12 +227,16 @@ fn pod_ip(pod: &Pod) -> Option<Ipv4Addr> {
 }
 
 fn pod_with_ip(cluster: &Cluster, ip: Ipv4Addr) -> Option<String> {
-    cluster.pods.iter().find(|p| pod_ip(p) == Some(ip)).and_then(|p| {
-        Some(midonet_dataplane::cluster::pod_name(
-            p.metadata.namespace.as_deref()?,
-            p.metadata.name.as_deref()?,
-        ))
-    })
+    cluster
+        .pods
+        .iter()
+        .find(|p| pod_ip(p) == Some(ip))
+        .and_then(|p| {
+            Some(midonet_dataplane::cluster::pod_name(
+                p.metadata.namespace.as_deref()?,
+                p.metadata.name.as_deref()?,
+            ))
+        })
 }
 
 /// Which Translation (`namespace/name`) owns each backend resource id: from the item
@@ -275,7 +279,9 @@ impl Owners {
 /// The resource id an item path ends with (`/rules/{id}`); `None` for paths that end in
 /// something else (`/ports/{id}/link`, MAC and ARP entries).
 fn id_of_path(path: &str) -> Option<Uuid> {
-    path.rsplit('/').next().and_then(|s| Uuid::parse_str(s).ok())
+    path.rsplit('/')
+        .next()
+        .and_then(|s| Uuid::parse_str(s).ok())
 }
 
 /// The verdict of a whole trace: delivered on some path.
@@ -459,7 +465,12 @@ pub fn check_table(r: &Report, elapsed: std::time::Duration) -> String {
     let mut out = format!("{:<16} {:>8} {:>8}\n", "FLOW", "CHECKED", "FAILED");
     for kind in FlowKind::ALL {
         let t = r.by_kind.get(&kind).copied().unwrap_or_default();
-        out.push_str(&format!("{:<16} {:>8} {:>8}\n", kind.name(), t.checked, t.failed));
+        out.push_str(&format!(
+            "{:<16} {:>8} {:>8}\n",
+            kind.name(),
+            t.checked,
+            t.failed
+        ));
     }
     for f in &r.failures {
         out.push_str(&format!(
@@ -478,7 +489,10 @@ pub fn check_table(r: &Report, elapsed: std::time::Duration) -> String {
         out.push_str(&format!("unverifiable endpoint: {e}\n"));
     }
     for p in &r.topology_problems {
-        out.push_str(&format!("topology problem: {}: {}\n", p.resource, p.problem));
+        out.push_str(&format!(
+            "topology problem: {}: {}\n",
+            p.resource, p.problem
+        ));
     }
     out.push_str(&format!(
         "{} flow(s) checked, {} failed, in {:.1}s\n",
@@ -529,7 +543,10 @@ mod tests {
         assert!(Target::parse("pod/app/a1:http").is_err());
         assert!(Target::parse("svc/app:80").is_err());
         assert!(Target::parse("10.0.0.1").is_err());
-        assert_eq!(Source::parse("node/n1").map(|s| s.attachment_name()), Ok("node/n1".into()));
+        assert_eq!(
+            Source::parse("node/n1").map(|s| s.attachment_name()),
+            Ok("node/n1".into())
+        );
         assert_eq!(
             Source::parse("pod/a/b").map(|s| s.attachment_name()),
             Ok("pod/a/b".into())
