@@ -319,6 +319,25 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
             "--from",
             &from,
             "--to",
+            &format!("svc/{ns}/web:http"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    eprintln!("{out}");
+    assert!(out.contains("verdict: DELIVERED"), "{out}");
+    assert!(
+        out.contains(&format!("client sees the reply from {cluster_ip}:80")),
+        "{out}"
+    );
+    assert!(out.contains("[Translation "), "{out}");
+    let (code, out, err) = run_binary(
+        &api,
+        &[
+            "trace",
+            "--from",
+            &from,
+            "--to",
             &format!("svc/{ns}/empty:80"),
         ],
     )

@@ -224,11 +224,10 @@ pub async fn run_check(cfg: Config, args: CheckArgs) -> Result<Report, NetcheckE
     let report = check(&live.topology, &live.cluster, &mut |done, total| {
         if tty {
             let width = 30;
-            let filled = if total == 0 {
-                width
-            } else {
-                done * width / total
-            };
+            let filled = (done * width)
+                .checked_div(total)
+                .unwrap_or(width)
+                .min(width);
             eprint!(
                 "\r[{}{}] {done}/{total} flows",
                 "#".repeat(filled),

@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use k8s_openapi::api::core::v1::Pod;
 use midonet_dataplane::{
-    Cluster, FlowKind, Hop, Leg, Protocol, Report, SocketV4, Topology, Trace, Verdict,
+    Cluster, FlowKind, Hop, Leg, Protocol, Report, SocketV4, Step, Topology, Trace, Verdict,
 };
 use midonet_translators::model::Resource;
 use serde::Serialize;
@@ -377,7 +377,13 @@ fn hop_line(h: &Hop, topo: &Topology, owners: &Owners) -> String {
         parts.push(topo.name_of(c).unwrap_or_else(|| format!("chain {c}")));
     }
     if let Some(r) = h.rule {
-        parts.push(format!("rule {r}"));
+        // The model files the route a routing step took under `rule`.
+        let what = if h.step == Step::Route {
+            "route"
+        } else {
+            "rule"
+        };
+        parts.push(format!("{what} {r}"));
     }
     if let Some(owner) = [h.rule, h.chain, h.device]
         .into_iter()
