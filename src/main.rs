@@ -228,3 +228,48 @@ fn main() -> ExitCode {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plugin_name_is_recognised_whatever_the_directory() {
+        let is = |s: &str| invoked_as_plugin(Some(std::ffi::OsStr::new(s)));
+        assert!(is("kubectl-midonet"));
+        assert!(is("/usr/local/bin/kubectl-midonet"));
+        assert!(!is("midonet-kube-controllers"));
+        assert!(!is("/bin/kubectl-midonet-x"));
+        assert!(!invoked_as_plugin(None));
+    }
+
+    #[test]
+    fn trace_and_check_parse_with_the_connection_settings() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "trace",
+            "--from",
+            "pod/a/b",
+            "--to",
+            "svc/a/web:http",
+            "-o",
+            "json",
+            "--tenant",
+            "t",
+        ])
+        .map_err(|e| e.to_string());
+        assert!(
+            matches!(&cli, Ok(Cli { command: Some(Command::Trace { trace, run }) })
+                if trace.output == netcheck::TraceOutput::Json && run.tenant == "t"),
+            "{:?}",
+            cli.err()
+        );
+        let cli = Cli::try_parse_from(["x", "check", "-o", "table"]).map_err(|e| e.to_string());
+        assert!(matches!(
+            cli,
+            Ok(Cli {
+                command: Some(Command::Check { .. })
+            })
+        ));
+    }
+}
