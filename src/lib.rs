@@ -12,6 +12,7 @@ pub mod http;
 pub mod informer;
 pub mod leader;
 pub mod logfields;
+pub mod netcheck;
 pub mod nodeannotator;
 pub mod pusher;
 pub mod run;

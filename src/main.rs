@@ -1,6 +1,6 @@
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use midonet_kube_controllers::config::{Config, RunArgs};
 
 /// Kubernetes controllers that turn cluster objects into MidoNet backend resources.
@@ -30,6 +30,77 @@ enum Command {
     },
     /// Run the MidoNet REST API simulator (for tests and demos) until Ctrl-C or SIGTERM.
     BackendSim(Box<midonet_kube_controllers::sim::SimArgs>),
+    /// Trace a connection through the live MidoNet topology with the data-plane model.
+    /// Exit 0 when delivered, 1 when dropped, 2 on error. Takes the same settings as `run`.
+    Trace {
+        #[command(flatten)]
+        trace: netcheck::TraceArgs,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
+    /// Check every connection Kubernetes promises (pods, Services, nodes) on the live
+    /// MidoNet topology. Exit 0 when all work, 1 on failures, 2 on error.
+    Check {
+        #[command(flatten)]
+        check: netcheck::CheckArgs,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
+}
+
+use midonet_kube_controllers::netcheck::cli as netcheck;
+
+/// When invoked as `kubectl-midonet` (a symlink on PATH is enough), kubectl runs it for
+/// `kubectl midonet …`; the subcommands are the same.
+const KUBECTL_PLUGIN: &str = "kubectl-midonet";
+
+fn invoked_as_plugin(argv0: Option<&std::ffi::OsStr>) -> bool {
+    argv0
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_name())
+        .is_some_and(|n| n == KUBECTL_PLUGIN)
+}
+
+/// Runs a `trace` or `check` job: exit 2 for bad settings and errors, else what
+/// `outcome` says about the result.
+fn run_netcheck<Fut, T>(
+    args: RunArgs,
+    job: impl FnOnce(Config) -> Fut,
+    outcome: impl FnOnce(&T) -> ExitCode,
+) -> ExitCode
+where
+    Fut: std::future::Future<Output = Result<T, netcheck::NetcheckError>>,
+{
+    let cfg = match args.validate() {
+        Ok(cfg) => cfg,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    // A command-line tool: the controllers' info logs would bury its answer.
+    let level = if cfg.log_level == "info" {
+        "warn"
+    } else {
+        cfg.log_level.as_str()
+    };
+    midonet_kube_controllers::run::init_logging(level, cfg.log_json);
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = rt.block_on(job(cfg));
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    match result {
+        Ok(v) => outcome(&v),
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
@@ -84,7 +155,19 @@ fn sweep(args: RunArgs, delete: bool) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut argv = std::env::args_os();
+    let cli = if invoked_as_plugin(argv.next().as_deref()) {
+        let matches = Cli::command()
+            .name(KUBECTL_PLUGIN)
+            .bin_name("kubectl midonet")
+            .get_matches();
+        match Cli::from_arg_matches(&matches) {
+            Ok(cli) => cli,
+            Err(err) => err.exit(),
+        }
+    } else {
+        Cli::parse()
+    };
     match cli.command {
         None => {
             // `run` with settings from the environment only.
@@ -98,6 +181,25 @@ fn main() -> ExitCode {
         }
         Some(Command::Run(args)) => run(*args),
         Some(Command::Sweep { run, delete }) => sweep(*run, delete),
+        Some(Command::Trace { trace, run }) => run_netcheck(
+            *run,
+            move |cfg| netcheck::run_trace(cfg, trace),
+            |v| match v {
+                midonet_dataplane::Verdict::Delivered => ExitCode::SUCCESS,
+                midonet_dataplane::Verdict::Dropped => ExitCode::FAILURE,
+            },
+        ),
+        Some(Command::Check { check, run }) => run_netcheck(
+            *run,
+            move |cfg| netcheck::run_check(cfg, check),
+            |r: &midonet_dataplane::Report| {
+                if r.passed() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            },
+        ),
         Some(Command::BackendSim(args)) => {
             let rt = match runtime() {
                 Ok(rt) => rt,
@@ -124,5 +226,50 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plugin_name_is_recognised_whatever_the_directory() {
+        let is = |s: &str| invoked_as_plugin(Some(std::ffi::OsStr::new(s)));
+        assert!(is("kubectl-midonet"));
+        assert!(is("/usr/local/bin/kubectl-midonet"));
+        assert!(!is("midonet-kube-controllers"));
+        assert!(!is("/bin/kubectl-midonet-x"));
+        assert!(!invoked_as_plugin(None));
+    }
+
+    #[test]
+    fn trace_and_check_parse_with_the_connection_settings() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "trace",
+            "--from",
+            "pod/a/b",
+            "--to",
+            "svc/a/web:http",
+            "-o",
+            "json",
+            "--tenant",
+            "t",
+        ])
+        .map_err(|e| e.to_string());
+        assert!(
+            matches!(&cli, Ok(Cli { command: Some(Command::Trace { trace, run }) })
+                if trace.output == netcheck::TraceOutput::Json && run.tenant == "t"),
+            "{:?}",
+            cli.err()
+        );
+        let cli = Cli::try_parse_from(["x", "check", "-o", "table"]).map_err(|e| e.to_string());
+        assert!(matches!(
+            cli,
+            Ok(Cli {
+                command: Some(Command::Check { .. })
+            })
+        ));
     }
 }

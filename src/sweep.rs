@@ -15,7 +15,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use kube::api::{Api, ListParams};
-use midonet_translators::model::{Kind, Resource, RouteType};
+use midonet_translators::model::{Bridge, Chain, Kind, Resource, RouteType, Router};
 use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 use uuid::Uuid;
 
@@ -112,26 +112,60 @@ struct Found {
     parent: Option<String>,
 }
 
+/// The tenant's top-level devices and chains.
+#[derive(Clone, Debug, Default)]
+pub struct TenantDevices {
+    pub bridges: Vec<Bridge>,
+    pub routers: Vec<Router>,
+    pub chains: Vec<Chain>,
+}
+
+/// Lists the bridges, routers and chains of `tenant`. The `tenant_id` query narrows the
+/// listing and the filter on each item's `tenantId` makes sure of it (an API that ignores
+/// the query must not hand us another tenant's devices). Shared by the sweep and the
+/// backend reader of `trace` and `check`.
+pub async fn list_tenant_devices(
+    backend: &BackendClient,
+    tenant: &str,
+) -> Result<TenantDevices, BackendError> {
+    let ours = |t: &Option<String>| t.as_deref() == Some(tenant);
+    Ok(TenantDevices {
+        bridges: backend
+            .list_bridges(Some(tenant))
+            .await?
+            .into_iter()
+            .filter(|b| ours(&b.tenant_id))
+            .collect(),
+        routers: backend
+            .list_routers(Some(tenant))
+            .await?
+            .into_iter()
+            .filter(|r| ours(&r.tenant_id))
+            .collect(),
+        chains: backend
+            .list_chains(Some(tenant))
+            .await?
+            .into_iter()
+            .filter(|c| ours(&c.tenant_id))
+            .collect(),
+    })
+}
+
 /// Lists the tenant's resources: the top-level devices and chains, and all their children.
 async fn list_backend(
     backend: &BackendClient,
     tenant: &str,
 ) -> Result<(Vec<Found>, Vec<Found>), SweepError> {
+    let devices = list_tenant_devices(backend, tenant).await?;
     let mut parents = Vec::new();
-    for b in backend.list_bridges(Some(tenant)).await? {
-        if b.tenant_id.as_deref() == Some(tenant) {
-            parents.push(found(Kind::Bridge, "bridges", b.id, "bridge".into()));
-        }
+    for b in devices.bridges {
+        parents.push(found(Kind::Bridge, "bridges", b.id, "bridge".into()));
     }
-    for r in backend.list_routers(Some(tenant)).await? {
-        if r.tenant_id.as_deref() == Some(tenant) {
-            parents.push(found(Kind::Router, "routers", r.id, "router".into()));
-        }
+    for r in devices.routers {
+        parents.push(found(Kind::Router, "routers", r.id, "router".into()));
     }
-    for c in backend.list_chains(Some(tenant)).await? {
-        if c.tenant_id.as_deref() == Some(tenant) {
-            parents.push(found(Kind::Chain, "chains", c.id, "chain".into()));
-        }
+    for c in devices.chains {
+        parents.push(found(Kind::Chain, "chains", c.id, "chain".into()));
     }
     let mut children = Vec::new();
     for p in &parents {

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use midonet_translators::model::{
-    BackendObject, Bridge, Chain, Host, Kind, Port, PortLink, Resource, Route, Router, Rule,
-    TunnelZone,
+    BackendObject, Bridge, Chain, Host, HostInterfacePort, Ipv4MacPair, Kind, MacPort, Port,
+    PortLink, Resource, Route, Router, Rule, TunnelZone,
 };
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -339,6 +339,27 @@ impl BackendClient {
     /// for every router port address.
     pub async fn list_routes(&self, router_id: Uuid) -> Result<Vec<Route>, BackendError> {
         self.list(&format!("/routers/{router_id}/routes"), Some(router_id))
+            .await
+    }
+
+    /// `GET /bridges/{id}/mac_table`: the bridge's static MAC entries (untagged VLAN).
+    pub async fn list_mac_table(&self, bridge_id: Uuid) -> Result<Vec<MacPort>, BackendError> {
+        self.list(&format!("/bridges/{bridge_id}/mac_table"), Some(bridge_id))
+            .await
+    }
+
+    /// `GET /bridges/{id}/arp_table`: the bridge's static ARP entries.
+    pub async fn list_arp_table(&self, bridge_id: Uuid) -> Result<Vec<Ipv4MacPair>, BackendError> {
+        self.list(&format!("/bridges/{bridge_id}/arp_table"), Some(bridge_id))
+            .await
+    }
+
+    /// `GET /hosts/{id}/ports`: the host's interface-port bindings.
+    pub async fn list_host_ports(
+        &self,
+        host_id: Uuid,
+    ) -> Result<Vec<HostInterfacePort>, BackendError> {
+        self.list(&format!("/hosts/{host_id}/ports"), Some(host_id))
             .await
     }
 

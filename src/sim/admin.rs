@@ -14,10 +14,12 @@
 //! | GET | `/_sim/tokens` | | `["<token>", …]` (valid session tokens; a test aid) |
 //! | POST | `/_sim/tokens/expire` | | 204 |
 //! | GET | `/_sim/health` | | 200 `ok` |
+//! | POST | `/_sim/trace` | [`TraceRequest`] | [`TraceAnswer`] (the data-plane model's `Trace` of the stored topology); 400 bad request, 422 untraceable |
 
 use std::collections::BTreeMap;
 
-use midonet_translators::model::Kind;
+use midonet_dataplane::{Attachment, Protocol, SocketV4};
+use midonet_translators::model::{Kind, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -106,6 +108,130 @@ impl StateDump {
 
     pub fn is_empty(&self) -> bool {
         self.resources.is_empty()
+    }
+
+    /// Every stored resource in the typed model, rules chain by chain in evaluation order
+    /// (what `midonet_dataplane::RuleOrder::Listed` wants). The first entry that does not
+    /// parse is an error: the store only keeps bodies it validated, so it is a bug.
+    pub fn typed_resources(&self) -> Result<Vec<Resource>, String> {
+        self.resources
+            .iter()
+            .map(|e| {
+                let kind = Kind::from_name(&e.kind)
+                    .ok_or_else(|| format!("{}: unknown kind {:?}", e.path, e.kind))?;
+                let parent =
+                    if e.parent.is_empty() {
+                        None
+                    } else {
+                        Some(Uuid::parse_str(&e.parent).map_err(|err| {
+                            format!("{}: bad parent {:?}: {err}", e.path, e.parent)
+                        })?)
+                    };
+                Resource::from_body(kind, parent, e.body.clone())
+                    .map_err(|err| format!("{}: {err}", e.path))
+            })
+            .collect()
+    }
+}
+
+/// `POST /_sim/trace`: a connection to trace through the stored topology. The simulator
+/// does not know Kubernetes, so the workloads behind the bound interfaces come with the
+/// request (`midonet_dataplane::Cluster::attachments` derives them from Kubernetes
+/// objects).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceRequest {
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+    /// The attachment name the connection starts from, e.g. `pod/default/a`.
+    pub from: String,
+    /// `IP:PORT`, e.g. `10.96.0.10:80`.
+    pub to: String,
+    #[serde(default = "default_protocol")]
+    pub protocol: Protocol,
+    /// The client's source port.
+    #[serde(default = "default_src_port")]
+    pub src_port: u16,
+}
+
+fn default_protocol() -> Protocol {
+    Protocol::Tcp
+}
+
+fn default_src_port() -> u16 {
+    40000
+}
+
+impl TraceRequest {
+    /// The destination as the model takes it.
+    pub fn destination(&self) -> Result<SocketV4, String> {
+        let addr: std::net::SocketAddrV4 = self
+            .to
+            .parse()
+            .map_err(|e| format!("to {:?} is not IPv4:PORT: {e}", self.to))?;
+        Ok(SocketV4::new(*addr.ip(), addr.port()))
+    }
+}
+
+/// The answer of `POST /_sim/trace`: `midonet_dataplane::Trace` as JSON, read back. Hops
+/// stay JSON: the client reads verdicts and addresses, and prints hops as they are.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceAnswer {
+    pub from: String,
+    pub sent: TraceTuple,
+    pub paths: Vec<TracePath>,
+    pub truncated: bool,
+}
+
+/// A flow tuple of a [`TraceAnswer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceTuple {
+    pub protocol: Protocol,
+    pub src: SocketV4,
+    pub dst: SocketV4,
+}
+
+/// One path of a [`TraceAnswer`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TracePath {
+    pub forward: TraceLeg,
+    #[serde(default)]
+    pub reply: Option<TraceLeg>,
+    pub works: bool,
+    #[serde(default)]
+    pub client_sees: Option<SocketV4>,
+}
+
+/// One leg of a [`TracePath`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TraceLeg {
+    /// `delivered` or `dropped`.
+    pub verdict: String,
+    #[serde(default)]
+    pub delivered_to: Option<String>,
+    #[serde(default)]
+    pub received: Option<TraceTuple>,
+    #[serde(default)]
+    pub drop_reason: Option<String>,
+    pub hops: Vec<Value>,
+}
+
+impl TraceAnswer {
+    /// Delivered on at least one path.
+    pub fn delivered(&self) -> bool {
+        self.paths.iter().any(|p| p.forward.delivered_to.is_some())
+    }
+
+    /// Every workload (with the address it received on) some path delivers to.
+    pub fn candidates(&self) -> Vec<(String, SocketV4)> {
+        let mut v: Vec<(String, SocketV4)> = self
+            .paths
+            .iter()
+            .filter_map(|p| Some((p.forward.delivered_to.clone()?, p.forward.received?.dst)))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
     }
 }
 
@@ -331,5 +457,13 @@ impl AdminClient {
     /// Invalidates every session token, as if they had expired.
     pub async fn expire_tokens(&self) -> Result<(), AdminError> {
         self.post("tokens/expire").await
+    }
+
+    /// Traces a connection through the stored topology with the data-plane model.
+    pub async fn trace(&self, request: &TraceRequest) -> Result<TraceAnswer, AdminError> {
+        let body = self
+            .send(self.http.post(self.url("trace")?).json(request))
+            .await?;
+        serde_json::from_str(&body).map_err(|e| AdminError::Decode(e.to_string()))
     }
 }

@@ -3,14 +3,16 @@
 
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use midonet_dataplane::{trace, Probe, RuleOrder, Topology, Trace};
 use serde::Deserialize;
 
-use super::admin::{Faults, HostSeed, RequestCounts, StateDump};
+use super::admin::{Faults, HostSeed, RequestCounts, StateDump, TraceRequest};
 use super::api::empty;
 use super::SimState;
 
@@ -27,6 +29,54 @@ pub(crate) fn routes() -> Router<Arc<SimState>> {
         .route("/_sim/tokens", get(tokens))
         .route("/_sim/tokens/expire", post(expire_tokens))
         .route("/_sim/health", get(|| async { "ok" }))
+        .route("/_sim/trace", post(trace_connection))
+}
+
+/// Why a trace request is not answered with a trace.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum TraceFailure {
+    /// The request is malformed (400).
+    BadRequest(String),
+    /// The model cannot trace it, e.g. an unknown source (422).
+    Untraceable(String),
+    /// A stored body does not parse into the model (500: a simulator bug).
+    Store(String),
+}
+
+/// Traces `body` (a [`TraceRequest`] as JSON) through the stored topology: pure, so the
+/// handler only takes a snapshot of the store.
+pub(crate) fn trace_dump(dump: &StateDump, body: &[u8]) -> Result<Trace, TraceFailure> {
+    let req: TraceRequest = serde_json::from_slice(body)
+        .map_err(|e| TraceFailure::BadRequest(format!("bad trace request: {e}")))?;
+    let to = req.destination().map_err(TraceFailure::BadRequest)?;
+    let resources = dump.typed_resources().map_err(TraceFailure::Store)?;
+    // The dump lists rules chain by chain in evaluation order.
+    let topo = Topology::new(resources, RuleOrder::Listed, req.attachments);
+    let probe = Probe {
+        from: req.from,
+        to,
+        protocol: req.protocol,
+        src_port: req.src_port,
+    };
+    trace(&topo, &probe).map_err(|e| TraceFailure::Untraceable(e.to_string()))
+}
+
+async fn trace_handler_answer(sim: &SimState, body: &[u8]) -> Response {
+    let dump = sim.with_store(|s| s.dump());
+    let (status, message) = match trace_dump(&dump, body) {
+        Ok(t) => return Json(t).into_response(),
+        Err(TraceFailure::BadRequest(m)) => (StatusCode::BAD_REQUEST, m),
+        Err(TraceFailure::Untraceable(m)) => (StatusCode::UNPROCESSABLE_ENTITY, m),
+        Err(TraceFailure::Store(m)) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("stored resource not readable by the model: {m}"),
+        ),
+    };
+    (status, Json(serde_json::json!({"message": message}))).into_response()
+}
+
+async fn trace_connection(State(sim): State<Arc<SimState>>, body: Bytes) -> Response {
+    trace_handler_answer(&sim, &body).await
 }
 
 async fn state(State(sim): State<Arc<SimState>>) -> Json<StateDump> {
@@ -89,4 +139,27 @@ async fn tokens(State(sim): State<Arc<SimState>>) -> Json<Vec<String>> {
 async fn expire_tokens(State(sim): State<Arc<SimState>>) -> Response {
     sim.auth.expire_all();
     empty(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_requests_are_validated_before_tracing() {
+        let dump = StateDump::default();
+        assert!(matches!(
+            trace_dump(&dump, br#"{"from":"pod/a/b","to":"nope"}"#),
+            Err(TraceFailure::BadRequest(m)) if m.contains("IPv4:PORT")
+        ));
+        assert!(matches!(
+            trace_dump(&dump, b"not json"),
+            Err(TraceFailure::BadRequest(_))
+        ));
+        // Nothing plugged in: the model cannot start the connection.
+        assert!(matches!(
+            trace_dump(&dump, br#"{"from":"pod/a/b","to":"10.0.0.1:80","protocol":"udp","srcPort":1}"#),
+            Err(TraceFailure::Untraceable(m)) if m.contains("pod/a/b")
+        ));
+    }
 }

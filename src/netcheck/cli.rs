@@ -1,0 +1,257 @@
+//! The I/O of `trace` and `check`: list the Kubernetes objects and the Translations, read
+//! the backend, run the model, print. Exit codes are decided by `main`.
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use kube::api::{Api, ListParams};
+use midonet_dataplane::{
+    check, trace, Cluster, Probe, Protocol, Report, RuleOrder, Topology, Trace, Verdict,
+};
+
+use super::{backend::read_topology, resolve, Destination, Owners, Source, Target};
+use crate::backend::{BackendClient, BackendError};
+use crate::config::Config;
+use crate::crd::Translation;
+
+/// `--protocol`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProtocolArg {
+    Tcp,
+    Udp,
+}
+
+impl From<ProtocolArg> for Protocol {
+    fn from(p: ProtocolArg) -> Protocol {
+        match p {
+            ProtocolArg::Tcp => Protocol::Tcp,
+            ProtocolArg::Udp => Protocol::Udp,
+        }
+    }
+}
+
+/// `trace -o`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum TraceOutput {
+    Text,
+    Json,
+}
+
+/// `check -o`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckOutput {
+    Table,
+    Json,
+}
+
+/// Arguments of `trace`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct TraceArgs {
+    /// Where the connection starts: pod/NAMESPACE/NAME or node/NAME.
+    #[arg(long)]
+    pub from: String,
+    /// Where it goes: svc/NAMESPACE/NAME:PORT (the Service port, number or name),
+    /// pod/NAMESPACE/NAME:PORT or IP:PORT.
+    #[arg(long)]
+    pub to: String,
+    /// L4 protocol (default: the Service port's, else tcp).
+    #[arg(long, value_enum)]
+    pub protocol: Option<ProtocolArg>,
+    /// The client's source port.
+    #[arg(long, default_value_t = midonet_dataplane::check::CLIENT_PORT)]
+    pub src_port: u16,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    pub output: TraceOutput,
+}
+
+/// Arguments of `check`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct CheckArgs {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    pub output: CheckOutput,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetcheckError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Setup(String),
+    #[error("cannot list {what}: {source}")]
+    Kube {
+        what: &'static str,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot read the topology from the MidoNet API: {0}")]
+    Backend(#[from] BackendError),
+    #[error("cannot trace: {0}")]
+    Trace(#[from] midonet_dataplane::TraceError),
+    #[error("cannot write the output: {0}")]
+    Output(String),
+}
+
+/// What `trace` and `check` run on.
+pub struct Live {
+    pub cluster: Cluster,
+    pub topology: Topology,
+    pub owners: Owners,
+}
+
+async fn list_all<K>(kube: &kube::Client, what: &'static str) -> Result<Vec<K>, NetcheckError>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    Api::<K>::all(kube.clone())
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|source| NetcheckError::Kube { what, source })
+}
+
+/// Reads the cluster (nodes, pods, Services, Endpoints, Translations) and the tenant's
+/// topology, and builds the model.
+pub async fn load(
+    kube: &kube::Client,
+    backend: &BackendClient,
+    tenant: &str,
+) -> Result<Live, NetcheckError> {
+    let nodes = Api::<Node>::all(kube.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| NetcheckError::Kube {
+            what: "nodes",
+            source,
+        })?
+        .items;
+    let cluster = Cluster {
+        nodes,
+        pods: list_all::<Pod>(kube, "pods").await?,
+        services: list_all::<Service>(kube, "services").await?,
+        endpoints: list_all::<Endpoints>(kube, "endpoints").await?,
+    };
+    let translations = list_all::<Translation>(kube, "translations").await?;
+    let resources = read_topology(backend, tenant).await?;
+    // MidoNet lists a chain's rules in evaluation order.
+    let topology = Topology::new(resources, RuleOrder::Listed, cluster.attachments());
+    Ok(Live {
+        cluster,
+        topology,
+        owners: Owners::from_translations(&translations),
+    })
+}
+
+/// Traces `from` → `to` on the live model.
+pub fn trace_live(
+    live: &Live,
+    from: &str,
+    to: &str,
+    protocol: Option<Protocol>,
+    src_port: u16,
+) -> Result<(Trace, Destination), NetcheckError> {
+    let source = Source::parse(from).map_err(NetcheckError::Usage)?;
+    let target = Target::parse(to).map_err(NetcheckError::Usage)?;
+    let dest = resolve(&live.cluster, &target, to, protocol).map_err(NetcheckError::Usage)?;
+    let t = trace(
+        &live.topology,
+        &Probe {
+            from: source.attachment_name(),
+            to: dest.address,
+            protocol: dest.protocol,
+            src_port,
+        },
+    )?;
+    Ok((t, dest))
+}
+
+async fn clients(cfg: &Config) -> Result<(kube::Client, BackendClient), NetcheckError> {
+    let kube = crate::run::kube_client(cfg)
+        .await
+        .map_err(|e| NetcheckError::Setup(e.to_string()))?;
+    let backend = crate::run::backend_client(cfg, &prometheus::Registry::new())
+        .map_err(|e| NetcheckError::Setup(e.to_string()))?;
+    Ok((kube, backend))
+}
+
+fn print(text: &str) -> Result<(), NetcheckError> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|_| out.flush())
+        .map_err(|e| NetcheckError::Output(e.to_string()))
+}
+
+/// `trace`: prints the trace; answers the verdict.
+pub async fn run_trace(cfg: Config, args: TraceArgs) -> Result<Verdict, NetcheckError> {
+    // Parse before any request: a typo is not worth a round trip.
+    Source::parse(&args.from).map_err(NetcheckError::Usage)?;
+    Target::parse(&args.to).map_err(NetcheckError::Usage)?;
+    let (kube, backend) = clients(&cfg).await?;
+    let live = load(&kube, &backend, &cfg.tenant).await?;
+    let (t, dest) = trace_live(
+        &live,
+        &args.from,
+        &args.to,
+        args.protocol.map(Protocol::from),
+        args.src_port,
+    )?;
+    let text = match args.output {
+        TraceOutput::Text => super::trace_text(&t, &dest, &live.topology, &live.owners),
+        TraceOutput::Json => {
+            let v = super::trace_json(&t, &dest, &live.topology, &live.owners);
+            let mut s = serde_json::to_string_pretty(&v)
+                .map_err(|e| NetcheckError::Output(e.to_string()))?;
+            s.push('\n');
+            s
+        }
+    };
+    print(&text)?;
+    Ok(super::verdict(&t))
+}
+
+/// `check`: prints the report; answers whether it passed.
+pub async fn run_check(cfg: Config, args: CheckArgs) -> Result<Report, NetcheckError> {
+    let started = Instant::now();
+    let (kube, backend) = clients(&cfg).await?;
+    let live = load(&kube, &backend, &cfg.tenant).await?;
+    let tty = std::io::stderr().is_terminal();
+    let report = check(&live.topology, &live.cluster, &mut |done, total| {
+        if tty {
+            let width = 30;
+            let filled = (done * width)
+                .checked_div(total)
+                .unwrap_or(width)
+                .min(width);
+            eprint!(
+                "\r[{}{}] {done}/{total} flows",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            if done == total {
+                eprintln!();
+            }
+        }
+    });
+    let elapsed = started.elapsed();
+    let text = match args.output {
+        CheckOutput::Table => super::check_table(&report, elapsed),
+        CheckOutput::Json => {
+            let mut s = serde_json::to_string_pretty(&report)
+                .map_err(|e| NetcheckError::Output(e.to_string()))?;
+            s.push('\n');
+            s
+        }
+    };
+    print(&text)?;
+    if args.output == CheckOutput::Json {
+        // stdout carries only the JSON; the time goes to stderr.
+        eprintln!("checked in {:.1}s", elapsed.as_secs_f64());
+    }
+    Ok(report)
+}

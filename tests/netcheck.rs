@@ -1,0 +1,409 @@
+//! `trace` and `check` on the real parts: the control plane, the simulator and the
+//! controllers converge on a small cluster; the data-plane model, fed by GETs against the
+//! simulator, must find every promised connection working, trace a Service to exactly its
+//! endpoints, and, once a Service's jump rule is deleted behind the controllers' back,
+//! report exactly that Service port's flows as failed. Its own test binary: the check
+//! covers every object in the cluster.
+
+mod support;
+
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use midonet_dataplane::{check, FlowKind, Protocol, Report, SocketV4};
+use midonet_kube_controllers::config::{Config, RunArgs};
+use midonet_kube_controllers::netcheck::cli::{load, trace_live, Live};
+use midonet_kube_controllers::sim::admin::TraceRequest;
+use midonet_translators::meta::HOST_ID_ANNOTATION;
+use midonet_translators::model::Kind;
+use serde_json::{json, Value};
+use support::stack::{wait_converged, Controllers};
+use support::*;
+use uuid::Uuid;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn config(api: &str) -> Config {
+    let kubeconfig = control_plane().kubeconfig.display().to_string();
+    Cli::try_parse_from(["test", "--kubeconfig", &kubeconfig, "--midonet-api", api])
+        .expect("args")
+        .run
+        .validate()
+        .expect("config")
+}
+
+fn node(name: &str, cidr: &str, addresses: Value) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name},
+        "spec": {"podCIDR": cidr},
+        "status": {"addresses": addresses}
+    }))
+    .unwrap()
+}
+
+fn pod(name: &str, node: &str, mac: Option<&str>) -> Pod {
+    let annotations = match mac {
+        Some(m) => json!({"midonet.org/mac-address": m}),
+        None => json!({}),
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
+    }))
+    .unwrap()
+}
+
+fn service(name: &str) -> Service {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
+    }))
+    .unwrap()
+}
+
+fn endpoints(name: &str, ips: &[&str]) -> Endpoints {
+    let addresses: Vec<_> = ips.iter().map(|ip| json!({"ip": ip})).collect();
+    let subsets = if ips.is_empty() {
+        json!([])
+    } else {
+        json!([{"addresses": addresses, "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}])
+    };
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": name}, "subsets": subsets
+    }))
+    .unwrap()
+}
+
+fn describe(r: &Report) -> String {
+    r.failures
+        .iter()
+        .map(|f| format!("{:?} {} -> {}: {}", f.kind, f.from, f.to, f.problem))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Runs the built binary; answers its exit code, stdout and stderr. Asynchronously: the
+/// simulator answering it runs on this test's runtime.
+async fn run_binary(cfg_api: &str, args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_midonet-kube-controllers"))
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(&control_plane().kubeconfig)
+        .arg("--midonet-api")
+        .arg(cfg_api)
+        .env_remove("MIDONETKUBE_LOG_LEVEL")
+        .output()
+        .await
+        .expect("run the binary");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
+    let client = admin_client().await;
+    let (host_a, host_b) = (Uuid::new_v4(), Uuid::new_v4());
+    let (sim, admin) = stack::start_sim(&[("nc-node-a", host_a), ("nc-node-b", host_b)]).await;
+    // Drift repair must not undo the break before the check sees it.
+    let controllers = Controllers::start(
+        &control_plane().kubeconfig,
+        &sim,
+        &["--verify-period", "1h"],
+    )
+    .await;
+    let api = sim.api_url().to_string();
+
+    // The apiserver's own Service (default/kubernetes) points at 127.0.0.1: make it a
+    // node address, so that its endpoint is a workload the check can verify.
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in [
+        node(
+            "nc-node-a",
+            "10.244.1.0/24",
+            json!([{"type": "InternalIP", "address": "192.168.0.11"},
+                   {"type": "ExternalIP", "address": "127.0.0.1"}]),
+        ),
+        node(
+            "nc-node-b",
+            "10.244.2.0/24",
+            json!([{"type": "InternalIP", "address": "192.168.0.12"}]),
+        ),
+    ] {
+        nodes.create(&PostParams::default(), &n).await.unwrap();
+    }
+    for (name, host) in [("nc-node-a", host_a), ("nc-node-b", host_b)] {
+        wait_until(
+            "nodeannotator sets the host id",
+            Duration::from_secs(60),
+            || async {
+                let n = nodes.get(name).await.ok()?;
+                (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
+            },
+        )
+        .await;
+    }
+
+    let ns = unique_namespace(&client, "netcheck").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for (name, node, ip, mac) in [
+        ("p1", "nc-node-a", "10.244.1.10", Some("0a:00:00:00:01:0a")),
+        ("p2", "nc-node-a", "10.244.1.11", None),
+        ("p3", "nc-node-b", "10.244.2.10", Some("0a:00:00:00:02:0a")),
+        ("p4", "nc-node-b", "10.244.2.11", None),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, node, mac))
+            .await
+            .unwrap();
+        // As a kubelet would.
+        pods.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+    services
+        .create(&PostParams::default(), &service("web"))
+        .await
+        .unwrap();
+    services
+        .create(&PostParams::default(), &service("empty"))
+        .await
+        .unwrap();
+    eps.create(
+        &PostParams::default(),
+        &endpoints("web", &["10.244.1.10", "10.244.2.10"]),
+    )
+    .await
+    .unwrap();
+    eps.create(&PostParams::default(), &endpoints("empty", &[]))
+        .await
+        .unwrap();
+    wait_converged(&client, &admin, "netcheck cluster").await;
+    let cluster_ip: std::net::Ipv4Addr = services
+        .get("web")
+        .await
+        .unwrap()
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .and_then(|ip| ip.parse().ok())
+        .expect("web has a cluster IP");
+
+    // The library paths: read everything, check, trace.
+    let cfg = config(&api);
+    let kube = midonet_kube_controllers::run::kube_client(&cfg)
+        .await
+        .unwrap();
+    let backend =
+        midonet_kube_controllers::run::backend_client(&cfg, &prometheus::Registry::new()).unwrap();
+    let live: Live = load(&kube, &backend, &cfg.tenant).await.unwrap();
+    assert!(
+        live.topology.problems().is_empty(),
+        "{:?}",
+        live.topology.problems()
+    );
+    let report = check(&live.topology, &live.cluster, &mut |_, _| {});
+    assert!(report.passed(), "{}", describe(&report));
+    assert!(report.unplugged.is_empty(), "{:?}", report.unplugged);
+    for kind in FlowKind::ALL {
+        assert!(
+            report.by_kind.get(&kind).is_some_and(|t| t.checked > 0),
+            "no {kind:?} flow checked: {:?}",
+            report.by_kind
+        );
+    }
+
+    let from = format!("pod/{ns}/p2");
+    let (t, dest) = trace_live(&live, &from, &format!("svc/{ns}/web:http"), None, 40000).unwrap();
+    assert_eq!(dest.address, SocketV4::new(cluster_ip, 80));
+    let want = vec![
+        (
+            format!("pod/{ns}/p1"),
+            SocketV4::new("10.244.1.10".parse().unwrap(), 8080),
+        ),
+        (
+            format!("pod/{ns}/p3"),
+            SocketV4::new("10.244.2.10".parse().unwrap(), 8080),
+        ),
+    ];
+    assert_eq!(t.candidates(), want);
+    assert!(
+        t.all_work(),
+        "{}",
+        serde_json::to_string_pretty(&t).unwrap()
+    );
+    for p in &t.paths {
+        assert_eq!(p.client_sees, Some(SocketV4::new(cluster_ip, 80)));
+    }
+    let (t, _) = trace_live(&live, &from, &format!("svc/{ns}/empty:80"), None, 40000).unwrap();
+    assert!(!t.delivered());
+
+    // The simulator's own trace agrees.
+    let answer = admin
+        .trace(&TraceRequest {
+            attachments: live.cluster.attachments(),
+            from: from.clone(),
+            to: format!("{cluster_ip}:80"),
+            protocol: Protocol::Tcp,
+            src_port: 40000,
+        })
+        .await
+        .unwrap();
+    assert_eq!(answer.candidates(), want);
+
+    // The binary: exit codes and the JSON shape.
+    let (code, out, err) = run_binary(
+        &api,
+        &[
+            "trace",
+            "--from",
+            &from,
+            "--to",
+            &format!("svc/{ns}/web:80"),
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).expect("trace JSON");
+    assert_eq!(v["verdict"], "delivered");
+    assert_eq!(v["to"]["ip"], cluster_ip.to_string());
+    assert_eq!(v["to"]["port"], 80);
+    let candidates: Vec<&str> = v["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["workload"].as_str())
+        .collect();
+    assert_eq!(
+        candidates,
+        vec![format!("pod/{ns}/p1"), format!("pod/{ns}/p3")]
+    );
+    assert!(v["forward"]["hops"]
+        .as_array()
+        .is_some_and(|h| !h.is_empty()));
+    assert_eq!(
+        v["reply"]["clientSees"],
+        json!({"ip": cluster_ip.to_string(), "port": 80})
+    );
+    // Some hop of the forward leg names the Translation that owns its rule.
+    assert!(v["forward"]["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|h| h["rule"].is_string() && h["translation"].is_string()));
+    let (code, out, err) = run_binary(
+        &api,
+        &[
+            "trace",
+            "--from",
+            &from,
+            "--to",
+            &format!("svc/{ns}/web:http"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    eprintln!("{out}");
+    assert!(out.contains("verdict: DELIVERED"), "{out}");
+    assert!(
+        out.contains(&format!("client sees the reply from {cluster_ip}:80")),
+        "{out}"
+    );
+    assert!(out.contains("[Translation "), "{out}");
+    let (code, out, err) = run_binary(
+        &api,
+        &[
+            "trace",
+            "--from",
+            &from,
+            "--to",
+            &format!("svc/{ns}/empty:80"),
+        ],
+    )
+    .await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("verdict: DROPPED"), "{out}");
+    let (code, out, err) =
+        run_binary(&api, &["trace", "--from", &from, "--to", "svc/nope/x:80"]).await;
+    assert_eq!(code, 2, "{out}\n{err}");
+    let (code, out, err) = run_binary(&api, &["check"]).await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("0 failed"), "{out}");
+
+    // Break it: delete web:80's jump from KUBE-SERVICES behind the controllers' back.
+    let state = admin.state().await.unwrap();
+    let jumps: Vec<String> = state
+        .entries_of(Kind::Rule)
+        .into_iter()
+        .filter(|e| {
+            let b = &e.body;
+            b.get("type").and_then(Value::as_str) == Some("jump")
+                && b.get("nwDstAddress").and_then(Value::as_str)
+                    == Some(cluster_ip.to_string().as_str())
+                && b.pointer("/tpDst/start").and_then(Value::as_u64) == Some(80)
+        })
+        .map(|e| e.path.clone())
+        .collect();
+    assert_eq!(jumps.len(), 1, "{jumps:?}");
+    backend.delete_path(Kind::Rule, &jumps[0]).await.unwrap();
+    assert!(!admin.state().await.unwrap().contains(&jumps[0]));
+
+    let live = load(&kube, &backend, &cfg.tenant).await.unwrap();
+    let broken = check(&live.topology, &live.cluster, &mut |_, _| {});
+    assert!(!broken.passed());
+    let web = format!("svc/{ns}/web:80");
+    for f in &broken.failures {
+        assert!(
+            matches!(f.kind, FlowKind::PodToService | FlowKind::Hairpin) && f.to.starts_with(&web),
+            "unexpected failure: {}",
+            describe(&broken)
+        );
+    }
+    // Every flow to web:80 fails: one per source class (the pod-to-service flows are one
+    // per class and Service port with endpoints), and the hairpin of its two endpoints.
+    let count = |k: FlowKind| broken.failures.iter().filter(|f| f.kind == k).count();
+    let ports_with_endpoints = live
+        .cluster
+        .service_ports()
+        .iter()
+        .filter(|sp| !sp.endpoints.is_empty())
+        .count();
+    assert_eq!(
+        count(FlowKind::PodToService),
+        broken.by_kind[&FlowKind::PodToService].checked / ports_with_endpoints,
+        "{}",
+        describe(&broken)
+    );
+    assert_eq!(count(FlowKind::Hairpin), 2, "{}", describe(&broken));
+    let (code, out, err) = run_binary(&api, &["check", "-o", "json"]).await;
+    assert_eq!(code, 1, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).expect("check JSON");
+    assert_eq!(
+        v["failures"].as_array().map(Vec::len),
+        Some(broken.failures.len())
+    );
+
+    controllers.stop().await;
+    sim.shutdown().await;
+}
