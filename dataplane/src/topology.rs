@@ -173,6 +173,10 @@ impl Topology {
                     .or_default()
                     .insert(a.ip, a.mac);
             }
+            Resource::PortGroupPort(m) => self.add_port_group_member(m.parent, m.port_id),
+            Resource::IpAddrGroupAddr(a) => self.add_ip_addr_group_member(a.parent, a.addr),
+            // An empty group matches nothing: the members above are all the model needs.
+            Resource::PortGroup(_) | Resource::IpAddrGroup(_) => {}
             // Tunnel zones and hosts carry packets between agents; the model simulates
             // one virtual network and does not need them.
             Resource::TunnelZone(_) | Resource::TunnelZoneHost(_) | Resource::Host(_) => {}

@@ -57,6 +57,14 @@ enum Endpoint {
     Chain(Uuid),
     ChainRules(Uuid),
     Rule(Uuid),
+    PortGroups,
+    PortGroup(Uuid),
+    PortGroupPorts(Uuid),
+    PortGroupPort(Uuid, Uuid),
+    IpAddrGroups,
+    IpAddrGroup(Uuid),
+    IpAddrGroupAddrs(Uuid),
+    IpAddrGroupAddr(Uuid, String),
 }
 
 fn id(s: &str) -> Option<Uuid> {
@@ -102,6 +110,16 @@ impl Endpoint {
             ["chains", c] => E::Chain(id(c)?),
             ["chains", c, "rules"] => E::ChainRules(id(c)?),
             ["rules", r] => E::Rule(id(r)?),
+            ["port_groups"] => E::PortGroups,
+            ["port_groups", g] => E::PortGroup(id(g)?),
+            ["port_groups", g, "ports"] => E::PortGroupPorts(id(g)?),
+            ["port_groups", g, "ports", p] => E::PortGroupPort(id(g)?, id(p)?),
+            ["ip_addr_groups"] => E::IpAddrGroups,
+            ["ip_addr_groups", g] => E::IpAddrGroup(id(g)?),
+            ["ip_addr_groups", g, "ip_addrs"] => E::IpAddrGroupAddrs(id(g)?),
+            ["ip_addr_groups", g, "versions", "4", "ip_addrs", a] => {
+                E::IpAddrGroupAddr(id(g)?, a.to_string())
+            }
             _ => return None,
         })
     }
@@ -124,6 +142,10 @@ impl Endpoint {
             E::PortLink(_) => Kind::PortLink,
             E::Chains | E::Chain(_) => Kind::Chain,
             E::ChainRules(_) | E::Rule(_) => Kind::Rule,
+            E::PortGroups | E::PortGroup(_) => Kind::PortGroup,
+            E::PortGroupPorts(_) | E::PortGroupPort(..) => Kind::PortGroupPort,
+            E::IpAddrGroups | E::IpAddrGroup(_) => Kind::IpAddrGroup,
+            E::IpAddrGroupAddrs(_) | E::IpAddrGroupAddr(..) => Kind::IpAddrGroupAddr,
         })
     }
 
@@ -145,6 +167,10 @@ impl Endpoint {
                 | E::Ports
                 | E::Chains
                 | E::ChainRules(_)
+                | E::PortGroups
+                | E::PortGroupPorts(_)
+                | E::IpAddrGroups
+                | E::IpAddrGroupAddrs(_)
         )
     }
 
@@ -171,15 +197,24 @@ impl Endpoint {
             | E::RouterPorts(_)
             | E::RouterRoutes(_)
             | E::Chains
-            | E::ChainRules(_) => GET_POST,
-            E::TunnelZone(_) | E::Bridge(_) | E::Router(_) | E::Port(_) => GET_PUT_DELETE,
+            | E::ChainRules(_)
+            | E::PortGroups
+            | E::PortGroupPorts(_)
+            | E::IpAddrGroups
+            | E::IpAddrGroupAddrs(_) => GET_POST,
+            E::TunnelZone(_) | E::Bridge(_) | E::Router(_) | E::Port(_) | E::PortGroup(_) => {
+                GET_PUT_DELETE
+            }
             E::TunnelZoneHost(..)
             | E::HostPort(..)
             | E::MacEntry(..)
             | E::ArpEntry(..)
             | E::Route(_)
             | E::Chain(_)
-            | E::Rule(_) => GET_DELETE,
+            | E::Rule(_)
+            | E::PortGroupPort(..)
+            | E::IpAddrGroup(_)
+            | E::IpAddrGroupAddr(..) => GET_DELETE,
             E::PortLink(_) => POST_DELETE,
         }
     }
@@ -212,13 +247,20 @@ fn item_types(kind: Kind) -> &'static [&'static str] {
         Kind::HostInterfacePort => &["application/vnd.org.midonet.HostInterfacePort-v1+json"],
         Kind::MacPort => &["application/vnd.org.midonet.MacPort-v2+json"],
         Kind::Ipv4MacPair => &["application/vnd.org.midonet.IP4Mac-v1+json"],
+        Kind::PortGroup => &["application/vnd.org.midonet.PortGroup-v1+json"],
+        Kind::PortGroupPort => &["application/vnd.org.midonet.PortGroupPort-v1+json"],
+        Kind::IpAddrGroup => &["application/vnd.org.midonet.IpAddrGroup-v1+json"],
+        Kind::IpAddrGroupAddr => &["application/vnd.org.midonet.IpAddrGroupAddr-v1+json"],
     }
 }
 
 /// Whether creates and updates of the kind also take plain `application/json`.
 /// MidoNet's tunnel-zone-host and ARP-table resources take only their vendor types.
 fn writes_take_plain_json(kind: Kind) -> bool {
-    !matches!(kind, Kind::TunnelZoneHost | Kind::Ipv4MacPair)
+    !matches!(
+        kind,
+        Kind::TunnelZoneHost | Kind::Ipv4MacPair | Kind::IpAddrGroup | Kind::IpAddrGroupAddr
+    )
 }
 
 /// `type/subtype` of a media type, lowercased, parameters dropped.
@@ -501,6 +543,23 @@ fn dispatch(
         (E::ChainRules(c), "POST") => s.create_rule(c, body()),
         (E::Rule(id), "GET") => s.get_rule(id),
         (E::Rule(id), "DELETE") => s.delete_rule(id),
+        (E::PortGroups, "GET") => s.list_port_groups(tenant),
+        (E::PortGroups, "POST") => s.create_port_group(body()),
+        (E::PortGroup(id), "GET") => s.get_port_group(id),
+        (E::PortGroup(id), "PUT") => s.update_port_group(id, body()),
+        (E::PortGroup(id), "DELETE") => s.delete_port_group(id),
+        (E::PortGroupPorts(g), "GET") => s.list_port_group_ports(g),
+        (E::PortGroupPorts(g), "POST") => s.create_port_group_port(g, body()),
+        (E::PortGroupPort(g, p), "GET") => s.get_port_group_port(g, p),
+        (E::PortGroupPort(g, p), "DELETE") => s.delete_port_group_port(g, p),
+        (E::IpAddrGroups, "GET") => s.list_ip_addr_groups(),
+        (E::IpAddrGroups, "POST") => s.create_ip_addr_group(body()),
+        (E::IpAddrGroup(id), "GET") => s.get_ip_addr_group(id),
+        (E::IpAddrGroup(id), "DELETE") => s.delete_ip_addr_group(id),
+        (E::IpAddrGroupAddrs(g), "GET") => s.list_ip_addr_group_addrs(g),
+        (E::IpAddrGroupAddrs(g), "POST") => s.create_ip_addr_group_addr(g, body()),
+        (E::IpAddrGroupAddr(g, a), "GET") => s.get_ip_addr_group_addr(g, &a),
+        (E::IpAddrGroupAddr(g, a), "DELETE") => s.delete_ip_addr_group_addr(g, &a),
         _ => Err(method_not_allowed()),
     }
 }

@@ -363,6 +363,7 @@ impl Store {
         let Some(rec) = self.ports.remove(&id) else {
             return false;
         };
+        self.forget_port_memberships(id);
         match rec.device_kind {
             Device::Bridge => {
                 if let Some(b) = self.bridges.get_mut(&rec.device) {

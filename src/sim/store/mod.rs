@@ -10,6 +10,7 @@
 
 mod devices;
 mod filtering;
+mod groups;
 mod routing;
 mod topology;
 
@@ -195,6 +196,22 @@ pub(crate) struct Store {
     pub routes: BTreeMap<Uuid, RouteRec>,
     pub chains: BTreeMap<Uuid, ChainRec>,
     pub rules: BTreeMap<Uuid, RuleRec>,
+    pub port_groups: BTreeMap<Uuid, PortGroupRec>,
+    pub ip_addr_groups: BTreeMap<Uuid, IpAddrGroupRec>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct PortGroupRec {
+    pub body: Body,
+    /// Member ports in insertion order.
+    pub ports: Vec<Uuid>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct IpAddrGroupRec {
+    pub body: Body,
+    /// Addresses in insertion order.
+    pub addrs: Vec<Ipv4Addr>,
 }
 
 // --- Helpers shared by the operations ---------------------------------------------------
@@ -410,6 +427,38 @@ impl Store {
                     ),
                     Some(*bridge_id),
                     view_arp(e),
+                ));
+            }
+        }
+        for (id, g) in &self.port_groups {
+            resources.push(entry(
+                Kind::PortGroup,
+                format!("/port_groups/{id}"),
+                None,
+                Value::Object(g.body.clone()),
+            ));
+            for port in &g.ports {
+                resources.push(entry(
+                    Kind::PortGroupPort,
+                    format!("/port_groups/{id}/ports/{port}"),
+                    Some(*id),
+                    groups::view_member(*id, *port),
+                ));
+            }
+        }
+        for (id, g) in &self.ip_addr_groups {
+            resources.push(entry(
+                Kind::IpAddrGroup,
+                format!("/ip_addr_groups/{id}"),
+                None,
+                Value::Object(g.body.clone()),
+            ));
+            for addr in &g.addrs {
+                resources.push(entry(
+                    Kind::IpAddrGroupAddr,
+                    groups::addr_path(*id, *addr),
+                    Some(*id),
+                    groups::view_addr(*id, *addr),
                 ));
             }
         }

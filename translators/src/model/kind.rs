@@ -21,13 +21,21 @@ pub enum Kind {
     MacPort,
     /// Translation name `IPv4MACPair`: an entry of a bridge's ARP table.
     Ipv4MacPair,
+    /// A set of ports rules can match by (`portGroup`): the port the packet entered through.
+    PortGroup,
+    /// Membership of a port in a port group.
+    PortGroupPort,
+    /// A set of addresses rules can match by (`ipAddrGroupSrc`/`ipAddrGroupDst`).
+    IpAddrGroup,
+    /// One address of an IP address group.
+    IpAddrGroupAddr,
 }
 
 const VND: &str = "application/vnd.org.midonet.";
 
 impl Kind {
     /// Every kind, in a fixed order.
-    pub const ALL: [Kind; 13] = [
+    pub const ALL: [Kind; 17] = [
         Kind::TunnelZone,
         Kind::TunnelZoneHost,
         Kind::Router,
@@ -41,6 +49,10 @@ impl Kind {
         Kind::HostInterfacePort,
         Kind::MacPort,
         Kind::Ipv4MacPair,
+        Kind::PortGroup,
+        Kind::PortGroupPort,
+        Kind::IpAddrGroup,
+        Kind::IpAddrGroupAddr,
     ];
 
     /// The name used in Translation entries (and by the original Go controller).
@@ -59,6 +71,10 @@ impl Kind {
             Kind::HostInterfacePort => "HostInterfacePort",
             Kind::MacPort => "MACPort",
             Kind::Ipv4MacPair => "IPv4MACPair",
+            Kind::PortGroup => "PortGroup",
+            Kind::PortGroupPort => "PortGroupPort",
+            Kind::IpAddrGroup => "IpAddrGroup",
+            Kind::IpAddrGroupAddr => "IpAddrGroupAddr",
         }
     }
 
@@ -86,6 +102,10 @@ impl Kind {
             Kind::HostInterfacePort => "application/vnd.org.midonet.HostInterfacePort-v1+json",
             Kind::MacPort => "application/vnd.org.midonet.MACPort-v2+json",
             Kind::Ipv4MacPair => "application/vnd.org.midonet.IP4Mac-v1+json",
+            Kind::PortGroup => "application/vnd.org.midonet.PortGroup-v1+json",
+            Kind::PortGroupPort => "application/vnd.org.midonet.PortGroupPort-v1+json",
+            Kind::IpAddrGroup => "application/vnd.org.midonet.IpAddrGroup-v1+json",
+            Kind::IpAddrGroupAddr => "application/vnd.org.midonet.IpAddrGroupAddr-v1+json",
         }
     }
 
@@ -108,6 +128,12 @@ impl Kind {
             }
             Kind::MacPort => "application/vnd.org.midonet.collection.MacPort-v2+json",
             Kind::Ipv4MacPair => "application/vnd.org.midonet.collection.IP4Mac-v1+json",
+            Kind::PortGroup => "application/vnd.org.midonet.collection.PortGroup-v1+json",
+            Kind::PortGroupPort => "application/vnd.org.midonet.collection.PortGroupPort-v1+json",
+            Kind::IpAddrGroup => "application/vnd.org.midonet.collection.IpAddrGroup-v1+json",
+            Kind::IpAddrGroupAddr => {
+                "application/vnd.org.midonet.collection.IpAddrGroupAddr-v1+json"
+            }
         })
     }
 
@@ -116,7 +142,7 @@ impl Kind {
     pub fn updatable(self) -> bool {
         matches!(
             self,
-            Kind::Router | Kind::Bridge | Kind::Port | Kind::TunnelZone
+            Kind::Router | Kind::Bridge | Kind::Port | Kind::TunnelZone | Kind::PortGroup
         )
     }
 
@@ -124,7 +150,13 @@ impl Kind {
     pub fn has_parent(self) -> bool {
         !matches!(
             self,
-            Kind::TunnelZone | Kind::Router | Kind::Bridge | Kind::Chain | Kind::Host
+            Kind::TunnelZone
+                | Kind::Router
+                | Kind::Bridge
+                | Kind::Chain
+                | Kind::Host
+                | Kind::PortGroup
+                | Kind::IpAddrGroup
         )
     }
 
@@ -163,7 +195,13 @@ mod tests {
         let updatable: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.updatable()).collect();
         assert_eq!(
             updatable,
-            vec![Kind::TunnelZone, Kind::Router, Kind::Bridge, Kind::Port]
+            vec![
+                Kind::TunnelZone,
+                Kind::Router,
+                Kind::Bridge,
+                Kind::Port,
+                Kind::PortGroup
+            ]
         );
     }
 

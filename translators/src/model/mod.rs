@@ -28,6 +28,7 @@ pub use objects::{
     BackendObject, Bridge, Chain, ConditionExtras, Host, HostInterfacePort, Ipv4MacPair, MacPort,
     NatTarget, Port, PortLink, PortRange, Route, Router, Rule, TunnelZone, TunnelZoneHost,
 };
+pub use objects::{IpAddrGroup, IpAddrGroupAddr, PortGroup, PortGroupPort};
 pub use referents::Referent;
 pub use values::{
     BadCidr, BadMac, FlowAction, Ipv4Cidr, MacAddr, PortType, RouteType, RuleType, TunnelZoneType,
@@ -36,7 +37,7 @@ pub use values::{
 /// Why a Translation entry is not a valid backend resource.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ModelError {
-    #[error("unknown backend kind {0:?} (expected one of: TunnelZone, TunnelZoneHost, Router, Bridge, Port, PortLink, Route, Chain, Rule, Host, HostInterfacePort, MACPort, IPv4MACPair)")]
+    #[error("unknown backend kind {0:?} (expected one of: TunnelZone, TunnelZoneHost, Router, Bridge, Port, PortLink, Route, Chain, Rule, Host, HostInterfacePort, MACPort, IPv4MACPair, PortGroup, PortGroupPort, IpAddrGroup, IpAddrGroupAddr)")]
     UnknownKind(String),
     #[error("{kind}: parent {parent:?} is not a lowercase hyphenated UUID")]
     BadParent { kind: &'static str, parent: String },
@@ -74,6 +75,10 @@ pub enum Resource {
     HostInterfacePort(HostInterfacePort),
     MacPort(MacPort),
     Ipv4MacPair(Ipv4MacPair),
+    PortGroup(PortGroup),
+    PortGroupPort(PortGroupPort),
+    IpAddrGroup(IpAddrGroup),
+    IpAddrGroupAddr(IpAddrGroupAddr),
 }
 
 /// Applies `$f` to the object inside any variant.
@@ -93,6 +98,10 @@ macro_rules! each_variant {
             Resource::HostInterfacePort($obj) => $body,
             Resource::MacPort($obj) => $body,
             Resource::Ipv4MacPair($obj) => $body,
+            Resource::PortGroup($obj) => $body,
+            Resource::PortGroupPort($obj) => $body,
+            Resource::IpAddrGroup($obj) => $body,
+            Resource::IpAddrGroupAddr($obj) => $body,
         }
     };
 }
@@ -146,6 +155,10 @@ impl Resource {
             Kind::HostInterfacePort => parse(parent, body, Resource::HostInterfacePort),
             Kind::MacPort => parse(parent, body, Resource::MacPort),
             Kind::Ipv4MacPair => parse(parent, body, Resource::Ipv4MacPair),
+            Kind::PortGroup => parse(parent, body, Resource::PortGroup),
+            Kind::PortGroupPort => parse(parent, body, Resource::PortGroupPort),
+            Kind::IpAddrGroup => parse(parent, body, Resource::IpAddrGroup),
+            Kind::IpAddrGroupAddr => parse(parent, body, Resource::IpAddrGroupAddr),
         }
     }
 
@@ -216,7 +229,11 @@ from_object!(
     Host,
     HostInterfacePort,
     MacPort,
-    Ipv4MacPair
+    Ipv4MacPair,
+    PortGroup,
+    PortGroupPort,
+    IpAddrGroup,
+    IpAddrGroupAddr
 );
 
 #[cfg(test)]

@@ -511,9 +511,17 @@ fn field_names() -> impl Strategy<Value = String> {
 /// A body that is often valid: a valid base for the kind, plus random members.
 fn arb_body(kind: Kind) -> impl Strategy<Value = Value> {
     let base = match kind {
-        Kind::TunnelZone | Kind::Router | Kind::Bridge | Kind::Chain | Kind::Host => {
+        Kind::TunnelZone
+        | Kind::Router
+        | Kind::Bridge
+        | Kind::Chain
+        | Kind::Host
+        | Kind::PortGroup
+        | Kind::IpAddrGroup => {
             json!({"id": P})
         }
+        Kind::PortGroupPort => json!({"portId": P}),
+        Kind::IpAddrGroupAddr => json!({"addr": "10.0.0.1"}),
         Kind::TunnelZoneHost => json!({"hostId": P}),
         Kind::Port => json!({"id": P, "type": "Router"}),
         Kind::PortLink => json!({"peerId": Q}),
