@@ -88,5 +88,6 @@ pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
             )],
         ),
         DesiredTranslation::global(cfg, "chains", chains),
+        crate::policy::policy_globals(cfg),
     ]
 }

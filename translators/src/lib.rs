@@ -21,6 +21,7 @@ pub mod ids;
 pub mod naming;
 pub mod node;
 pub mod pod;
+pub mod policy;
 pub mod service;
 pub mod translate;
 
@@ -30,5 +31,6 @@ pub use ids::{id_for_key, mac_for_key, sub_id, tenant_namespace};
 pub use naming::{translation_name, unversioned_translation_name};
 pub use node::node;
 pub use pod::pod;
+pub use policy::{network_policy, PolicyCluster};
 pub use service::service;
 pub use translate::{DesiredTranslation, Translated, TranslationWarning, TranslatorConfig};

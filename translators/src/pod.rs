@@ -74,7 +74,7 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
         name,
         namespace,
         vec![
-            backend::bridge_port(port, bridge, None),
+            crate::policy::pod_port(cfg, bridge, port),
             backend::host_interface_port(host, port, &pod_interface_name(&key)),
         ],
     ));
