@@ -1,0 +1,386 @@
+//! The NetworkPolicy truth tables, shared by the data-plane test (pure translators) and the
+//! integration test on the real apiserver (`tests/netpol.rs`).
+//!
+//! The cluster is the one of the upstream Kubernetes network-policy e2e suite: namespaces
+//! x, y, z labelled `ns=<name>`, pods a, b, c in each labelled `pod=<name>`, serving ports
+//! 80 and 81 over TCP and UDP (container ports named `serve-<port>-<proto>`). Each case's
+//! expectation is written by hand from the NetworkPolicy specification as a predicate over
+//! (client, server, port, protocol); it never looks at Translations. A pod talking to
+//! itself does not leave its network namespace and is not part of the matrix.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use midonet_dataplane::{trace, Probe, Protocol, SocketV4, Topology};
+use serde_json::json;
+
+pub const NAMESPACES: [&str; 3] = ["x", "y", "z"];
+pub const PODS: [&str; 3] = ["a", "b", "c"];
+/// The ports and protocols of the matrix.
+pub const PROBES: [(u16, Protocol); 4] = [
+    (80, Protocol::Tcp),
+    (80, Protocol::Udp),
+    (81, Protocol::Tcp),
+    (81, Protocol::Udp),
+];
+
+/// A pod of the matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct P {
+    pub ns: &'static str,
+    pub pod: &'static str,
+}
+
+impl P {
+    pub fn is(&self, ns: &str, pod: &str) -> bool {
+        self.ns == ns && self.pod == pod
+    }
+
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.ns, self.pod)
+    }
+
+    /// Pods a and c on node n1, b on n2: every case crosses nodes and stays on one.
+    pub fn node(&self) -> &'static str {
+        if self.pod == "b" {
+            "n2"
+        } else {
+            "n1"
+        }
+    }
+
+    pub fn ip(&self) -> Ipv4Addr {
+        let n = if self.node() == "n1" { 1 } else { 2 };
+        let ns = NAMESPACES.iter().position(|x| *x == self.ns).unwrap_or(0) as u8;
+        let pod = PODS.iter().position(|x| *x == self.pod).unwrap_or(0) as u8;
+        Ipv4Addr::new(10, 1, n, 10 + ns * 10 + pod)
+    }
+
+    pub fn mac(&self) -> String {
+        let o = self.ip().octets();
+        format!("0a:58:{:02x}:{:02x}:{:02x}:{:02x}", o[0], o[1], o[2], o[3])
+    }
+}
+
+pub fn all_pods() -> Vec<P> {
+    NAMESPACES
+        .iter()
+        .flat_map(|ns| PODS.iter().map(move |pod| P { ns, pod }))
+        .collect()
+}
+
+pub fn host_id(node: &str) -> String {
+    match node {
+        "n1" => "7d3a4e2c-1b0f-4a53-9d0e-2f7a4a4b9c01".into(),
+        _ => "7d3a4e2c-1b0f-4a53-9d0e-2f7a4a4b9c02".into(),
+    }
+}
+
+pub fn node(name: &str) -> Node {
+    let n = if name == "n1" { 1 } else { 2 };
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": {
+            "midonet.org/host-id": host_id(name),
+            "midonet.org/mac-address": format!("52:54:00:00:00:0{n}")}},
+        "spec": {"podCIDR": format!("10.1.{n}.0/24")},
+        "status": {"addresses": [{"type": "InternalIP", "address": format!("192.168.0.{n}")}]}
+    }))
+    .unwrap()
+}
+
+pub fn namespace(name: &str, labels: &[(&str, &str)]) -> Namespace {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
+}
+
+pub fn namespaces() -> Vec<Namespace> {
+    NAMESPACES
+        .iter()
+        .map(|ns| namespace(ns, &[("ns", ns)]))
+        .collect()
+}
+
+/// The pod as the apiserver returns it once it is running (`status` included).
+pub fn pod(p: P, labels: &[(&str, &str)]) -> Pod {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": p.pod, "namespace": p.ns, "labels": labels,
+                     "annotations": {"midonet.org/mac-address": p.mac()}},
+        "spec": {"nodeName": p.node(), "containers": [{"name": "server", "image": "agnhost",
+            "ports": [
+                {"name": "serve-80-tcp", "containerPort": 80, "protocol": "TCP"},
+                {"name": "serve-80-udp", "containerPort": 80, "protocol": "UDP"},
+                {"name": "serve-81-tcp", "containerPort": 81, "protocol": "TCP"},
+                {"name": "serve-81-udp", "containerPort": 81, "protocol": "UDP"}]}]},
+        "status": {"phase": "Running", "podIP": p.ip().to_string(),
+                   "podIPs": [{"ip": p.ip().to_string()}]}
+    }))
+    .unwrap()
+}
+
+pub fn pods() -> Vec<Pod> {
+    all_pods()
+        .into_iter()
+        .map(|p| pod(p, &[("pod", p.pod)]))
+        .collect()
+}
+
+pub fn policy(ns: &str, name: &str, spec: serde_json::Value) -> NetworkPolicy {
+    serde_json::from_value(json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+/// Expected reachability: (client, server, port, protocol) → allowed.
+pub type Expect = fn(P, P, u16, Protocol) -> bool;
+
+/// One case: the policies to apply and, by hand from the specification, what may connect.
+pub struct Case {
+    pub name: &'static str,
+    pub policies: Vec<NetworkPolicy>,
+    pub expect: Expect,
+}
+
+/// The cases whose cluster is the fixed one above.
+pub fn static_cases() -> Vec<Case> {
+    vec![
+        Case {
+            name: "deny all ingress",
+            // Selecting every pod of x with no ingress rule isolates them for ingress.
+            // Their own connections out still work: the replies are let back in.
+            policies: vec![policy("x", "deny-ingress", json!({"podSelector": {}}))],
+            expect: |_, s, _, _| s.ns != "x",
+        },
+        Case {
+            name: "deny all egress",
+            policies: vec![policy(
+                "x",
+                "deny-egress",
+                json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+            )],
+            expect: |c, _, _, _| c.ns != "x",
+        },
+        Case {
+            name: "allow from a namespace",
+            policies: vec![policy(
+                "x",
+                "from-y",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                       "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}),
+            )],
+            expect: |c, s, _, _| !s.is("x", "a") || c.ns == "y",
+        },
+        Case {
+            name: "allow from a pod in a namespace",
+            // Both selectors in one peer: pods b of the namespaces labelled ns=y.
+            policies: vec![policy(
+                "x",
+                "from-y-b",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                       "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}},
+                                              "podSelector": {"matchLabels": {"pod": "b"}}}]}]}),
+            )],
+            expect: |c, s, _, _| !s.is("x", "a") || c.is("y", "b"),
+        },
+        Case {
+            name: "allow to a port by name",
+            // The name resolves on the server pod to TCP 80; nothing else reaches x/a.
+            policies: vec![policy(
+                "x",
+                "port-by-name",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                       "ingress": [{"ports": [{"port": "serve-80-tcp"}]}]}),
+            )],
+            expect: |_, s, port, proto| !s.is("x", "a") || (port == 80 && proto == Protocol::Tcp),
+        },
+        Case {
+            name: "allow to a port by number and protocol from a namespace",
+            policies: vec![policy(
+                "x",
+                "udp-81-from-z",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                       "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "z"}}}],
+                                    "ports": [{"port": 81, "protocol": "UDP"}]}]}),
+            )],
+            expect: |c, s, port, proto| {
+                !s.is("x", "a") || (c.ns == "z" && port == 81 && proto == Protocol::Udp)
+            },
+        },
+        Case {
+            name: "allow egress only to DNS",
+            // x/a may only send to port 53 over UDP (anywhere): none of the matrix's ports.
+            policies: vec![policy(
+                "x",
+                "dns-only",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
+                       "egress": [{"ports": [{"port": 53, "protocol": "UDP"}]}]}),
+            )],
+            expect: |c, _, _, _| !c.is("x", "a"),
+        },
+        Case {
+            name: "ipBlock with except",
+            // Every pod address is in 10.1.0.0/16; y/b's address is excepted.
+            policies: vec![policy(
+                "x",
+                "ipblock",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                       "ingress": [{"from": [{"ipBlock": {"cidr": "10.1.0.0/16",
+                                                          "except": [format!("{}/32", P { ns: "y", pod: "b" }.ip())]}}]}]}),
+            )],
+            expect: |c, s, _, _| !s.is("x", "a") || !c.is("y", "b"),
+        },
+        Case {
+            name: "egress ipBlock with except",
+            // x/a may send to node n1's pod subnet only, except to z/c there.
+            policies: vec![policy(
+                "x",
+                "egress-ipblock",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
+                       "egress": [{"to": [{"ipBlock": {"cidr": "10.1.1.0/24",
+                                                       "except": [format!("{}/32", P { ns: "z", pod: "c" }.ip())]}}]}]}),
+            )],
+            expect: |c, s, _, _| !c.is("x", "a") || (s.node() == "n1" && !s.is("z", "c")),
+        },
+        Case {
+            name: "two policies on one pod add up",
+            policies: vec![
+                policy(
+                    "x",
+                    "from-y",
+                    json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                           "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}),
+                ),
+                policy(
+                    "x",
+                    "from-z-b-on-80",
+                    json!({"podSelector": {"matchLabels": {"pod": "a"}},
+                           "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "z"}},
+                                                  "podSelector": {"matchLabels": {"pod": "b"}}}],
+                                        "ports": [{"port": 80}]}]}),
+                ),
+            ],
+            expect: |c, s, port, proto| {
+                !s.is("x", "a")
+                    || c.ns == "y"
+                    || (c.is("z", "b") && port == 80 && proto == Protocol::Tcp)
+            },
+        },
+        Case {
+            name: "ingress and egress in one policy",
+            // x/b: only from x pods, and only to y pods.
+            policies: vec![policy(
+                "x",
+                "both",
+                json!({"podSelector": {"matchLabels": {"pod": "b"}},
+                       "policyTypes": ["Ingress", "Egress"],
+                       "ingress": [{"from": [{"podSelector": {}}]}],
+                       "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}),
+            )],
+            expect: |c, s, _, _| {
+                (!s.is("x", "b") || c.ns == "x") && (!c.is("x", "b") || s.ns == "y")
+            },
+        },
+    ]
+}
+
+/// A policy for the label-change cases: x/a accepts pods labelled `pod=b` from any namespace.
+pub fn from_any_b() -> NetworkPolicy {
+    policy(
+        "x",
+        "from-any-b",
+        json!({"podSelector": {"matchLabels": {"pod": "a"}},
+               "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"pod": "b"}}}]}]}),
+    )
+}
+
+/// Before z/c is relabelled: only the b pods reach x/a.
+pub fn expect_any_b(c: P, s: P, _: u16, _: Protocol) -> bool {
+    !s.is("x", "a") || c.pod == "b"
+}
+
+/// After z/c is relabelled `pod=b`: z/c reaches x/a too.
+pub fn expect_any_b_relabelled(c: P, s: P, _: u16, _: Protocol) -> bool {
+    !s.is("x", "a") || c.pod == "b" || c.is("z", "c")
+}
+
+/// A policy for the namespace-change case: x/a accepts every pod of namespaces `ns=y`.
+pub fn from_ns_y() -> NetworkPolicy {
+    policy(
+        "x",
+        "from-ns-y",
+        json!({"podSelector": {"matchLabels": {"pod": "a"}},
+               "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}),
+    )
+}
+
+pub fn expect_ns_y(c: P, s: P, _: u16, _: Protocol) -> bool {
+    !s.is("x", "a") || c.ns == "y"
+}
+
+/// After namespace z is labelled `ns=y` too.
+pub fn expect_ns_y_and_z(c: P, s: P, _: u16, _: Protocol) -> bool {
+    !s.is("x", "a") || c.ns == "y" || c.ns == "z"
+}
+
+/// One cell of the matrix.
+pub type Cell = (String, String, u16, Protocol);
+
+/// The whole matrix on `topo`: a cell is true when the connection works both ways.
+pub fn matrix(topo: &Topology) -> BTreeMap<Cell, bool> {
+    let mut out = BTreeMap::new();
+    for c in all_pods() {
+        for s in all_pods() {
+            if c == s {
+                continue;
+            }
+            for (port, proto) in PROBES {
+                let probe = Probe {
+                    from: format!("pod/{}/{}", c.ns, c.pod),
+                    to: SocketV4::new(s.ip(), port),
+                    protocol: proto,
+                    src_port: 40000,
+                };
+                let works = trace(topo, &probe).map(|t| t.all_work()).unwrap_or(false);
+                out.insert((c.name(), s.name(), port, proto), works);
+            }
+        }
+    }
+    out
+}
+
+/// The expected matrix of a predicate.
+pub fn expected(expect: Expect) -> BTreeMap<Cell, bool> {
+    let mut out = BTreeMap::new();
+    for c in all_pods() {
+        for s in all_pods() {
+            if c == s {
+                continue;
+            }
+            for (port, proto) in PROBES {
+                out.insert((c.name(), s.name(), port, proto), expect(c, s, port, proto));
+            }
+        }
+    }
+    out
+}
+
+/// The cells where `got` differs from `want`, rendered for a failure message.
+pub fn differences(want: &BTreeMap<Cell, bool>, got: &BTreeMap<Cell, bool>) -> Vec<String> {
+    want.iter()
+        .filter(|(k, v)| got.get(*k) != Some(*v))
+        .map(|((c, s, port, proto), v)| {
+            format!(
+                "{c} -> {s} {port}/{proto:?}: expected {}, got {}",
+                if *v { "allowed" } else { "denied" },
+                if *v { "denied" } else { "allowed" }
+            )
+        })
+        .collect()
+}
