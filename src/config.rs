@@ -16,11 +16,12 @@ use clap::Args;
 use url::Url;
 
 /// Controllers `--controllers` accepts.
-pub const CONTROLLERS: [&str; 6] = [
+pub const CONTROLLERS: [&str; 7] = [
     "node",
     "pod",
     "service",
     "endpoints",
+    "networkpolicy",
     "pusher",
     "nodeannotator",
 ];
@@ -33,8 +34,8 @@ pub struct RunArgs {
     /// Log format: text or json.
     #[arg(long, env = "MIDONETKUBE_LOG_FORMAT", default_value = "text")]
     pub log_format: String,
-    /// Controllers to run, comma-separated (node, pod, service, endpoints, pusher,
-    /// nodeannotator). Default: all.
+    /// Controllers to run, comma-separated (node, pod, service, endpoints, networkpolicy,
+    /// pusher, nodeannotator). Default: all.
     #[arg(long, env = "MIDONETKUBE_CONTROLLERS")]
     pub controllers: Option<String>,
     /// Kubeconfig file. Default: in-cluster configuration, then ~/.kube/config.

@@ -286,7 +286,7 @@ async fn start_controllers(
         let stop = stop.clone();
         async move { stop.cancelled().await }
     };
-    let translators: Vec<&str> = ["node", "pod", "service", "endpoints"]
+    let translators: Vec<&str> = ["node", "pod", "service", "endpoints", "networkpolicy"]
         .into_iter()
         .filter(|k| cfg.enabled(k))
         .collect();
@@ -392,6 +392,7 @@ async fn start_controllers(
                 "node" => tasks.spawn(crate::translate::run::<NodeKind>(s, r, h, down)),
                 "pod" => tasks.spawn(crate::translate::run::<PodKind>(s, r, h, down)),
                 "service" => tasks.spawn(crate::translate::run::<ServiceKind>(s, r, h, down)),
+                "networkpolicy" => tasks.spawn(crate::translate::netpol::run(s, r, h, down)),
                 _ => tasks.spawn(crate::translate::run::<EndpointsKind>(s, r, h, down)),
             };
         }

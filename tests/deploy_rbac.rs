@@ -87,7 +87,12 @@ fn expected_cluster_rules() -> BTreeSet<Rule> {
     rules(&[
         (
             "",
-            &["pods", "services", "endpoints", "nodes"],
+            &["pods", "services", "endpoints", "nodes", "namespaces"],
+            &["get", "list", "watch"],
+        ),
+        (
+            "networking.k8s.io",
+            &["networkpolicies"],
             &["get", "list", "watch"],
         ),
         ("", &["nodes"], &["patch"]),
@@ -499,6 +504,10 @@ async fn deploy_rbac_allows_the_controllers_job_and_nothing_more() {
         ("watch", "", "services", None, None),
         ("list", "", "endpoints", None, None),
         ("watch", "", "endpoints", None, None),
+        ("list", "", "namespaces", None, None),
+        ("watch", "", "namespaces", None, None),
+        ("list", "networking.k8s.io", "networkpolicies", None, None),
+        ("watch", "networking.k8s.io", "networkpolicies", None, None),
         ("patch", "", "nodes", None, None),
         ("create", "midonet.org", "translations", None, Some(&ns)),
         ("watch", "midonet.org", "translations", None, None),

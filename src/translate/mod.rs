@@ -11,6 +11,7 @@ pub mod globals;
 pub mod index;
 pub mod kinds;
 mod metrics;
+pub mod netpol;
 mod sync;
 
 use std::collections::HashMap;
