@@ -1,0 +1,247 @@
+//! NetworkPolicy truth tables on the real parts: the control plane, the controllers and the
+//! simulator. The cluster of the upstream e2e suite (namespaces x, y, z; pods a, b, c;
+//! ports 80 and 81 over TCP and UDP) is created in the apiserver; each case applies its
+//! policies, waits for the backend to converge, reads the simulator's whole state into the
+//! data-plane model and compares the full reachability matrix with the table written by hand
+//! from the specification (`dataplane/tests/common/netpol_cases.rs`). Label changes of a pod
+//! and of a namespace are followed the same way, and the time each change takes to show in
+//! the backend is reported.
+
+mod support;
+
+#[path = "../dataplane/tests/common/netpol_cases.rs"]
+mod cases;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use midonet_dataplane::{Cluster, RuleOrder, Topology};
+use midonet_kube_controllers::sim::admin::AdminClient;
+use midonet_translators::meta::HOST_ID_ANNOTATION;
+use serde_json::json;
+use support::stack::{wait_converged, Controllers};
+use support::*;
+use uuid::Uuid;
+
+use cases::*;
+
+/// The matrix the backend implements now.
+async fn backend_matrix(client: &Client, admin: &AdminClient) -> BTreeMap<Cell, bool> {
+    let state = admin.state().await.expect("state");
+    let resources = state.typed_resources().expect("typed state");
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let mut pods = Vec::new();
+    for ns in NAMESPACES {
+        pods.extend(
+            Api::<Pod>::namespaced(client.clone(), ns)
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items,
+        );
+    }
+    let cluster = Cluster {
+        nodes,
+        pods,
+        ..Cluster::default()
+    };
+    let topo = Topology::new(resources, RuleOrder::Listed, cluster.attachments());
+    assert!(topo.problems().is_empty(), "{:?}", topo.problems());
+    matrix(&topo)
+}
+
+/// Waits until the backend has converged and implements `expect`; panics with the cells
+/// that differ after `deadline`. Answers how long it took.
+async fn wait_table(
+    client: &Client,
+    admin: &AdminClient,
+    name: &str,
+    expect: Expect,
+    deadline: Duration,
+) -> Duration {
+    let start = Instant::now();
+    let want = expected(expect);
+    loop {
+        wait_converged(client, admin, name).await;
+        let got = backend_matrix(client, admin).await;
+        let diff = differences(&want, &got);
+        if diff.is_empty() {
+            return start.elapsed();
+        }
+        if start.elapsed() > deadline {
+            panic!(
+                "{name}: the matrix differs from the table:\n{}",
+                diff.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn apply(client: &Client, np: &NetworkPolicy) {
+    let ns = np.namespace().unwrap();
+    Api::<NetworkPolicy>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), np)
+        .await
+        .unwrap();
+}
+
+async fn remove(client: &Client, np: &NetworkPolicy) {
+    let ns = np.namespace().unwrap();
+    Api::<NetworkPolicy>::namespaced(client.clone(), &ns)
+        .delete(&np.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
+async fn label_pod(client: &Client, p: P, label: &str) {
+    Api::<Pod>::namespaced(client.clone(), p.ns)
+        .patch(
+            p.pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"pod": label}}})),
+        )
+        .await
+        .unwrap();
+}
+
+async fn label_namespace(client: &Client, ns: &str, label: &str) {
+    Api::<Namespace>::all(client.clone())
+        .patch(
+            ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"ns": label}}})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn network_policies_keep_their_truth_tables() {
+    let client = admin_client().await;
+    let hosts = [
+        ("n1", Uuid::parse_str(&host_id("n1")).unwrap()),
+        ("n2", Uuid::parse_str(&host_id("n2")).unwrap()),
+    ];
+    let (sim, admin) = stack::start_sim(&hosts).await;
+    let controllers = Controllers::start(&control_plane().kubeconfig, &sim, &[]).await;
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    for (name, host) in hosts {
+        let mut n = node(name);
+        // The node annotator sets the host id from the simulator's host list.
+        n.metadata.annotations = n.metadata.annotations.map(|mut a| {
+            a.remove(HOST_ID_ANNOTATION);
+            a
+        });
+        n.status = n.status.clone();
+        nodes.create(&PostParams::default(), &n).await.unwrap();
+        nodes
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": n.status})),
+            )
+            .await
+            .unwrap();
+        wait_until(
+            "nodeannotator sets the host id",
+            Duration::from_secs(60),
+            || async {
+                let n = nodes.get(name).await.ok()?;
+                (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
+            },
+        )
+        .await;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in cases::namespaces() {
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    for p in all_pods() {
+        let full = pod(p, &[("pod", p.pod)]);
+        let api: Api<Pod> = Api::namespaced(client.clone(), p.ns);
+        let mut created = full.clone();
+        created.status = None;
+        api.create(&PostParams::default(), &created).await.unwrap();
+        // As a kubelet would.
+        api.patch_status(
+            p.pod,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": full.status})),
+        )
+        .await
+        .unwrap();
+    }
+    let deadline = Duration::from_secs(30);
+    wait_table(&client, &admin, "no policy", |_, _, _, _| true, deadline).await;
+
+    for case in static_cases() {
+        for np in &case.policies {
+            apply(&client, np).await;
+        }
+        let took = wait_table(&client, &admin, case.name, case.expect, deadline).await;
+        eprintln!("{}: table holds after {took:?}", case.name);
+        for np in &case.policies {
+            remove(&client, np).await;
+        }
+        wait_table(
+            &client,
+            &admin,
+            &format!("{} removed", case.name),
+            |_, _, _, _| true,
+            deadline,
+        )
+        .await;
+    }
+
+    // A pod's labels change under a policy.
+    let np = from_any_b();
+    apply(&client, &np).await;
+    wait_table(&client, &admin, "from any b", expect_any_b, deadline).await;
+    label_pod(&client, P { ns: "z", pod: "c" }, "b").await;
+    let took = wait_table(
+        &client,
+        &admin,
+        "z/c relabelled",
+        expect_any_b_relabelled,
+        deadline,
+    )
+    .await;
+    eprintln!("a pod's label change shows after {took:?}");
+    label_pod(&client, P { ns: "z", pod: "c" }, "c").await;
+    wait_table(&client, &admin, "z/c back", expect_any_b, deadline).await;
+    remove(&client, &np).await;
+
+    // A namespace's labels change under a policy.
+    let np = from_ns_y();
+    apply(&client, &np).await;
+    wait_table(&client, &admin, "from ns y", expect_ns_y, deadline).await;
+    label_namespace(&client, "z", "y").await;
+    let took = wait_table(
+        &client,
+        &admin,
+        "z labelled ns=y",
+        expect_ns_y_and_z,
+        deadline,
+    )
+    .await;
+    eprintln!("a namespace's label change shows after {took:?}");
+    label_namespace(&client, "z", "z").await;
+    wait_table(&client, &admin, "z back", expect_ns_y, deadline).await;
+    remove(&client, &np).await;
+    wait_table(&client, &admin, "all removed", |_, _, _, _| true, deadline).await;
+
+    controllers.stop().await;
+}
