@@ -772,6 +772,10 @@ pub fn network_policy(
         namespace,
         resources,
     ));
+    // A bad selector is met once per pod it is tried on: report it once.
+    let mut seen = BTreeSet::new();
+    out.warnings
+        .retain(|w| seen.insert((w.reason.clone(), w.message.clone())));
     out
 }
 

@@ -2,9 +2,10 @@
 //! byte for byte, with `tests/golden/<case>.expected.json`.
 //!
 //! An input file holds:
-//! - `translator`: `global`, `node`, `pod`, `service` or `endpoints`;
+//! - `translator`: `global`, `node`, `pod`, `service`, `endpoints` or `networkpolicy`;
 //! - `object`: the Kubernetes object (absent for `global`);
-//! - `dependency` (optional): the Pod's Node or the Endpoints' Service;
+//! - `dependency` (optional): the Pod's Node or the Endpoints' Service; for a NetworkPolicy
+//!   `{"namespaces": [Namespace…], "pods": [Pod…]}`;
 //! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`.
 //!
 //! Regenerate the expected files with `UPDATE_GOLDEN=1 cargo test -p midonet-translators
@@ -72,6 +73,20 @@ fn run(case: Case) -> Translated {
             &parse::<Endpoints>(case.object, "object"),
             parse_opt::<Service>(case.dependency).as_ref(),
         ),
+        "networkpolicy" => {
+            #[derive(Deserialize)]
+            #[serde(deny_unknown_fields)]
+            struct View {
+                namespaces: Vec<k8s_openapi::api::core::v1::Namespace>,
+                pods: Vec<Pod>,
+            }
+            let view: View = parse(case.dependency, "dependency");
+            midonet_translators::network_policy(
+                &cfg,
+                &parse(case.object, "object"),
+                &midonet_translators::PolicyCluster::new(&view.namespaces, &view.pods),
+            )
+        }
         other => panic!("unknown translator {other:?}"),
     }
 }
