@@ -85,6 +85,7 @@ async fn backend_matrix(client: &Client, admin: &AdminClient) -> BTreeMap<Cell, 
         pods,
         ..Cluster::default()
     };
+    assert!(cluster.network_policies.is_empty());
     let topo = Topology::new(resources, RuleOrder::Listed, cluster.attachments());
     assert!(topo.problems().is_empty(), "{:?}", topo.problems());
     matrix(&topo)

@@ -152,6 +152,16 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
         .collect();
 
     // Equivalence classes of plugged-in pods, each with a representative.
+    // Policies tell pods apart by labels and addresses: then every pod is its own class.
+    let alone = !cluster.network_policies.is_empty();
+    let class_of = |topo: &Topology, a: &Attachment| {
+        class_of(topo, a).map(|mut k| {
+            if alone {
+                k.pod = Some(a.name.clone());
+            }
+            k
+        })
+    };
     let mut classes: BTreeMap<ClassKey, Vec<&Attachment>> = BTreeMap::new();
     for p in &pods {
         if let Some(k) = class_of(topo, p) {
@@ -261,7 +271,51 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
             }
         }
     }
+    restrict_to_policies(cluster, &attachments, &mut flows);
     flows
+}
+
+/// With NetworkPolicies, only what they allow may be received ([`crate::policy`]).
+fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &mut [Flow]) {
+    if cluster.network_policies.is_empty() {
+        return;
+    }
+    let policies = crate::policy::Policies {
+        policies: &cluster.network_policies,
+        namespaces: &cluster.namespaces,
+    };
+    let party = |name: &str, ip: Ipv4Addr| {
+        let pod = name.strip_prefix("pod/").and_then(|rest| {
+            let (ns, pod) = rest.split_once('/')?;
+            cluster.pods.iter().find(|p| {
+                p.metadata.namespace.as_deref() == Some(ns)
+                    && p.metadata.name.as_deref() == Some(pod)
+                    && p.spec.as_ref().and_then(|s| s.host_network) != Some(true)
+            })
+        });
+        match pod {
+            Some(p) => crate::policy::Party::Pod(p, ip),
+            None => crate::policy::Party::Address(ip),
+        }
+    };
+    for flow in flows.iter_mut() {
+        let Some(from_ip) = attachments
+            .iter()
+            .find(|a| a.name == flow.from)
+            .and_then(Attachment::primary_ip)
+        else {
+            continue;
+        };
+        let client = party(&flow.from, from_ip);
+        if let Some(expected) = flow.expected.as_mut() {
+            expected.retain(|(name, to)| {
+                policies.allows(client, party(name, to.ip), to.port, flow.protocol)
+            });
+            if expected.is_empty() {
+                flow.expected = None;
+            }
+        }
+    }
 }
 
 fn service_flow(
@@ -288,6 +342,7 @@ struct ClassKey {
     inbound: Option<Uuid>,
     outbound: Option<Uuid>,
     groups: BTreeSet<Uuid>,
+    pod: Option<String>,
 }
 
 fn class_of(topo: &Topology, a: &Attachment) -> Option<ClassKey> {
@@ -298,6 +353,7 @@ fn class_of(topo: &Topology, a: &Attachment) -> Option<ClassKey> {
         inbound: port.inbound_filter_id,
         outbound: port.outbound_filter_id,
         groups: topo.port_groups.get(&port_id).cloned().unwrap_or_default(),
+        pod: None,
     })
 }
 

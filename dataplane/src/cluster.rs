@@ -12,7 +12,8 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use midonet_translators::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
 use midonet_translators::model::{Ipv4Cidr, MacAddr};
 use midonet_translators::naming::{pod_interface_name, NODE_INTERFACE_NAME};
@@ -29,6 +30,10 @@ pub struct Cluster {
     pub pods: Vec<Pod>,
     pub services: Vec<Service>,
     pub endpoints: Vec<Endpoints>,
+    /// Namespaces (their labels) and NetworkPolicies: what policies let through
+    /// ([`crate::policy`]).
+    pub namespaces: Vec<Namespace>,
+    pub network_policies: Vec<NetworkPolicy>,
 }
 
 /// A workload name for a pod: `pod/<namespace>/<name>`.

@@ -14,6 +14,7 @@ pub mod check;
 pub mod cluster;
 mod engine;
 mod packet;
+pub mod policy;
 mod state;
 mod topology;
 mod trace;

@@ -131,6 +131,8 @@ fn endpoints(ns: &str, name: &str, ips: &[&str], ports: &[(&str, i32, &str)]) ->
 /// NodePort and a LoadBalancer Service (pods use their cluster IPs too).
 fn cluster() -> Cluster {
     Cluster {
+        namespaces: Vec::new(),
+        network_policies: Vec::new(),
         nodes: vec![node("n1", 1, true), node("n2", 2, false)],
         pods: vec![
             pod("app", "a1", "n1", "10.1.1.10", Some("0a:00:00:00:01:0a")),

@@ -6,6 +6,7 @@ use midonet_translators::model::{
     BackendObject, Bridge, Chain, Host, HostInterfacePort, Ipv4MacPair, Kind, MacPort, Port,
     PortLink, Resource, Route, Router, Rule, TunnelZone,
 };
+use midonet_translators::model::{IpAddrGroup, IpAddrGroupAddr, PortGroup, PortGroupPort};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use uuid::Uuid;
@@ -352,6 +353,37 @@ impl BackendClient {
     pub async fn list_arp_table(&self, bridge_id: Uuid) -> Result<Vec<Ipv4MacPair>, BackendError> {
         self.list(&format!("/bridges/{bridge_id}/arp_table"), Some(bridge_id))
             .await
+    }
+
+    /// `GET /port_groups`: every port group (NetworkPolicy source sets).
+    pub async fn list_port_groups(&self) -> Result<Vec<PortGroup>, BackendError> {
+        self.list("/port_groups", None).await
+    }
+
+    /// `GET /port_groups/{id}/ports`: the group's member ports.
+    pub async fn list_port_group_ports(
+        &self,
+        group_id: Uuid,
+    ) -> Result<Vec<PortGroupPort>, BackendError> {
+        self.list(&format!("/port_groups/{group_id}/ports"), Some(group_id))
+            .await
+    }
+
+    /// `GET /ip_addr_groups`: every IP address group (NetworkPolicy address sets).
+    pub async fn list_ip_addr_groups(&self) -> Result<Vec<IpAddrGroup>, BackendError> {
+        self.list("/ip_addr_groups", None).await
+    }
+
+    /// `GET /ip_addr_groups/{id}/ip_addrs`: the group's addresses.
+    pub async fn list_ip_addr_group_addrs(
+        &self,
+        group_id: Uuid,
+    ) -> Result<Vec<IpAddrGroupAddr>, BackendError> {
+        self.list(
+            &format!("/ip_addr_groups/{group_id}/ip_addrs"),
+            Some(group_id),
+        )
+        .await
     }
 
     /// `GET /hosts/{id}/ports`: the host's interface-port bindings.

@@ -51,6 +51,18 @@ pub async fn read_topology(
             out.extend(bindings.into_iter().map(Resource::HostInterfacePort));
         }
     }
+    for g in backend.list_port_groups().await? {
+        if let Some(members) = gone_is_empty(backend.list_port_group_ports(g.id).await)? {
+            out.extend(members.into_iter().map(Resource::PortGroupPort));
+        }
+        out.push(Resource::PortGroup(g));
+    }
+    for g in backend.list_ip_addr_groups().await? {
+        if let Some(addrs) = gone_is_empty(backend.list_ip_addr_group_addrs(g.id).await)? {
+            out.extend(addrs.into_iter().map(Resource::IpAddrGroupAddr));
+        }
+        out.push(Resource::IpAddrGroup(g));
+    }
     out.extend(devices.bridges.into_iter().map(Resource::Bridge));
     out.extend(devices.routers.into_iter().map(Resource::Router));
     out.extend(devices.chains.into_iter().map(Resource::Chain));

@@ -4,7 +4,8 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ListParams};
 use midonet_dataplane::{
     check, trace, Cluster, Probe, Protocol, Report, RuleOrder, Topology, Trace, Verdict,
@@ -136,6 +137,15 @@ pub async fn load(
         pods: list_all::<Pod>(kube, "pods").await?,
         services: list_all::<Service>(kube, "services").await?,
         endpoints: list_all::<Endpoints>(kube, "endpoints").await?,
+        namespaces: Api::<Namespace>::all(kube.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|source| NetcheckError::Kube {
+                what: "namespaces",
+                source,
+            })?
+            .items,
+        network_policies: list_all::<NetworkPolicy>(kube, "networkpolicies").await?,
     };
     let translations = list_all::<Translation>(kube, "translations").await?;
     let resources = read_topology(backend, tenant).await?;
