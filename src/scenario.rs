@@ -85,8 +85,14 @@ impl Scenario {
     }
 
     pub fn namespace_object(&self, i: usize) -> Namespace {
+        let mut metadata = meta(self.namespace(i), None);
+        // What NetworkPolicies select it by (the apiserver sets no such label before 1.21).
+        metadata.labels = Some(BTreeMap::from([(
+            "bench/namespace".to_string(),
+            self.namespace(i),
+        )]));
         Namespace {
-            metadata: meta(self.namespace(i), None),
+            metadata,
             ..Namespace::default()
         }
     }
@@ -142,6 +148,28 @@ impl Scenario {
             }),
             status: None,
         }
+    }
+
+    pub fn network_policy_name(i: usize) -> String {
+        format!("np-{i}")
+    }
+
+    /// NetworkPolicy `i` (one per ten pods in the benchmark): in namespace `i`, it isolates
+    /// the pods of its namespace for ingress and admits TCP 8080 from the pods of namespace
+    /// `i + 1`, selected by namespace label.
+    pub fn network_policy(&self, i: usize) -> k8s_openapi::api::networking::v1::NetworkPolicy {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": Self::network_policy_name(i), "namespace": self.namespace(i)},
+            "spec": {
+                "podSelector": {},
+                "ingress": [{
+                    "from": [{"namespaceSelector": {"matchLabels": {
+                        "bench/namespace": self.namespace(i + 1)}}}],
+                    "ports": [{"port": 8080, "protocol": "TCP"}]
+                }]
+            }
+        }))
+        .unwrap_or_default()
     }
 
     pub fn service_name(i: usize) -> String {

@@ -905,6 +905,26 @@ async fn run(args: Args) -> Res<()> {
     let after = admin.state().await?.translation_paths();
     let changed = before.symmetric_difference(&after).count();
     let (churn_requests, _, _) = backend_counts(&admin).await?;
+
+    // 7b. NetworkPolicies: one per ten pods, added to the converged cluster.
+    let n_policies = args.pods / 10;
+    eprintln!("bench: {n_policies} NetworkPolicies");
+    admin.reset_requests().await?;
+    let t_np = Instant::now();
+    let np_objs = (0..n_policies)
+        .map(|i| scenario.network_policy(i))
+        .collect();
+    create_all(api_in_namespace_of(&client), np_objs).await?;
+    let np_time = wait_converged(
+        &tracker,
+        &admin,
+        None,
+        n_translations + n_policies,
+        t_np,
+        "network policies",
+    )
+    .await?;
+    let (np_requests, _, _) = backend_counts(&admin).await?;
     ctl.stop().await?;
 
     // 8. Translation version bump.
@@ -970,6 +990,19 @@ async fn run(args: Args) -> Res<()> {
             target: "-",
         },
         Row {
+            name: "network policies (1 per 10 pods): convergence",
+            value: secs(np_time),
+            target: "-",
+        },
+        Row {
+            name: "network policies: backend requests",
+            value: format!(
+                "{np_requests} ({:.1} per policy)",
+                np_requests as f64 / n_policies.max(1) as f64
+            ),
+            target: "-",
+        },
+        Row {
             name: "version bump: convergence",
             value: secs(bump_time),
             target: "-",
@@ -987,6 +1020,8 @@ async fn run(args: Args) -> Res<()> {
                        "backendRequests": resync_requests},
         "churn": {"seconds": churn_time.as_secs_f64(), "requests": churn_requests,
                   "changedResources": changed},
+        "networkPolicies": {"count": n_policies, "seconds": np_time.as_secs_f64(),
+                            "requests": np_requests},
         "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests,
                         "byMethod": bump_breakdown.by_method, "byStatus": bump_breakdown.by_status,
                         "byKind": bump_breakdown.by_kind},
