@@ -730,7 +730,7 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         let c = parse(&[]).unwrap();
-        assert_eq!(c.controllers.len(), 6);
+        assert_eq!(c.controllers.len(), 7);
         assert_eq!(c.metrics_address.port(), 9453);
         assert_eq!(c.tenant, "midonetkube");
         assert!(c.leader_elect);

@@ -278,7 +278,7 @@ mod tests {
     fn events_about_global_translations_concern_the_controller() {
         let cfg = TranslatorConfig::default();
         let names = names(&cfg);
-        assert_eq!(names.len(), 3);
+        assert_eq!(names.len(), 4);
         let (ns, name) = names.iter().next().cloned().unwrap();
         // Deleted, or edited (even with its label removed).
         assert!(concerns(
