@@ -289,7 +289,7 @@ impl Controllers {
                 "--log-level",
                 &std::env::var("MIDONETKUBE_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
             ])
-            .args(["--controllers", "node,pod,service,endpoints,pusher"])
+            .args(["--controllers", "node,pod,service,endpoints,networkpolicy,pusher"])
             .args(extra)
             .stdin(Stdio::null())
             .stderr(
