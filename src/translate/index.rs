@@ -49,7 +49,7 @@ pub fn owner_key(tr: &Translation) -> Option<String> {
 
 impl OwnerIndex {
     fn lock(&self) -> std::sync::MutexGuard<'_, IndexState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     /// Registers the notifier for Translations owned by objects of `owner_kind`.
@@ -136,7 +136,7 @@ struct RecentWrite {
 
 impl Recent {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), RecentWrite>> {
-        self.writes.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.writes)
     }
 
     pub fn wrote(

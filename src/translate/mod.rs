@@ -35,8 +35,15 @@ use crate::authz::{Attempt, Authz};
 use crate::crd::Translation;
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
+use crate::retry::RetryPolicy;
 pub use metrics::TranslatorMetrics;
 pub use sync::{build as translation_object, sync_translations, SyncOutcome, FIELD_MANAGER};
+
+/// A failed translation is retried after 0.5–2.5 s: its Kubernetes writes failed, which
+/// is an apiserver outage or a conflict, both short; the wide jitter spreads many objects
+/// failing together.
+const RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(1500), Duration::from_millis(1500)).with_jitter(0.67);
 
 /// One Kubernetes kind the runner translates.
 pub trait TranslatorKind: Send + Sync + 'static {
@@ -147,7 +154,7 @@ impl Shared {
 
     /// True when these warnings differ from the last ones published for `uid`.
     fn warnings_changed(&self, uid: &str, fingerprint: u64) -> bool {
-        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut warned = crate::locks::lock(&self.warned);
         warned.insert(uid.to_string(), fingerprint) != Some(fingerprint)
     }
 }
@@ -289,8 +296,7 @@ fn error_policy<K: TranslatorKind>(
         .reconciles
         .with_label_values(&[K::NAME, "error"])
         .inc();
-    // Jittered so that many objects failing together (apiserver restart) spread out.
-    Action::requeue(Duration::from_millis(500 + rand::random::<u64>() % 2000))
+    Action::requeue(RETRY.delay(1))
 }
 
 /// Options of one translator controller.
