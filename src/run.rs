@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::authz::{Attempt, Authz};
 use crate::backend::{BackendClient, BackendConfig};
-use crate::config::Config;
+use crate::config::{Config, Controller};
 use crate::events::EventPublisher;
 use crate::health::Health;
 use crate::informer::TranslationInformer;
@@ -286,14 +286,16 @@ async fn start_controllers(
         let stop = stop.clone();
         async move { stop.cancelled().await }
     };
-    let translators: Vec<&str> = ["node", "pod", "service", "endpoints"]
-        .into_iter()
-        .filter(|k| cfg.enabled(k))
+    let translators: Vec<Controller> = cfg
+        .controllers
+        .iter()
+        .copied()
+        .filter(|c| !c.needs_backend())
         .collect();
     // One Translation informer for the translators and the pusher (see crate::informer).
     let mut informer = TranslationInformer::new(kube.clone(), authz.clone(), health.clone());
     let events = EventPublisher::start(kube.clone(), authz.clone(), cfg.event_limits, registry)?;
-    let pusher = match (cfg.enabled("pusher"), backend.clone()) {
+    let pusher = match (cfg.enabled(Controller::Pusher), backend.clone()) {
         (true, Some(backend)) => Some(PusherContext::new(
             kube.clone(),
             backend,
@@ -343,7 +345,7 @@ async fn start_controllers(
         }
         None => {}
     }
-    if let (true, Some(backend)) = (cfg.enabled("nodeannotator"), backend.clone()) {
+    if let (true, Some(backend)) = (cfg.enabled(Controller::NodeAnnotator), backend.clone()) {
         let ctx = Arc::new(crate::nodeannotator::AnnotatorContext::new(
             kube.clone(),
             backend,
@@ -389,10 +391,16 @@ async fn start_controllers(
         for kind in translators {
             let (s, r, h, down) = (shared.clone(), runner.clone(), health.clone(), shutdown());
             match kind {
-                "node" => tasks.spawn(crate::translate::run::<NodeKind>(s, r, h, down)),
-                "pod" => tasks.spawn(crate::translate::run::<PodKind>(s, r, h, down)),
-                "service" => tasks.spawn(crate::translate::run::<ServiceKind>(s, r, h, down)),
-                _ => tasks.spawn(crate::translate::run::<EndpointsKind>(s, r, h, down)),
+                Controller::Node => tasks.spawn(crate::translate::run::<NodeKind>(s, r, h, down)),
+                Controller::Pod => tasks.spawn(crate::translate::run::<PodKind>(s, r, h, down)),
+                Controller::Service => {
+                    tasks.spawn(crate::translate::run::<ServiceKind>(s, r, h, down))
+                }
+                Controller::Endpoints => {
+                    tasks.spawn(crate::translate::run::<EndpointsKind>(s, r, h, down))
+                }
+                // Started above.
+                Controller::Pusher | Controller::NodeAnnotator => continue,
             };
         }
     }
