@@ -273,6 +273,49 @@ pub fn cache_ref(namespace: &str, name: &str) -> ObjectRef<Translation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::TranslationSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owned(name: &str, kind: &str, owner: &str, uid: &str) -> Translation {
+        let mut t = Translation::new(name, "ns", TranslationSpec { resources: vec![] });
+        t.metadata.owner_references = Some(vec![OwnerReference {
+            kind: kind.into(),
+            name: owner.into(),
+            uid: uid.into(),
+            ..OwnerReference::default()
+        }]);
+        t
+    }
+
+    #[test]
+    fn a_reowned_translation_moves_to_its_new_owner() {
+        let index = OwnerIndex::default();
+        let id = ("ns".to_string(), "gen".to_string());
+        index.observe(&watcher::Event::Apply(owned(
+            "gen",
+            "Endpoints",
+            "web",
+            "ep-uid",
+        )));
+        assert_eq!(index.owned_by("ep-uid"), vec![id.clone()]);
+        assert_eq!(
+            index.owned_by_ref("Endpoints", "ns", "web"),
+            vec![id.clone()]
+        );
+        // Taken over by the Service of the same name.
+        index.observe(&watcher::Event::Apply(owned(
+            "gen", "Service", "web", "svc-uid",
+        )));
+        assert!(index.owned_by("ep-uid").is_empty());
+        assert!(index.owned_by_ref("Endpoints", "ns", "web").is_empty());
+        assert_eq!(index.owned_by("svc-uid"), vec![id.clone()]);
+        assert_eq!(index.owned_by_ref("Service", "ns", "web"), vec![id]);
+        index.observe(&watcher::Event::Delete(owned(
+            "gen", "Service", "web", "svc-uid",
+        )));
+        assert!(index.owned_by("svc-uid").is_empty());
+        assert!(index.owned_by_ref("Service", "ns", "web").is_empty());
+    }
 
     #[test]
     fn a_create_is_pending_until_the_cache_shows_it_and_not_after_a_deletion() {
