@@ -19,7 +19,10 @@ use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
 use crate::translate::kinds::{EndpointsKind, NodeKind, PodKind, ServiceKind};
+use crate::translate::run as translate;
+use crate::translate::slices::{EndpointSliceV1Beta1, EndpointsSource, ServiceSlicesKind};
 use crate::translate::{RunnerConfig, Shared, TranslatorMetrics};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// How long in-flight work may take after SIGTERM before the process exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -388,21 +391,70 @@ async fn start_controllers(
             _ = stop.cancelled() => return Ok(tasks),
         }
         tasks.spawn(globals.run(runner.resync, shutdown()));
+        // Without the endpoints controller the Service controller translates Services only.
+        let source = if translators.contains(&Controller::Endpoints) {
+            match endpoints_source(&kube, stop).await {
+                Some(source) => source,
+                None => return Ok(tasks),
+            }
+        } else {
+            EndpointsSource::Endpoints
+        };
         for kind in translators {
             let (s, r, h, down) = (shared.clone(), runner.clone(), health.clone(), shutdown());
             match kind {
-                Controller::Node => tasks.spawn(crate::translate::run::<NodeKind>(s, r, h, down)),
-                Controller::Pod => tasks.spawn(crate::translate::run::<PodKind>(s, r, h, down)),
-                Controller::Service => {
-                    tasks.spawn(crate::translate::run::<ServiceKind>(s, r, h, down))
+                Controller::Node => tasks.spawn(translate::<NodeKind>(s, r, h, down)),
+                Controller::Pod => tasks.spawn(translate::<PodKind>(s, r, h, down)),
+                // With EndpointSlices, the Service controller translates the endpoints too
+                // (see crate::translate::slices).
+                Controller::Service => match source {
+                    EndpointsSource::SlicesV1 => {
+                        tasks.spawn(translate::<ServiceSlicesKind<EndpointSlice>>(s, r, h, down))
+                    }
+                    EndpointsSource::SlicesV1Beta1 => {
+                        tasks.spawn(translate::<ServiceSlicesKind<EndpointSliceV1Beta1>>(
+                            s, r, h, down,
+                        ))
+                    }
+                    EndpointsSource::Endpoints => {
+                        tasks.spawn(translate::<ServiceKind>(s, r, h, down))
+                    }
+                },
+                Controller::Endpoints if source != EndpointsSource::Endpoints => {
+                    if !cfg.enabled(Controller::Service) {
+                        tracing::warn!(
+                            "endpoints come from EndpointSlices, which the service controller translates; it is not enabled, so no endpoints are translated"
+                        );
+                    }
+                    continue;
                 }
-                Controller::Endpoints => {
-                    tasks.spawn(crate::translate::run::<EndpointsKind>(s, r, h, down))
-                }
+                Controller::Endpoints => tasks.spawn(translate::<EndpointsKind>(s, r, h, down)),
                 // Started above.
                 Controller::Pusher | Controller::NodeAnnotator => continue,
             };
         }
     }
     Ok(tasks)
+}
+
+/// Where endpoints are read from, by API discovery; retried until it answers. `None` once
+/// stopped.
+async fn endpoints_source(kube: &Client, stop: &CancellationToken) -> Option<EndpointsSource> {
+    let mut delay = std::time::Duration::from_millis(500);
+    loop {
+        match crate::translate::slices::discover(kube).await {
+            Ok(source) => {
+                tracing::info!(%source, "endpoints are read from {source}");
+                return Some(source);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "API discovery failed; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => return None,
+        }
+        delay = (delay * 2).min(std::time::Duration::from_secs(10));
+    }
 }

@@ -188,7 +188,7 @@ impl Globals {
             .reconcile_duration
             .with_label_values(&[NAME])
             .start_timer();
-        let outcome = sync_translations(&shared, NAME, None, GLOBAL_OWNER, desired)
+        let outcome = sync_translations(&shared, NAME, None, GLOBAL_OWNER, &[], desired)
             .instrument(tracing::error_span!("globals", controller = NAME))
             .await?;
         timer.observe_duration();

@@ -136,12 +136,15 @@ pub(super) fn up_to_date(cached: &Translation, want: &Translation) -> bool {
     cached.spec == want.spec && labels_ok && owners_ok && finalizer_ok
 }
 
-/// Makes the Translations of one owner (or of the globals) exactly `desired`.
+/// Makes the Translations of one owner (or of the globals) exactly `desired`. `inherited`
+/// Translations, owned by another object, are treated as the owner's own: re-owned when
+/// desired (the apply replaces the owner reference), pruned otherwise.
 pub async fn sync_translations(
     shared: &Shared,
     kind: &str,
     owner: Option<(OwnerReference, ObjectReference)>,
     owner_key: &str,
+    inherited: &[(String, String)],
     desired: Vec<DesiredTranslation>,
 ) -> Result<SyncOutcome, RunnerError> {
     let mut outcome = SyncOutcome::Unchanged;
@@ -213,7 +216,10 @@ pub async fn sync_translations(
         .collect();
     let now = k8s_openapi::jiff::Timestamp::now();
     let mut handing_over = false;
-    for (namespace, name) in shared.index.owned_by(owner_key) {
+    let mut owned: std::collections::BTreeSet<(String, String)> =
+        shared.index.owned_by(owner_key).into_iter().collect();
+    owned.extend(inherited.iter().cloned());
+    for (namespace, name) in owned {
         let key = (namespace.clone(), name.clone());
         if wanted.contains(&key) {
             continue;

@@ -24,7 +24,7 @@ pub mod pod;
 pub mod service;
 pub mod translate;
 
-pub use endpoints::endpoints;
+pub use endpoints::{endpoint_slices, endpoints, service_endpoints, ServiceEndpoints, SliceView};
 pub use global::global;
 pub use ids::{id_for_key, mac_for_key, sub_id, tenant_namespace};
 pub use naming::{translation_name, unversioned_translation_name};

@@ -2,9 +2,10 @@
 //! byte for byte, with `tests/golden/<case>.expected.json`.
 //!
 //! An input file holds:
-//! - `translator`: `global`, `node`, `pod`, `service` or `endpoints`;
+//! - `translator`: `global`, `node`, `pod`, `service`, `endpoints` or `endpointslices`;
 //! - `object`: the Kubernetes object (absent for `global`);
-//! - `dependency` (optional): the Pod's Node or the Endpoints' Service;
+//! - `dependency` (optional): the Pod's Node or the Endpoints' Service; for
+//!   `endpointslices` (object: the Service) the list of EndpointSlices;
 //! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`.
 //!
 //! Regenerate the expected files with `UPDATE_GOLDEN=1 cargo test -p midonet-translators
@@ -14,8 +15,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use midonet_translators::naming::is_dns1123_subdomain;
-use midonet_translators::{Translated, TranslatorConfig};
+use midonet_translators::{SliceView, Translated, TranslatorConfig};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -72,6 +74,14 @@ fn run(case: Case) -> Translated {
             &parse::<Endpoints>(case.object, "object"),
             parse_opt::<Service>(case.dependency).as_ref(),
         ),
+        "endpointslices" => {
+            let slices: Vec<EndpointSlice> = parse(case.dependency, "dependency");
+            midonet_translators::endpoint_slices(
+                &cfg,
+                &parse::<Service>(case.object, "object"),
+                slices.iter().map(SliceView::from),
+            )
+        }
         other => panic!("unknown translator {other:?}"),
     }
 }
