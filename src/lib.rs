@@ -4,6 +4,7 @@
 pub mod authz;
 pub mod backend;
 pub mod cache;
+pub mod clients;
 pub mod config;
 pub mod crd;
 pub mod events;

@@ -4,14 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use prometheus::{IntGauge, Registry};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::authz::{Attempt, Authz};
-use crate::backend::{BackendClient, BackendConfig};
+use crate::backend::BackendClient;
+use crate::clients::{backend_client, kube_client, ClientError};
 use crate::config::{Config, Controller};
 use crate::events::EventPublisher;
 use crate::health::Health;
@@ -29,10 +29,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("Kubernetes client configuration: {0}")]
-    KubeConfig(String),
-    #[error("MidoNet client: {0}")]
-    Backend(#[from] crate::backend::BackendError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("cannot serve the metrics address: {0}")]
@@ -71,46 +69,6 @@ pub fn init_logging(level: &str, json: bool) {
     } else {
         builder.try_init()
     };
-}
-
-/// The Kubernetes client: the configured kubeconfig, else in-cluster, else ~/.kube/config.
-pub async fn kube_client(cfg: &Config) -> Result<Client, RunError> {
-    let config = match &cfg.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?
-        }
-        None => match kube::Config::incluster() {
-            Ok(c) => c,
-            Err(_) => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
-                .await
-                .map_err(|e| {
-                    RunError::KubeConfig(format!(
-                        "not in a cluster and no usable ~/.kube/config: {e}"
-                    ))
-                })?,
-        },
-    };
-    Client::try_from(config).map_err(|e| RunError::KubeConfig(e.to_string()))
-}
-
-/// The MidoNet API client per the configuration, its metrics registered in `registry`.
-pub fn backend_client(cfg: &Config, registry: &Registry) -> Result<BackendClient, RunError> {
-    Ok(BackendClient::new(
-        BackendConfig {
-            url: cfg.midonet_api.clone(),
-            username: cfg.username.clone(),
-            password: crate::backend::Secret::new(cfg.password.expose().to_string()),
-            project: cfg.project.clone(),
-            ca_file: cfg.ca_file.clone(),
-            timeout: cfg.backend_timeout,
-            retry_max_elapsed: Duration::from_secs(30),
-        },
-        registry,
-    )?)
 }
 
 /// A background task that must not outlive the run (an embedded run returns while its

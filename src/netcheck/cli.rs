@@ -172,10 +172,10 @@ pub fn trace_live(
 }
 
 async fn clients(cfg: &Config) -> Result<(kube::Client, BackendClient), NetcheckError> {
-    let kube = crate::run::kube_client(cfg)
+    let kube = crate::clients::kube_client(cfg)
         .await
         .map_err(|e| NetcheckError::Setup(e.to_string()))?;
-    let backend = crate::run::backend_client(cfg, &prometheus::Registry::new())
+    let backend = crate::clients::backend_client(cfg, &prometheus::Registry::new())
         .map_err(|e| NetcheckError::Setup(e.to_string()))?;
     Ok((kube, backend))
 }
