@@ -112,11 +112,12 @@ fn service(name: &str, port: u16) -> Service {
 /// model traces it on the simulator's state.
 async fn candidates(api: &str, ns: &str, from: &str, svc: &str) -> BTreeSet<String> {
     let cfg = config(api);
-    let kube = midonet_kube_controllers::run::kube_client(&cfg)
+    let kube = midonet_kube_controllers::clients::kube_client(&cfg)
         .await
         .unwrap();
     let backend =
-        midonet_kube_controllers::run::backend_client(&cfg, &prometheus::Registry::new()).unwrap();
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
     let live = load(&kube, &backend, &cfg.tenant).await.unwrap();
     let (t, _) = trace_live(
         &live,

@@ -210,11 +210,12 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
 
     // The library paths: read everything, check, trace.
     let cfg = config(&api);
-    let kube = midonet_kube_controllers::run::kube_client(&cfg)
+    let kube = midonet_kube_controllers::clients::kube_client(&cfg)
         .await
         .unwrap();
     let backend =
-        midonet_kube_controllers::run::backend_client(&cfg, &prometheus::Registry::new()).unwrap();
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
     let live: Live = load(&kube, &backend, &cfg.tenant).await.unwrap();
     assert!(
         live.topology.problems().is_empty(),
