@@ -290,6 +290,24 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     let controllers = Controllers::start(restricted, &sim, &[]).await;
     wait_converged(&client, &admin, "after offline deletion").await;
     assert_check_passes(&api, "after offline deletion").await;
+    // Something across nodes for the bump to rebuild: a pod on node b and a Service
+    // balanced over both nodes.
+    pods.create(&PostParams::default(), &pod("p4", "e2e-node-b", None))
+        .await
+        .unwrap();
+    set_pod_ip(&pods, "p4", "10.244.2.6").await;
+    services
+        .create(&PostParams::default(), &service("web2"))
+        .await
+        .unwrap();
+    eps.create(
+        &PostParams::default(),
+        &endpoints("web2", &["10.244.1.5", "10.244.2.6"]),
+    )
+    .await
+    .unwrap();
+    wait_converged(&client, &admin, "before the version bump").await;
+    let before = assert_check_passes(&api, "before the version bump").await;
     let before_bump = admin.state().await.unwrap().translation_paths();
     controllers.stop().await;
 
@@ -308,7 +326,16 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     )
     .await;
     wait_converged(&client, &admin, "after the version bump").await;
-    assert_check_passes(&api, "after the version bump").await;
+    let after = assert_check_passes(&api, "after the version bump").await;
+    assert_eq!(after.by_kind, before.by_kind);
+    assert!(
+        after
+            .by_kind
+            .get(&FlowKind::Hairpin)
+            .is_some_and(|t| t.checked == 2),
+        "{:?}",
+        after.by_kind
+    );
     let after_bump = admin.state().await.unwrap().translation_paths();
     let kept: Vec<_> = before_bump.intersection(&after_bump).collect();
     assert!(
