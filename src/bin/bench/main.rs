@@ -184,11 +184,9 @@ where
         .buffer_unordered(16)
         .collect()
         .await;
-    let mut out = Vec::with_capacity(results.len());
-    for r in results {
-        out.push(r?);
-    }
-    Ok(out)
+    Ok(results
+        .into_iter()
+        .collect::<Result<Vec<K>, kube::Error>>()?)
 }
 
 /// Gives pods `range` their addresses through the status subresource, as a kubelet does
@@ -211,11 +209,9 @@ async fn set_pod_ips(
         .buffer_unordered(16)
         .collect()
         .await;
-    let mut out = Vec::with_capacity(results.len());
-    for r in results {
-        out.push(r?);
-    }
-    Ok(out)
+    Ok(results
+        .into_iter()
+        .collect::<Result<Vec<Pod>, kube::Error>>()?)
 }
 
 #[derive(Parser)]
