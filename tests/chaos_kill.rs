@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use midonet_kube_controllers::sim::admin::Faults;
 use midonet_kube_controllers::sim::SimConfig;
 use rand::{Rng, SeedableRng};
-use support::check::assert_check_passes;
 use support::child::ChildControllers;
 use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact};
@@ -139,12 +138,6 @@ async fn converges_exactly_after_20_sigkills_during_scenario_s() {
         kills_end.elapsed().as_secs_f64(),
         elapsed(t0),
         log.display()
-    );
-    let checking = Instant::now();
-    assert_check_passes(&api_url, "after 20 SIGKILLs").await;
-    eprintln!(
-        "chaos_kill: check passed in {:.1}s",
-        checking.elapsed().as_secs_f64()
     );
     // What the kills cost: creations repeated after a kill answer 409 and are settled.
     let requests = admin.requests().await.unwrap();
