@@ -431,6 +431,90 @@ fn deleting_one_service_jump_breaks_exactly_that_service_port() {
     assert!(expected > failed.len());
 }
 
+/// Endpoints Kubernetes lists at addresses no pod or node has (an external backend
+/// behind a selector-less Service, a pod gone from the node): nothing there can receive,
+/// so the paths to them are skipped and the addresses listed; the flows to the
+/// addresses workloads own are still checked.
+fn cluster_with_foreign_endpoints() -> Cluster {
+    let mut c = cluster();
+    c.services.push(service(
+        "app",
+        "mixed",
+        "10.96.0.20",
+        "ClusterIP",
+        &[("http", 80, "TCP")],
+    ));
+    c.services.push(service(
+        "app",
+        "external",
+        "10.96.0.21",
+        "ClusterIP",
+        &[("http", 80, "TCP")],
+    ));
+    // One pod, one address outside the cluster, one unused address in a pod CIDR.
+    c.endpoints.push(endpoints(
+        "app",
+        "mixed",
+        &["10.1.1.10", "172.16.0.5", "10.1.2.99"],
+        &[("http", 80, "TCP")],
+    ));
+    c.endpoints.push(endpoints(
+        "app",
+        "external",
+        &["172.16.0.6"],
+        &[("http", 80, "TCP")],
+    ));
+    c
+}
+
+#[test]
+fn endpoints_no_workload_owns_are_listed_and_skipped() {
+    let c = cluster_with_foreign_endpoints();
+    let report = run(&c, resources(&translate(&c)));
+    let failed = failures(&report);
+    assert!(report.passed(), "{failed:#?}");
+    assert_eq!(
+        report.unverifiable_endpoints,
+        vec![
+            "svc/app/mixed:80 (http) → 10.1.2.99:80".to_string(),
+            "svc/app/mixed:80 (http) → 172.16.0.5:80".to_string(),
+            "svc/app/external:80 (http) → 172.16.0.6:80".to_string(),
+        ]
+    );
+    // Breaking either Service is still noticed: the packet then drops before any NAT,
+    // on its way to the cluster IP, which is not a foreign endpoint.
+    for ip in ["10.96.0.20", "10.96.0.21"] {
+        let mut res = resources(&translate(&c));
+        let jump = |r: &Resource| matches!(r, Resource::Rule(x) if x.rule_type == RuleType::Jump && x.nw_dst_address == Some(ip.parse().unwrap()));
+        let before = res.len();
+        res.retain(|r| !jump(r));
+        assert_eq!(res.len(), before - 1);
+        let report = run(&c, res);
+        let failed = failures(&report);
+        assert!(!failed.is_empty(), "{ip}: the deleted jump went unnoticed");
+        let svc = if ip.ends_with(".20") {
+            "mixed"
+        } else {
+            "external"
+        };
+        for (kind, _, to) in &failed {
+            assert!(
+                to.starts_with(&format!("svc/app/{svc}:80")),
+                "{kind:?} {to}"
+            );
+        }
+        // The pod endpoint of `mixed` is still checked, calling its own Service too.
+        if svc == "mixed" {
+            assert!(
+                failed
+                    .iter()
+                    .any(|(k, from, _)| *k == FlowKind::Hairpin && from == "pod/app/a1"),
+                "{failed:#?}"
+            );
+        }
+    }
+}
+
 mod random_clusters {
     use super::*;
     use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! the backend, run the model, print. Exit codes are decided by `main`.
 
 use std::io::{IsTerminal, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, ListParams};
@@ -215,13 +215,39 @@ pub async fn run_trace(cfg: Config, args: TraceArgs) -> Result<Verdict, Netcheck
     Ok(super::verdict(&t))
 }
 
+/// What [`check_system`] found, and how long reading and evaluating took.
+pub struct Checked {
+    pub report: Report,
+    /// Listing the cluster and reading the backend.
+    pub read: Duration,
+    /// Running the model over every flow.
+    pub evaluated: Duration,
+}
+
+/// Reads the cluster and the backend `cfg` names and checks every promised connection;
+/// `progress(done, total)` is called as flows are evaluated. What `check` runs.
+pub async fn check_system(
+    cfg: &Config,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Checked, NetcheckError> {
+    let started = Instant::now();
+    let (kube, backend) = clients(cfg).await?;
+    let live = load(&kube, &backend, &cfg.tenant).await?;
+    let read = started.elapsed();
+    let started = Instant::now();
+    let report = check(&live.topology, &live.cluster, progress);
+    Ok(Checked {
+        report,
+        read,
+        evaluated: started.elapsed(),
+    })
+}
+
 /// `check`: prints the report; answers whether it passed.
 pub async fn run_check(cfg: Config, args: CheckArgs) -> Result<Report, NetcheckError> {
     let started = Instant::now();
-    let (kube, backend) = clients(&cfg).await?;
-    let live = load(&kube, &backend, &cfg.tenant).await?;
     let tty = std::io::stderr().is_terminal();
-    let report = check(&live.topology, &live.cluster, &mut |done, total| {
+    let checked = check_system(&cfg, &mut |done, total| {
         if tty {
             let width = 30;
             let filled = (done * width)
@@ -237,7 +263,9 @@ pub async fn run_check(cfg: Config, args: CheckArgs) -> Result<Report, NetcheckE
                 eprintln!();
             }
         }
-    });
+    })
+    .await?;
+    let report = checked.report;
     let elapsed = started.elapsed();
     let text = match args.output {
         CheckOutput::Table => super::check_table(&report, elapsed),

@@ -219,8 +219,10 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+pub mod check;
 pub mod child;
 pub mod fixtures;
+pub mod objects;
 pub mod rbac;
 pub mod scenario;
 pub mod stack;
