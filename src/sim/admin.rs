@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use midonet_dataplane::{Attachment, Protocol, SocketV4};
-use midonet_translators::model::{Kind, Resource};
+use midonet_translators::model::{Kind, Resource, RouteType};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -55,9 +55,11 @@ impl StateDump {
     pub fn translation_paths(&self) -> std::collections::BTreeSet<String> {
         self.resources
             .iter()
-            .filter(|e| e.kind != "Host")
+            .filter(|e| e.kind != Kind::Host.name())
             .filter(|e| {
-                !(e.kind == "Route" && e.body.get("type").and_then(|t| t.as_str()) == Some("Local"))
+                !(e.kind == Kind::Route.name()
+                    && e.body.get("type").and_then(|t| t.as_str())
+                        == Some(RouteType::Local.as_str()))
             })
             .map(|e| e.path.clone())
             .collect()
