@@ -9,7 +9,7 @@
 //! carry that owner's id in `parent`: it is the Translation entry's `parent`, not a body
 //! member.
 //!
-//! Each object is declared once, as a field table ([`backend_object!`]): the table gives
+//! Each object is declared once, as a field table (`backend_object!`): the table gives
 //! the struct, the body reader and the body writer. The writer emits the members in table
 //! order, then the `extra` members; the table order is therefore the byte layout of every
 //! body a translator writes (and of its `body_hash`), and must not be reordered.
