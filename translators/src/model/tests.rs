@@ -508,9 +508,9 @@ fn field_names() -> impl Strategy<Value = String> {
     .prop_map(str::to_string)
 }
 
-/// A body that is often valid: a valid base for the kind, plus random members.
-fn arb_body(kind: Kind) -> impl Strategy<Value = Value> {
-    let base = match kind {
+/// A minimal valid body of each kind.
+fn base_body(kind: Kind) -> Value {
+    match kind {
         Kind::TunnelZone | Kind::Router | Kind::Bridge | Kind::Chain | Kind::Host => {
             json!({"id": P})
         }
@@ -522,7 +522,38 @@ fn arb_body(kind: Kind) -> impl Strategy<Value = Value> {
         Kind::HostInterfacePort => json!({"portId": P}),
         Kind::MacPort => json!({"macAddr": "0a:58:0a:01:00:05", "portId": P}),
         Kind::Ipv4MacPair => json!({"ip": "10.0.0.1", "mac": "0a:58:0a:01:00:05"}),
-    };
+    }
+}
+
+/// `Kind::has_parent` and the objects' `parent` rows agree: a kind with a parent keeps the
+/// entry's parent and refuses an entry without one; a kind without refuses one.
+#[test]
+fn has_parent_agrees_with_the_objects() {
+    for kind in Kind::ALL {
+        let with = Resource::from_entry(&entry(kind.name(), B, base_body(kind)));
+        let without = Resource::from_entry(&entry(kind.name(), "", base_body(kind)));
+        if kind.has_parent() {
+            assert_eq!(
+                with.unwrap().parent().map(|p| p.to_string()),
+                Some(B.to_string())
+            );
+            assert!(
+                matches!(without, Err(ModelError::MissingParent { .. })),
+                "{kind}: {without:?}"
+            );
+        } else {
+            assert!(
+                matches!(with, Err(ModelError::UnexpectedParent { .. })),
+                "{kind}: {with:?}"
+            );
+            assert_eq!(without.unwrap().parent(), None);
+        }
+    }
+}
+
+/// A body that is often valid: a valid base for the kind, plus random members.
+fn arb_body(kind: Kind) -> impl Strategy<Value = Value> {
+    let base = base_body(kind);
     prop::collection::vec((field_names(), arb_json()), 0..5).prop_map(move |members| {
         let mut body = base.clone();
         if let Value::Object(map) = &mut body {
