@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 
 use midonet_dataplane::{Attachment, Protocol, SocketV4};
-use midonet_translators::model::{Kind, Resource, RouteType};
+use midonet_translators::model::{Kind, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -59,7 +59,7 @@ impl StateDump {
             .filter(|e| {
                 !(e.kind == Kind::Route.name()
                     && e.body.get("type").and_then(|t| t.as_str())
-                        == Some(RouteType::Local.as_str()))
+                        == Some(midonet_translators::model::RouteType::Local.as_str()))
             })
             .map(|e| e.path.clone())
             .collect()
