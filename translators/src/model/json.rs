@@ -332,9 +332,14 @@ pub(crate) fn uint(max: u64) -> impl FnOnce(Value) -> Result<u64, String> {
     }
 }
 
+/// A `u8` no larger than `max`.
+pub(crate) fn u8_max(max: u8) -> impl FnOnce(Value) -> Result<u8, String> {
+    move |v| uint(u64::from(max))(v).map(|n| n as u8)
+}
+
 /// A prefix length: 0..=32.
 pub(crate) fn prefix_len(v: Value) -> Result<u8, String> {
-    uint(32)(v).map(|n| n as u8)
+    u8_max(32)(v)
 }
 
 /// A JSON array whose items are parsed with `item`.
