@@ -13,9 +13,11 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use midonet_translators::addr::{parse_cidr, parse_mac};
 use midonet_translators::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
-use midonet_translators::model::{Ipv4Cidr, MacAddr};
+use midonet_translators::model::MacAddr;
 use midonet_translators::naming::{pod_interface_name, NODE_INTERFACE_NAME};
+use midonet_translators::node::SubnetInfo;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -183,25 +185,15 @@ fn host_id(node: &Node) -> Option<Uuid> {
     Uuid::parse_str(s).ok()
 }
 
-fn pod_cidr(node: &Node) -> Option<Ipv4Cidr> {
+/// The node's pod subnet and the addresses it reserves, chosen as the Node translator
+/// chooses them.
+fn pod_subnet(node: &Node) -> Option<SubnetInfo> {
     let spec = node.spec.as_ref()?;
     spec.pod_cidr
         .as_deref()
         .into_iter()
         .chain(spec.pod_cidrs.iter().flatten().map(String::as_str))
-        .find_map(|s| {
-            let (a, l) = s.split_once('/')?;
-            let addr: Ipv4Addr = a.parse().ok()?;
-            let len: u8 = l.parse().ok()?;
-            let c = Ipv4Cidr::new(addr, len)?;
-            (len <= 30)
-                .then(|| Ipv4Cidr::new(c.network(), len))
-                .flatten()
-        })
-}
-
-fn nth(net: Ipv4Cidr, n: u32) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(net.network()).wrapping_add(n))
+        .find_map(|s| SubnetInfo::new(parse_cidr(s).ok()?))
 }
 
 /// The MAC a workload uses: its annotation, else a stable locally administered one (the
@@ -209,7 +201,7 @@ fn nth(net: Ipv4Cidr, n: u32) -> Ipv4Addr {
 fn workload_mac(annotations: Option<&BTreeMap<String, String>>, key: &str) -> MacAddr {
     if let Some(m) = annotations
         .and_then(|a| a.get(MAC_ADDRESS_ANNOTATION))
-        .and_then(|s| s.parse::<MacAddr>().ok())
+        .and_then(|s| parse_mac(s))
     {
         return m;
     }
@@ -224,8 +216,8 @@ fn workload_mac(annotations: Option<&BTreeMap<String, String>>, key: &str) -> Ma
 fn node_attachment(node: &Node) -> Option<Attachment> {
     let name = node.metadata.name.as_deref()?;
     let host = host_id(node)?;
-    let cidr = pod_cidr(node)?;
-    let mut ips = vec![nth(cidr, 2)];
+    let subnet = pod_subnet(node)?;
+    let mut ips = vec![subnet.node_ip];
     for a in node
         .status
         .as_ref()
@@ -247,8 +239,8 @@ fn node_attachment(node: &Node) -> Option<Attachment> {
         interface: NODE_INTERFACE_NAME.to_string(),
         mac: workload_mac(node.metadata.annotations.as_ref(), &format!("node/{name}")),
         ips,
-        subnet: Some(cidr),
-        gateway: Some(nth(cidr, 1)),
+        subnet: Some(subnet.subnet),
+        gateway: Some(subnet.gateway),
     })
 }
 
@@ -270,7 +262,7 @@ fn pod_attachment(pod: &Pod, node: &Node) -> Option<Attachment> {
         .chain(status.pod_ips.iter().flatten().map(|p| p.ip.as_str()))
         .find_map(|s| s.parse::<Ipv4Addr>().ok())?;
     let host = host_id(node)?;
-    let cidr = pod_cidr(node)?;
+    let subnet = pod_subnet(node)?;
     let key = format!("{ns}/{name}");
     Some(Attachment {
         name: pod_name(ns, name),
@@ -278,7 +270,7 @@ fn pod_attachment(pod: &Pod, node: &Node) -> Option<Attachment> {
         interface: pod_interface_name(&key),
         mac: workload_mac(pod.metadata.annotations.as_ref(), &key),
         ips: vec![ip],
-        subnet: Some(cidr),
-        gateway: Some(nth(cidr, 1)),
+        subnet: Some(subnet.subnet),
+        gateway: Some(subnet.gateway),
     })
 }

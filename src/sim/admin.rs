@@ -55,9 +55,11 @@ impl StateDump {
     pub fn translation_paths(&self) -> std::collections::BTreeSet<String> {
         self.resources
             .iter()
-            .filter(|e| e.kind != "Host")
+            .filter(|e| e.kind != Kind::Host.name())
             .filter(|e| {
-                !(e.kind == "Route" && e.body.get("type").and_then(|t| t.as_str()) == Some("Local"))
+                !(e.kind == Kind::Route.name()
+                    && e.body.get("type").and_then(|t| t.as_str())
+                        == Some(midonet_translators::model::RouteType::Local.as_str()))
             })
             .map(|e| e.path.clone())
             .collect()

@@ -97,8 +97,8 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
 use sha2::{Digest, Sha256};
 
 use crate::addr::{parse_ipv4, AddrError};
-use crate::backend::{self, NatTarget, Rule};
 use crate::ids::{id_for_key, sub_id};
+use crate::model::{Chain, FlowAction, NatTarget, Resource, Rule, RuleType};
 use crate::naming::backend_name;
 use crate::node::{SNAT_PORT_FROM, SNAT_PORT_TO};
 use crate::service::{
@@ -419,43 +419,50 @@ pub fn service_endpoints(
         let base = id_for_key(cfg, ENDPOINTS_PORT_KIND, &generation_key);
         let chain = base;
 
-        let mut resources = vec![
-            backend::chain(
+        let mut resources: Vec<Resource> = vec![
+            Chain::named(
                 chain,
                 &cfg.tenant,
-                &backend_name(format!("KUBE-SEP-{generation_key}")),
-            ),
-            Rule::new(sub_id(base, "DNAT"), chain, "dnat", 1)
-                .nat_targets(targets.iter().copied().collect())
-                .flow_action("continue")
-                .entry(),
+                backend_name(format!("KUBE-SEP-{generation_key}")),
+            )
+            .into(),
+            Rule::new(chain, sub_id(base, "DNAT"), RuleType::Dnat)
+                .at(1)
+                .with_flow_action(FlowAction::Continue)
+                .with_nat_targets(targets.iter().map(Target::nat_target).collect())
+                .into(),
         ];
-        let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.address_from).collect();
+        let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.ip).collect();
         let mut position = 1u32;
         for ip in &hosts {
             position += 1;
             resources.push(
-                Rule::new(sub_id(base, &format!("SNAT/{ip}")), chain, "snat", position)
+                Rule::new(chain, sub_id(base, &format!("SNAT/{ip}")), RuleType::Snat)
+                    .at(position)
+                    .with_flow_action(FlowAction::Continue)
                     .from_host(*ip)
                     .to_host(*ip)
-                    .nat_targets(vec![NatTarget::port_range(
+                    .with_nat_targets(vec![NatTarget::to_ports(
                         cluster_ip,
-                        SNAT_PORT_FROM,
-                        SNAT_PORT_TO,
+                        Some(SNAT_PORT_FROM),
+                        Some(SNAT_PORT_TO),
                     )])
-                    .flow_action("continue")
-                    .entry(),
+                    .into(),
             );
         }
-        resources.push(Rule::new(sub_id(base, "Accept"), chain, "accept", position + 1).entry());
+        resources.push(
+            Rule::new(chain, sub_id(base, "Accept"), RuleType::Accept)
+                .at(position + 1)
+                .into(),
+        );
         resources.push(
             Rule::jump(
-                sub_id(base, "Jump"),
                 service_port_chain_id(cfg, &port_key),
+                sub_id(base, "Jump"),
                 chain,
-                1,
             )
-            .entry(),
+            .at(1)
+            .into(),
         );
         out.translations.push(DesiredTranslation::versioned(
             cfg,
@@ -468,6 +475,19 @@ pub fn service_endpoints(
     out
 }
 
+/// One endpoint `address:port`, ordered by address then port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Target {
+    ip: Ipv4Addr,
+    port: u16,
+}
+
+impl Target {
+    fn nat_target(&self) -> NatTarget {
+        NatTarget::to(self.ip, Some(self.port))
+    }
+}
+
 /// The IPv4 `address:port` targets that get traffic, per service port name, sorted and
 /// de-duplicated (see [`select`]). Only addresses that could get traffic are reported when
 /// unusable.
@@ -475,8 +495,8 @@ fn targets(
     se: &ServiceEndpoints,
     service_ports: &BTreeMap<String, u8>,
     out: &mut Translated,
-) -> BTreeMap<String, BTreeSet<NatTarget>> {
-    let mut candidates: BTreeMap<String, Vec<(NatTarget, Eligibility)>> = BTreeMap::new();
+) -> BTreeMap<String, BTreeSet<Target>> {
+    let mut candidates: BTreeMap<String, Vec<(Target, Eligibility)>> = BTreeMap::new();
     let mut invalid_addresses = BTreeSet::new();
     let mut invalid_ports = BTreeSet::new();
     let mut ipv6 = 0usize;
@@ -517,7 +537,7 @@ fn targets(
                 candidates
                     .entry((*port_name).clone())
                     .or_default()
-                    .push((NatTarget::single(ip, *port), eligibility));
+                    .push((Target { ip, port: *port }, eligibility));
             }
         }
     }
@@ -552,11 +572,11 @@ fn targets(
 }
 
 /// 16 hex digits of SHA-256 over the cluster IP and the sorted targets: names a generation.
-fn generation_hash(cluster_ip: Ipv4Addr, targets: &BTreeSet<NatTarget>) -> String {
+fn generation_hash(cluster_ip: Ipv4Addr, targets: &BTreeSet<Target>) -> String {
     let mut h = Sha256::new();
     h.update(cluster_ip.to_string().as_bytes());
     for t in targets {
-        h.update(format!("\n{}:{}", t.address_from, t.port_from).as_bytes());
+        h.update(format!("\n{}:{}", t.ip, t.port).as_bytes());
     }
     hex::encode(&h.finalize()[..8])
 }

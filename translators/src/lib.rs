@@ -14,7 +14,7 @@ pub use version::TRANSLATION_VERSION;
 
 // Translators: identities, names and the per-kind translation functions (see MAPPING.md).
 pub mod addr;
-pub mod backend;
+pub mod config;
 pub mod endpoints;
 pub mod global;
 pub mod ids;

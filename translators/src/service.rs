@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
-use crate::backend::{self, Rule};
 use crate::global::services_chain_id;
 use crate::ids::id_for_key;
+use crate::model::{Chain, Resource, Rule};
 use crate::naming::backend_name;
 use crate::translate::{
     reason, DesiredTranslation, Translated, TranslationWarning, TranslatorConfig,
@@ -171,15 +171,18 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
         }
     };
     let services = services_chain_id(cfg);
-    let mut resources = Vec::new();
+    let mut resources: Vec<Resource> = Vec::new();
     for p in valid_ports(svc, |w| out.warnings.push(w)) {
         let port_key = service_port_key(namespace, name, &p.name);
         let chain = service_port_chain_id(cfg, &port_key);
-        resources.push(backend::chain(
-            chain,
-            &cfg.tenant,
-            &backend_name(format!("KUBE-SVC-{port_key}")),
-        ));
+        resources.push(
+            Chain::named(
+                chain,
+                &cfg.tenant,
+                backend_name(format!("KUBE-SVC-{port_key}")),
+            )
+            .into(),
+        );
         // Rules cannot be updated: the jump's ID covers everything it matches, so a changed
         // cluster IP, protocol or port is a new rule (and the old one is removed) rather than
         // a changed body under the same ID. KUBE-SERVICES is shared by all services and its
@@ -187,13 +190,13 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
         let jump_key = format!("{port_key}/{ip}/{}/{}", p.proto, p.port);
         resources.push(
             Rule::jump(
-                id_for_key(cfg, SERVICE_PORT_JUMP_KIND, &jump_key),
                 services,
+                id_for_key(cfg, SERVICE_PORT_JUMP_KIND, &jump_key),
                 chain,
-                1,
             )
+            .at(1)
             .to_service(ip, p.proto, p.port)
-            .entry(),
+            .into(),
         );
     }
     if !resources.is_empty() {
