@@ -286,7 +286,7 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     wait_candidates(&api, &ns, "web", &["p1", "p2"]).await;
     // The exact state follows the slices (there are no Endpoints objects to follow), and
     // so does `check`: web:80 is expected at the merged slices' ready endpoints.
-    stack::exact_state(&client, &admin).await.unwrap();
+    stack::wait_exact(&client, &admin, "two slices", Duration::from_secs(60)).await;
     let report = check_live(&api, &ns, &["10.244.1.11:8080", "10.244.1.12:8080"]).await;
     assert!(report.passed(), "{}", describe(&report));
 
@@ -311,7 +311,7 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     .await;
     wait_converged(&client, &admin, "only terminating endpoints").await;
     wait_candidates(&api, &ns, "web", &["p1", "p3"]).await;
-    stack::exact_state(&client, &admin).await.unwrap();
+    stack::wait_exact(&client, &admin, "only terminating", Duration::from_secs(60)).await;
     let report = check_live(&api, &ns, &["10.244.1.11:8080", "10.244.1.13:8080"]).await;
     assert!(report.passed(), "{}", describe(&report));
 
