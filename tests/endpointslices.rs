@@ -151,8 +151,11 @@ async fn wait_candidates(api: &str, ns: &str, svc: &str, want: &[&str]) {
     }
 }
 
+const WEB_EXTERNAL_IP: &str = "203.0.113.10";
+const WEB_INGRESS_IP: &str = "192.0.2.50";
+
 /// `check` on the live cluster, after asserting that it reads EndpointSlices and expects
-/// `ns/web:80` at `want`.
+/// `ns/web:80` at `want` at each of its addresses.
 async fn check_live(api: &str, ns: &str, want: &[&str]) -> Report {
     let cfg = config(api);
     let kube = midonet_kube_controllers::run::kube_client(&cfg)
@@ -163,17 +166,24 @@ async fn check_live(api: &str, ns: &str, want: &[&str]) -> Report {
     let live = load(&kube, &backend, &cfg.tenant).await.unwrap();
     assert!(live.cluster.endpoint_slices.is_some(), "check reads slices");
     assert!(live.cluster.endpoints.is_empty());
-    let web: Vec<String> = live
+    let web: Vec<(String, Vec<String>)> = live
         .cluster
         .service_ports()
         .iter()
-        .find(|sp| sp.namespace == ns && sp.name == "web")
-        .expect("web:80")
-        .endpoints
-        .iter()
-        .map(|e| e.to_string())
+        .filter(|sp| sp.namespace == ns && sp.name == "web")
+        .map(|sp| {
+            (
+                sp.address.ip.to_string(),
+                sp.endpoints.iter().map(|e| e.to_string()).collect(),
+            )
+        })
         .collect();
-    assert_eq!(web, want);
+    assert_eq!(web.len(), 3, "{web:?}");
+    assert_eq!(web[1].0, WEB_EXTERNAL_IP);
+    assert_eq!(web[2].0, WEB_INGRESS_IP);
+    for (_, eps) in &web {
+        assert_eq!(eps, want);
+    }
     check(&live.topology, &live.cluster, &mut |_, _| {})
 }
 
@@ -262,8 +272,22 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
         .unwrap();
     }
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    // web is a LoadBalancer Service with an external IP and an ingress IP, as a cloud
+    // controller would report it: pods reach it at all three addresses.
+    let mut web = service("web", 8080);
+    if let Some(spec) = web.spec.as_mut() {
+        spec.type_ = Some("LoadBalancer".into());
+        spec.external_ips = Some(vec![WEB_EXTERNAL_IP.into()]);
+    }
+    services.create(&PostParams::default(), &web).await.unwrap();
     services
-        .create(&PostParams::default(), &service("web", 8080))
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": WEB_INGRESS_IP}]}}}),
+            ),
+        )
         .await
         .unwrap();
 
@@ -344,12 +368,22 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
             describe(&broken)
         );
     }
-    // Every client of web:80 (the endpoints' own calls included) loses it.
+    // Every client of web:80 (the endpoints' own calls included) loses it, at each address.
     assert!(broken.failures.iter().any(|f| f.kind == FlowKind::Hairpin));
-    assert!(broken
-        .failures
-        .iter()
-        .any(|f| f.kind == FlowKind::PodToService));
+    for via in [
+        " (http) (",
+        " via external IP (",
+        " via load-balancer ingress (",
+    ] {
+        assert!(
+            broken
+                .failures
+                .iter()
+                .any(|f| f.kind == FlowKind::PodToService && f.to.contains(via)),
+            "{via}: {}",
+            describe(&broken)
+        );
+    }
 
     // A deleted slice takes its endpoints along; a ready endpoint again wins.
     let (slices, _) = slice_api(&client, &ns);
