@@ -364,3 +364,146 @@ fn pod_attachment(pod: &Pod, node: &Node) -> Option<Attachment> {
         gateway: Some(nth(cidr, 1)),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svc(v: serde_json::Value) -> Service {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// (address, via, endpoints) of every service port, as strings.
+    fn ports(c: &Cluster) -> Vec<(String, ServiceAddressKind, Vec<String>)> {
+        c.service_ports()
+            .into_iter()
+            .map(|sp| {
+                (
+                    format!("{}/{}", sp.display(), sp.address),
+                    sp.via,
+                    sp.endpoints.iter().map(|e| e.to_string()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_service_port_is_expected_at_each_address_kube_proxy_serves() {
+        use ServiceAddressKind::*;
+        let c = Cluster {
+            services: vec![
+                svc(json!({
+                    "metadata": {"name": "lb", "namespace": "ns"},
+                    "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.5",
+                             "externalIPs": ["203.0.113.1", "fd00::1", "nonsense", "10.96.0.5"],
+                             "ports": [{"name": "http", "port": 80}]},
+                    "status": {"loadBalancer": {"ingress": [
+                        {"ip": "192.0.2.1"}, {"hostname": "lb.example.com"},
+                        {"ip": "192.0.2.2", "ipMode": "Proxy"}, {"ip": "203.0.113.1"}]}}
+                })),
+                svc(json!({"metadata": {"name": "headless", "namespace": "ns"},
+                           "spec": {"clusterIP": "None", "externalIPs": ["203.0.113.9"],
+                                    "ports": [{"port": 80}]}})),
+                svc(json!({"metadata": {"name": "name", "namespace": "ns"},
+                           "spec": {"type": "ExternalName", "externalName": "x.example.com",
+                                    "externalIPs": ["203.0.113.8"], "ports": [{"port": 80}]}})),
+            ],
+            ..Cluster::default()
+        };
+        let got: Vec<(String, ServiceAddressKind)> =
+            ports(&c).into_iter().map(|(a, v, _)| (a, v)).collect();
+        assert_eq!(
+            got,
+            [
+                ("svc/ns/lb:80 (http)/10.96.0.5:80".to_string(), ClusterIp),
+                (
+                    "svc/ns/lb:80 (http) via external IP/203.0.113.1:80".to_string(),
+                    ExternalIp
+                ),
+                (
+                    "svc/ns/lb:80 (http) via load-balancer ingress/192.0.2.1:80".to_string(),
+                    LoadBalancerIngress
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn endpoints_pair_by_port_name_and_protocol_and_only_ready_addresses_count() {
+        let c = Cluster {
+            services: vec![svc(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "spec": {"clusterIP": "10.96.0.5",
+                         "ports": [{"name": "http", "port": 80},
+                                   {"name": "dns", "port": 53, "protocol": "UDP"}]}
+            }))],
+            endpoints: vec![serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "subsets": [
+                    {"addresses": [{"ip": "10.1.0.2"}, {"ip": "10.1.0.1"}],
+                     "notReadyAddresses": [{"ip": "10.1.0.3"}],
+                     "ports": [{"name": "http", "port": 8080},
+                               {"name": "dns", "port": 5353, "protocol": "TCP"}]},
+                    {"addresses": [{"ip": "10.1.0.4"}],
+                     "ports": [{"name": "dns", "port": 5353, "protocol": "UDP"}]}]
+            }))
+            .unwrap()],
+            ..Cluster::default()
+        };
+        let eps: Vec<Vec<String>> = ports(&c).into_iter().map(|(_, _, e)| e).collect();
+        assert_eq!(
+            eps,
+            [
+                vec!["10.1.0.1:8080", "10.1.0.2:8080"],
+                vec!["10.1.0.4:5353"]
+            ]
+        );
+    }
+
+    #[test]
+    fn with_slices_the_endpoints_objects_are_not_read() {
+        let mut c = Cluster {
+            services: vec![svc(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "spec": {"clusterIP": "10.96.0.5", "ports": [{"name": "http", "port": 80}]}
+            }))],
+            endpoints: vec![serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "subsets": [{"addresses": [{"ip": "10.1.0.9"}],
+                             "ports": [{"name": "http", "port": 8080}]}]
+            }))
+            .unwrap()],
+            ..Cluster::default()
+        };
+        let slice = |name: &str, eps: serde_json::Value| -> EndpointSlice {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns",
+                             "labels": {"kubernetes.io/service-name": "web"}},
+                "addressType": "IPv4", "endpoints": eps,
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
+            }))
+            .unwrap()
+        };
+        let draining = json!({"ready": false, "serving": true, "terminating": true});
+        c.endpoint_slices = Some(vec![
+            slice(
+                "a",
+                json!([{"addresses": ["10.1.0.1"], "conditions": draining}]),
+            ),
+            slice(
+                "b",
+                json!([{"addresses": ["10.1.0.2"], "conditions": {"ready": false}}]),
+            ),
+        ]);
+        // Nothing ready: the serving terminating endpoint takes the traffic.
+        assert_eq!(ports(&c)[0].2, ["10.1.0.1:8080"]);
+        c.endpoint_slices
+            .as_mut()
+            .unwrap()
+            .push(slice("c", json!([{"addresses": ["10.1.0.3"]}])));
+        assert_eq!(ports(&c)[0].2, ["10.1.0.3:8080"]);
+        c.endpoint_slices = None;
+        assert_eq!(ports(&c)[0].2, ["10.1.0.9:8080"]);
+    }
+}
