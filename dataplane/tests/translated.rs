@@ -724,7 +724,7 @@ mod random_clusters {
     use proptest::prelude::*;
 
     /// A random small cluster: 1–3 nodes, up to 3 pods each, up to 3 Services of up to
-    /// 2 ports whose endpoints are a random subset of the pods.
+    /// 2 ports, some with an external IP, whose endpoints are a random subset of the pods.
     fn arb_cluster() -> impl Strategy<Value = Cluster> {
         (
             proptest::collection::vec(
@@ -734,7 +734,10 @@ mod random_clusters {
                 ),
                 1..=3,
             ),
-            proptest::collection::vec((any::<bool>(), 1usize..=2, any::<u16>()), 0..=3),
+            proptest::collection::vec(
+                (any::<bool>(), 1usize..=2, any::<u16>(), any::<bool>()),
+                0..=3,
+            ),
         )
             .prop_map(|(nodes, services)| {
                 let mut c = Cluster::default();
@@ -756,7 +759,7 @@ mod random_clusters {
                         pod_ips.push(ip);
                     }
                 }
-                for (s, (udp, nports, pick)) in services.iter().enumerate() {
+                for (s, (udp, nports, pick, external)) in services.iter().enumerate() {
                     let name = format!("s{s}");
                     let ports: Vec<(String, i32, &str)> = (0..*nports)
                         .map(|p| {
@@ -771,13 +774,18 @@ mod random_clusters {
                         .iter()
                         .map(|(n, p, pr)| (n.as_str(), *p, *pr))
                         .collect();
-                    c.services.push(service(
+                    let svc = service(
                         "app",
                         &name,
                         &format!("10.96.1.{}", 10 + s),
                         "ClusterIP",
                         &refs,
-                    ));
+                    );
+                    c.services.push(if *external {
+                        with_external_ips(svc, &[&format!("203.0.113.{}", 10 + s)])
+                    } else {
+                        svc
+                    });
                     let chosen: Vec<&str> = pod_ips
                         .iter()
                         .enumerate()
