@@ -7,7 +7,8 @@
 //! endpoints get traffic; terminating endpoints that are still serving get it only when no
 //! endpoint of the port is ready (kube-proxy); a Service may have more than 1,000 endpoints
 //! (the Endpoints API would truncate them). They are checked on the data plane: the
-//! simulator's state traced with the data-plane model, or its DNAT rules.
+//! simulator's state traced with the data-plane model, or its DNAT rules, and `check` reads
+//! the slices for its expectations (and notices a slice endpoint's missing DNAT rule).
 
 mod support;
 
@@ -20,6 +21,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch};
 use kube::api::{PatchParams, PostParams};
 use kube::{Client, ResourceExt};
+use midonet_dataplane::{check, FlowKind, Report};
 use midonet_kube_controllers::config::{Config, RunArgs};
 use midonet_kube_controllers::netcheck::cli::{load, trace_live};
 use midonet_kube_controllers::sim::admin::AdminClient;
@@ -150,6 +152,51 @@ async fn wait_candidates(api: &str, ns: &str, svc: &str, want: &[&str]) {
     }
 }
 
+const WEB_EXTERNAL_IP: &str = "203.0.113.10";
+const WEB_INGRESS_IP: &str = "192.0.2.50";
+
+/// `check` on the live cluster, after asserting that it reads EndpointSlices and expects
+/// `ns/web:80` at `want` at each of its addresses.
+async fn check_live(api: &str, ns: &str, want: &[&str]) -> Report {
+    let cfg = config(api);
+    let kube = midonet_kube_controllers::clients::kube_client(&cfg)
+        .await
+        .unwrap();
+    let backend =
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
+    let live = load(&kube, &backend, &cfg.tenant).await.unwrap();
+    assert!(live.cluster.endpoint_slices.is_some(), "check reads slices");
+    assert!(live.cluster.endpoints.is_empty());
+    let web: Vec<(String, Vec<String>)> = live
+        .cluster
+        .service_ports()
+        .iter()
+        .filter(|sp| sp.namespace == ns && sp.name == "web")
+        .map(|sp| {
+            (
+                sp.address.ip.to_string(),
+                sp.endpoints.iter().map(|e| e.to_string()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(web.len(), 3, "{web:?}");
+    assert_eq!(web[1].0, WEB_EXTERNAL_IP);
+    assert_eq!(web[2].0, WEB_INGRESS_IP);
+    for (_, eps) in &web {
+        assert_eq!(eps, want);
+    }
+    check(&live.topology, &live.cluster, &mut |_, _| {})
+}
+
+fn describe(r: &Report) -> String {
+    r.failures
+        .iter()
+        .map(|f| format!("{:?} {} → {}: {}", f.kind, f.from, f.to, f.problem))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// natTargets `address:port` of the simulator's DNAT rules that use `port`.
 async fn dnat_targets(admin: &AdminClient, port: u64) -> BTreeSet<String> {
     let state = admin.state().await.unwrap();
@@ -175,14 +222,23 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     let client = admin_client().await;
     let host = Uuid::new_v4();
     let (sim, admin) = stack::start_sim(&[("es-node", host)]).await;
-    let controllers = Controllers::start(&control_plane().kubeconfig, &sim, &[]).await;
+    // Drift repair must not undo the break below before `check` sees it.
+    let controllers = Controllers::start(
+        &control_plane().kubeconfig,
+        &sim,
+        &["--verify-period", "1h"],
+    )
+    .await;
     let api = sim.api_url().to_string();
 
     let nodes: Api<Node> = Api::all(client.clone());
     let node: Node = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node", "metadata": {"name": "es-node"},
         "spec": {"podCIDR": "10.244.1.0/24"},
-        "status": {"addresses": [{"type": "InternalIP", "address": "192.168.0.11"}]}
+        // The apiserver's own endpoint (default/kubernetes) is 127.0.0.1: a node address
+        // makes it a workload `check` can verify.
+        "status": {"addresses": [{"type": "InternalIP", "address": "192.168.0.11"},
+                                 {"type": "ExternalIP", "address": "127.0.0.1"}]}
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
@@ -218,8 +274,22 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
         .unwrap();
     }
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    // web is a LoadBalancer Service with an external IP and an ingress IP, as a cloud
+    // controller would report it: pods reach it at all three addresses.
+    let mut web = service("web", 8080);
+    if let Some(spec) = web.spec.as_mut() {
+        spec.type_ = Some("LoadBalancer".into());
+        spec.external_ips = Some(vec![WEB_EXTERNAL_IP.into()]);
+    }
+    services.create(&PostParams::default(), &web).await.unwrap();
     services
-        .create(&PostParams::default(), &service("web", 8080))
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": WEB_INGRESS_IP}]}}}),
+            ),
+        )
         .await
         .unwrap();
 
@@ -240,6 +310,11 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     .await;
     wait_converged(&client, &admin, "two slices").await;
     wait_candidates(&api, &ns, "web", &["p1", "p2"]).await;
+    // The exact state follows the slices (there are no Endpoints objects to follow), and
+    // so does `check`: web:80 is expected at the merged slices' ready endpoints.
+    stack::wait_exact(&client, &admin, "two slices", Duration::from_secs(60)).await;
+    let report = check_live(&api, &ns, &["10.244.1.11:8080", "10.244.1.12:8080"]).await;
+    assert!(report.passed(), "{}", describe(&report));
 
     // No endpoint ready any more: the serving terminating ones take the traffic.
     put_slice(
@@ -262,6 +337,56 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     .await;
     wait_converged(&client, &admin, "only terminating endpoints").await;
     wait_candidates(&api, &ns, "web", &["p1", "p3"]).await;
+    stack::wait_exact(&client, &admin, "only terminating", Duration::from_secs(60)).await;
+    let report = check_live(&api, &ns, &["10.244.1.11:8080", "10.244.1.13:8080"]).await;
+    assert!(report.passed(), "{}", describe(&report));
+
+    // Break it: delete the DNAT rule of web's generation behind the controllers' back.
+    // `check` must notice, on web:80 and nothing else.
+    let state = admin.state().await.unwrap();
+    let dnat: Vec<String> = state
+        .entries_of(Kind::Rule)
+        .into_iter()
+        .filter(|r| r.body.get("type").and_then(|t| t.as_str()) == Some("dnat"))
+        .filter(|r| {
+            r.body["natTargets"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["addressFrom"] == "10.244.1.13"))
+        })
+        .map(|r| r.path.clone())
+        .collect();
+    assert_eq!(dnat.len(), 1, "{dnat:?}");
+    let cfg = config(&api);
+    let backend =
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
+    backend.delete_path(Kind::Rule, &dnat[0]).await.unwrap();
+    let broken = check_live(&api, &ns, &["10.244.1.11:8080", "10.244.1.13:8080"]).await;
+    assert!(!broken.passed());
+    let web = format!("svc/{ns}/web:80");
+    for f in &broken.failures {
+        assert!(
+            matches!(f.kind, FlowKind::PodToService | FlowKind::Hairpin) && f.to.starts_with(&web),
+            "unexpected failure: {}",
+            describe(&broken)
+        );
+    }
+    // Every client of web:80 (the endpoints' own calls included) loses it, at each address.
+    assert!(broken.failures.iter().any(|f| f.kind == FlowKind::Hairpin));
+    for via in [
+        " (http) (",
+        " via external IP (",
+        " via load-balancer ingress (",
+    ] {
+        assert!(
+            broken
+                .failures
+                .iter()
+                .any(|f| f.kind == FlowKind::PodToService && f.to.contains(via)),
+            "{via}: {}",
+            describe(&broken)
+        );
+    }
 
     // A deleted slice takes its endpoints along; a ready endpoint again wins.
     let (slices, _) = slice_api(&client, &ns);

@@ -5,6 +5,7 @@ use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ListParams};
 use midonet_dataplane::{
     check, trace, Cluster, Probe, Protocol, Report, RuleOrder, Topology, Trace, Verdict,
@@ -14,6 +15,7 @@ use super::{backend::read_topology, resolve, Destination, Owners, Source, Target
 use crate::backend::{BackendClient, BackendError};
 use crate::config::Config;
 use crate::crd::Translation;
+use crate::translate::slices::{discover, EndpointSliceV1Beta1, EndpointsSource};
 
 /// `--protocol`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -116,8 +118,9 @@ where
         .map_err(|source| NetcheckError::Kube { what, source })
 }
 
-/// Reads the cluster (nodes, pods, Services, Endpoints, Translations) and the tenant's
-/// topology, and builds the model.
+/// Reads the cluster (nodes, pods, Services, the endpoints from EndpointSlices or Endpoints
+/// as API discovery picks them, Translations) and the tenant's topology, and builds the
+/// model.
 pub async fn load(
     kube: &kube::Client,
     backend: &BackendClient,
@@ -131,11 +134,34 @@ pub async fn load(
             source,
         })?
         .items;
+    // The controllers read endpoints from the source discovery picks; so does the check.
+    let source = discover(kube).await.map_err(|source| NetcheckError::Kube {
+        what: "the discovery.k8s.io API group",
+        source,
+    })?;
+    let (endpoints, endpoint_slices) = match source {
+        EndpointsSource::SlicesV1 => (
+            Vec::new(),
+            Some(list_all::<EndpointSlice>(kube, "endpointslices").await?),
+        ),
+        EndpointsSource::SlicesV1Beta1 => (
+            Vec::new(),
+            Some(
+                list_all::<EndpointSliceV1Beta1>(kube, "endpointslices")
+                    .await?
+                    .into_iter()
+                    .map(EndpointSlice::from)
+                    .collect(),
+            ),
+        ),
+        EndpointsSource::Endpoints => (list_all::<Endpoints>(kube, "endpoints").await?, None),
+    };
     let cluster = Cluster {
         nodes,
         pods: list_all::<Pod>(kube, "pods").await?,
         services: list_all::<Service>(kube, "services").await?,
-        endpoints: list_all::<Endpoints>(kube, "endpoints").await?,
+        endpoints,
+        endpoint_slices,
     };
     let translations = list_all::<Translation>(kube, "translations").await?;
     let resources = read_topology(backend, tenant).await?;

@@ -127,6 +127,18 @@ impl k8s_openapi::Metadata for EndpointSliceV1Beta1 {
     }
 }
 
+impl From<EndpointSliceV1Beta1> for EndpointSlice {
+    /// The v1 slice with the fields read here (see [`EndpointSliceV1Beta1`]).
+    fn from(s: EndpointSliceV1Beta1) -> EndpointSlice {
+        EndpointSlice {
+            metadata: s.metadata,
+            address_type: s.address_type,
+            endpoints: s.endpoints,
+            ports: s.ports,
+        }
+    }
+}
+
 /// An EndpointSlice of either version.
 pub trait Slice:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
@@ -269,5 +281,8 @@ mod tests {
         assert_eq!(a.translations.len(), 2);
         assert_eq!(a, b);
         assert_eq!(service_of(&beta), Some(ObjectRef::new("web").within("ns")));
+        let converted = EndpointSlice::from(beta);
+        let c = translate_with_slices(&cfg, &svc, [SliceView::from(&converted)]);
+        assert_eq!(a, c);
     }
 }

@@ -64,6 +64,8 @@ pub mod reason {
     pub const INVALID_ENDPOINT_ADDRESS: &str = "InvalidEndpointAddress";
     /// IPv6 where MidoNet's REST API only takes IPv4.
     pub const UNSUPPORTED_IP_FAMILY: &str = "UnsupportedIPFamily";
+    /// An external IP or load-balancer ingress IP that is not an IP address.
+    pub const INVALID_SERVICE_IP: &str = "InvalidServiceIP";
 }
 
 impl TranslationWarning {
