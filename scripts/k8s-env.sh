@@ -2,7 +2,8 @@
 # A real local Kubernetes control plane on loopback for tests, the benchmark and the demo:
 # etcd + kube-apiserver + kube-controller-manager (garbage collection, namespaces).
 #
-#   k8s-env.sh start DIR [--watch-pid PID]   start one; state, logs and kubeconfigs go in DIR
+#   k8s-env.sh start DIR [--watch-pid PID] [--endpointslices]
+#                                            start one; state, logs and kubeconfigs go in DIR
 #   k8s-env.sh stop DIR                      stop the processes started in DIR (by their PIDs)
 #   k8s-env.sh restart-apiserver DIR         stop and start kube-apiserver only (chaos tests)
 #   k8s-env.sh stop-controller-manager DIR   stop kube-controller-manager only (no garbage
@@ -10,6 +11,11 @@
 #   k8s-env.sh provision                     only build/cache the binaries
 #
 # `start` prints DIR/env, a file of `export` lines: KUBECONFIG (admin), MIDONETKUBE_TEST_*.
+# Endpoints: by default the apiserver does not serve discovery.k8s.io (EndpointSlices), so the
+# controllers read Endpoints, which most tests write by hand (nothing here mirrors them into
+# slices). With --endpointslices it serves discovery.k8s.io/v1beta1 (v1.20 has no v1) with
+# the EndpointSliceTerminatingCondition feature, without which it drops the `serving` and
+# `terminating` conditions; the controllers then read slices (tests/endpointslices.rs).
 # With --watch-pid, a watchdog stops everything once that process is gone, so a test binary
 # that fails, panics or is killed never leaves a control plane behind.
 set -euo pipefail
@@ -100,6 +106,7 @@ start_apiserver() { # dir
     --endpoint-reconciler-type=none \
     --disable-admission-plugins=ServiceAccount \
     --cert-dir="$d/pki" \
+    ${API_EXTRA:+"$API_EXTRA"} \
     >"$d/kube-apiserver.log" 2>&1 &
   echo $! >"$d/kube-apiserver.pid"
 }
@@ -124,14 +131,15 @@ wait_ready() { # dir
 }
 
 cmd_start() {
-  local d="" watch=""
+  local d="" watch="" api_extra="--runtime-config=discovery.k8s.io/v1beta1=false"
   while [ $# -gt 0 ]; do
     case $1 in
       --watch-pid) watch=$2; shift 2 ;;
+      --endpointslices) api_extra="--feature-gates=EndpointSliceTerminatingCondition=true"; shift ;;
       *) d=$1; shift ;;
     esac
   done
-  [ -n "$d" ] || { log "usage: start DIR [--watch-pid PID]"; exit 2; }
+  [ -n "$d" ] || { log "usage: start DIR [--watch-pid PID] [--endpointslices]"; exit 2; }
   BIN=$("$HERE/provision-k8s.sh" | tail -n1)
   mkdir -p "$d"; d=$(cd "$d" && pwd)
   make_certs "$d"
@@ -139,6 +147,7 @@ cmd_start() {
 ETCD_PORT=$(free_port)
 ETCD_PEER_PORT=$(free_port)
 API_PORT=$(free_port)
+API_EXTRA=$api_extra
 EOF
   # shellcheck disable=SC1091
   . "$d/ports"
@@ -208,5 +217,5 @@ case "${1:-}" in
   stop) shift; cmd_stop "$@" ;;
   restart-apiserver) shift; cmd_restart_apiserver "$@" ;;
   provision) "$HERE/provision-k8s.sh" ;;
-  *) echo "usage: $0 start DIR [--watch-pid PID] | stop DIR | restart-apiserver DIR | stop-controller-manager DIR | provision" >&2; exit 2 ;;
+  *) echo "usage: $0 start DIR [--watch-pid PID] [--endpointslices] | stop DIR | restart-apiserver DIR | stop-controller-manager DIR | provision" >&2; exit 2 ;;
 esac

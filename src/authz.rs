@@ -230,7 +230,7 @@ impl Authz {
     /// since the last line.
     fn due(&self, denial: &Denial, now: Instant) -> Option<u64> {
         let key = (denial.verb.clone(), denial.resource.clone());
-        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let mut logged = crate::locks::lock(&self.logged);
         match logged.get_mut(&key) {
             Some(last) if now.duration_since(last.at) < LOG_PERIOD => {
                 last.repeats += 1;

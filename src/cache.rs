@@ -18,6 +18,7 @@ use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::authz::Authz;
+use crate::retry::RetryPolicy;
 
 /// A cache of `K` and the stream of its applied objects (for `Controller::for_stream`).
 /// `synced(true)` runs each time the initial (or a re-)list has been stored, `synced(false)`
@@ -87,58 +88,14 @@ where
             }
             Ok(_) => {}
         })
-        .backoff(WatchBackoff::default())
+        .backoff(WATCH_RETRY.backoff())
 }
 
 /// Retry delays of a failed list/watch: 0.5 s doubling to at most 5 s (±20 % jitter), reset
 /// by a successful event. kube-runtime's default grows to 30 s, which after an apiserver
 /// restart of a few seconds left the watches down for up to half a minute more; a list or
 /// watch costs the apiserver little, so retrying every 5 s at worst is cheap.
-#[derive(Clone, Debug)]
-pub struct WatchBackoff {
-    next: std::time::Duration,
-}
-
-impl WatchBackoff {
-    const FIRST: std::time::Duration = std::time::Duration::from_millis(500);
-    const MAX: std::time::Duration = std::time::Duration::from_secs(5);
-}
-
-impl Default for WatchBackoff {
-    fn default() -> Self {
-        WatchBackoff { next: Self::FIRST }
-    }
-}
-
-impl Iterator for WatchBackoff {
-    type Item = std::time::Duration;
-
-    fn next(&mut self) -> Option<std::time::Duration> {
-        let delay = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        Some(delay.mul_f64(rand::random::<f64>() * 0.4 + 0.8))
-    }
-}
-
-impl kube::runtime::utils::Backoff for WatchBackoff {
-    fn reset(&mut self) {
-        self.next = Self::FIRST;
-    }
-}
-
-#[cfg(test)]
-mod backoff_tests {
-    use super::WatchBackoff;
-    use kube::runtime::utils::Backoff;
-    use std::time::Duration;
-
-    #[test]
-    fn doubles_to_five_seconds_and_resets() {
-        let mut b = WatchBackoff::default();
-        let delays: Vec<Duration> = b.by_ref().take(6).collect();
-        assert!(delays[0] >= Duration::from_millis(400) && delays[0] <= Duration::from_millis(600));
-        assert!(delays[5] >= Duration::from_secs(4) && delays[5] <= Duration::from_secs(6));
-        b.reset();
-        assert!(b.next().is_some_and(|d| d <= Duration::from_millis(600)));
-    }
-}
+pub const WATCH_RETRY: RetryPolicy = RetryPolicy::new(
+    std::time::Duration::from_millis(500),
+    std::time::Duration::from_secs(5),
+);

@@ -15,16 +15,68 @@ use std::time::Duration;
 use clap::Args;
 use url::Url;
 
-/// Controllers `--controllers` accepts.
-pub const CONTROLLERS: [&str; 7] = [
-    "node",
-    "pod",
-    "service",
-    "endpoints",
-    "networkpolicy",
-    "pusher",
-    "nodeannotator",
-];
+/// The controllers `--controllers` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Controller {
+    /// Translates Nodes.
+    Node,
+    /// Translates Pods.
+    Pod,
+    /// Translates Services.
+    Service,
+    /// Translates Services' endpoints.
+    Endpoints,
+    /// Translates NetworkPolicies.
+    NetworkPolicy,
+    /// Pushes Translations to the backend.
+    Pusher,
+    /// Annotates Nodes with their MidoNet host ID.
+    NodeAnnotator,
+}
+
+impl Controller {
+    pub const ALL: [Controller; 7] = [
+        Controller::Node,
+        Controller::Pod,
+        Controller::Service,
+        Controller::Endpoints,
+        Controller::NetworkPolicy,
+        Controller::Pusher,
+        Controller::NodeAnnotator,
+    ];
+
+    /// The name `--controllers` and the logs use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Controller::Node => "node",
+            Controller::Pod => "pod",
+            Controller::Service => "service",
+            Controller::Endpoints => "endpoints",
+            Controller::NetworkPolicy => "networkpolicy",
+            Controller::Pusher => "pusher",
+            Controller::NodeAnnotator => "nodeannotator",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Controller> {
+        Controller::ALL.into_iter().find(|c| c.name() == name)
+    }
+
+    /// Talks to the backend (the others only to Kubernetes).
+    pub fn needs_backend(self) -> bool {
+        matches!(self, Controller::Pusher | Controller::NodeAnnotator)
+    }
+
+    fn all_names() -> String {
+        Controller::ALL.map(Controller::name).join(", ")
+    }
+}
+
+impl fmt::Display for Controller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 #[derive(Args, Clone)]
 pub struct RunArgs {
@@ -144,7 +196,7 @@ pub struct RunArgs {
 pub struct Config {
     pub log_level: String,
     pub log_json: bool,
-    pub controllers: Vec<String>,
+    pub controllers: Vec<Controller>,
     pub kubeconfig: Option<PathBuf>,
     pub midonet_api: Url,
     pub username: String,
@@ -327,23 +379,23 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr, String> {
 }
 
 /// Parses the controller list; an unknown name lists the valid ones.
-pub fn parse_controllers(s: &str) -> Result<Vec<String>, String> {
+pub fn parse_controllers(s: &str) -> Result<Vec<Controller>, String> {
     let mut out = Vec::new();
     for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        if !CONTROLLERS.contains(&name) {
+        let Some(controller) = Controller::from_name(name) else {
             return Err(format!(
                 "unknown controller {name:?}; valid controllers: {}",
-                CONTROLLERS.join(", ")
+                Controller::all_names()
             ));
-        }
-        if !out.iter().any(|o| o == name) {
-            out.push(name.to_string());
+        };
+        if !out.contains(&controller) {
+            out.push(controller);
         }
     }
     if out.is_empty() {
         return Err(format!(
             "no controller enabled; valid controllers: {}",
-            CONTROLLERS.join(", ")
+            Controller::all_names()
         ));
     }
     Ok(out)
@@ -406,7 +458,7 @@ impl RunArgs {
             "MIDONETKUBE_CONTROLLERS"
         };
         let controllers = with_legacy(self.controllers, legacy_controllers, env, &mut deprecated)
-            .unwrap_or_else(|| CONTROLLERS.join(","));
+            .unwrap_or_else(|| Controller::ALL.map(Controller::name).join(","));
         let log_json = match self.log_format.as_str() {
             "text" => false,
             "json" => true,
@@ -588,13 +640,13 @@ impl RunArgs {
 }
 
 impl Config {
-    pub fn enabled(&self, controller: &str) -> bool {
-        self.controllers.iter().any(|c| c == controller)
+    pub fn enabled(&self, controller: Controller) -> bool {
+        self.controllers.contains(&controller)
     }
 
     /// True when a controller that talks to the backend is enabled.
     pub fn needs_backend(&self) -> bool {
-        self.enabled("pusher") || self.enabled("nodeannotator")
+        self.controllers.iter().any(|c| c.needs_backend())
     }
 }
 
@@ -676,7 +728,10 @@ mod tests {
         assert_eq!(c.username, "alice");
         assert_eq!(c.password.expose(), "s3cret-pw");
         assert_eq!(c.project, "project-a");
-        assert_eq!(c.controllers, ["pusher", "nodeannotator"]);
+        assert_eq!(
+            c.controllers,
+            [Controller::Pusher, Controller::NodeAnnotator]
+        );
         assert_eq!(
             c.deprecated,
             LEGACY_ENV.map(DeprecatedUse::Used).to_vec(),

@@ -73,7 +73,7 @@ impl Health {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, bool>> {
         // A poisoned lock only means a panic elsewhere while holding it; the map is still
         // consistent (single inserts), so keep serving.
-        self.checks.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.checks)
     }
 }
 
@@ -274,7 +274,7 @@ impl Liveness {
 
     fn lock(&self) -> MutexGuard<'_, LivenessState> {
         // Every update is a single field change; a panic elsewhere leaves it consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.state)
     }
 }
 

@@ -25,12 +25,17 @@ use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
+use crate::locks::lock;
+use crate::retry::RetryPolicy;
 
 /// The controller's name, as in `--controllers`.
 pub const CONTROLLER: &str = "nodeannotator";
 pub const READY_CHECK: &str = "nodeannotator-cache";
 pub const HOST_NOT_FOUND: &str = "MidoNetHostNotFound";
 pub const BACKEND_ERROR: &str = "MidoNetHostLookupFailed";
+
+/// A Host is registered when its agent starts: a second, doubling to a minute.
+const RETRY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60));
 
 pub struct AnnotatorContext {
     pub kube: Client,
@@ -57,18 +62,14 @@ impl AnnotatorContext {
     }
 
     fn failed(&self, node: &str) -> Duration {
-        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = lock(&self.failures);
         let n = f.entry(node.to_string()).or_default();
         *n = n.saturating_add(1);
-        let secs = 1u64 << (*n - 1).min(6);
-        Duration::from_secs(secs.min(60))
+        RETRY.delay(*n)
     }
 
     fn succeeded(&self, node: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(node);
+        lock(&self.failures).remove(node);
     }
 }
 

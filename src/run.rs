@@ -4,32 +4,33 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use prometheus::{IntGauge, Registry};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::authz::{Attempt, Authz};
-use crate::backend::{BackendClient, BackendConfig};
-use crate::config::Config;
+use crate::backend::BackendClient;
+use crate::clients::{backend_client, kube_client, ClientError};
+use crate::config::{Config, Controller};
 use crate::events::EventPublisher;
 use crate::health::Health;
 use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
 use crate::translate::kinds::{EndpointsKind, NodeKind, PodKind, ServiceKind};
+use crate::translate::run as translate;
+use crate::translate::slices::{EndpointSliceV1Beta1, EndpointsSource, ServiceSlicesKind};
 use crate::translate::{RunnerConfig, Shared, TranslatorMetrics};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// How long in-flight work may take after SIGTERM before the process exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("Kubernetes client configuration: {0}")]
-    KubeConfig(String),
-    #[error("MidoNet client: {0}")]
-    Backend(#[from] crate::backend::BackendError),
+    #[error(transparent)]
+    Client(#[from] ClientError),
     #[error("metrics: {0}")]
     Metrics(#[from] prometheus::Error),
     #[error("cannot serve the metrics address: {0}")]
@@ -68,46 +69,6 @@ pub fn init_logging(level: &str, json: bool) {
     } else {
         builder.try_init()
     };
-}
-
-/// The Kubernetes client: the configured kubeconfig, else in-cluster, else ~/.kube/config.
-pub async fn kube_client(cfg: &Config) -> Result<Client, RunError> {
-    let config = match &cfg.kubeconfig {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-                .await
-                .map_err(|e| RunError::KubeConfig(format!("{}: {e}", path.display())))?
-        }
-        None => match kube::Config::incluster() {
-            Ok(c) => c,
-            Err(_) => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
-                .await
-                .map_err(|e| {
-                    RunError::KubeConfig(format!(
-                        "not in a cluster and no usable ~/.kube/config: {e}"
-                    ))
-                })?,
-        },
-    };
-    Client::try_from(config).map_err(|e| RunError::KubeConfig(e.to_string()))
-}
-
-/// The MidoNet API client per the configuration, its metrics registered in `registry`.
-pub fn backend_client(cfg: &Config, registry: &Registry) -> Result<BackendClient, RunError> {
-    Ok(BackendClient::new(
-        BackendConfig {
-            url: cfg.midonet_api.clone(),
-            username: cfg.username.clone(),
-            password: crate::backend::Secret::new(cfg.password.expose().to_string()),
-            project: cfg.project.clone(),
-            ca_file: cfg.ca_file.clone(),
-            timeout: cfg.backend_timeout,
-            retry_max_elapsed: Duration::from_secs(30),
-        },
-        registry,
-    )?)
 }
 
 /// A background task that must not outlive the run (an embedded run returns while its
@@ -286,14 +247,16 @@ async fn start_controllers(
         let stop = stop.clone();
         async move { stop.cancelled().await }
     };
-    let translators: Vec<&str> = ["node", "pod", "service", "endpoints", "networkpolicy"]
-        .into_iter()
-        .filter(|k| cfg.enabled(k))
+    let translators: Vec<Controller> = cfg
+        .controllers
+        .iter()
+        .copied()
+        .filter(|c| !c.needs_backend())
         .collect();
     // One Translation informer for the translators and the pusher (see crate::informer).
     let mut informer = TranslationInformer::new(kube.clone(), authz.clone(), health.clone());
     let events = EventPublisher::start(kube.clone(), authz.clone(), cfg.event_limits, registry)?;
-    let pusher = match (cfg.enabled("pusher"), backend.clone()) {
+    let pusher = match (cfg.enabled(Controller::Pusher), backend.clone()) {
         (true, Some(backend)) => Some(PusherContext::new(
             kube.clone(),
             backend,
@@ -343,7 +306,7 @@ async fn start_controllers(
         }
         None => {}
     }
-    if let (true, Some(backend)) = (cfg.enabled("nodeannotator"), backend.clone()) {
+    if let (true, Some(backend)) = (cfg.enabled(Controller::NodeAnnotator), backend.clone()) {
         let ctx = Arc::new(crate::nodeannotator::AnnotatorContext::new(
             kube.clone(),
             backend,
@@ -386,16 +349,73 @@ async fn start_controllers(
             _ = stop.cancelled() => return Ok(tasks),
         }
         tasks.spawn(globals.run(runner.resync, shutdown()));
+        // Without the endpoints controller the Service controller translates Services only.
+        let source = if translators.contains(&Controller::Endpoints) {
+            match endpoints_source(&kube, stop).await {
+                Some(source) => source,
+                None => return Ok(tasks),
+            }
+        } else {
+            EndpointsSource::Endpoints
+        };
         for kind in translators {
             let (s, r, h, down) = (shared.clone(), runner.clone(), health.clone(), shutdown());
             match kind {
-                "node" => tasks.spawn(crate::translate::run::<NodeKind>(s, r, h, down)),
-                "pod" => tasks.spawn(crate::translate::run::<PodKind>(s, r, h, down)),
-                "service" => tasks.spawn(crate::translate::run::<ServiceKind>(s, r, h, down)),
-                "networkpolicy" => tasks.spawn(crate::translate::netpol::run(s, r, h, down)),
-                _ => tasks.spawn(crate::translate::run::<EndpointsKind>(s, r, h, down)),
+                Controller::Node => tasks.spawn(translate::<NodeKind>(s, r, h, down)),
+                Controller::Pod => tasks.spawn(translate::<PodKind>(s, r, h, down)),
+                // With EndpointSlices, the Service controller translates the endpoints too
+                // (see crate::translate::slices).
+                Controller::Service => match source {
+                    EndpointsSource::SlicesV1 => {
+                        tasks.spawn(translate::<ServiceSlicesKind<EndpointSlice>>(s, r, h, down))
+                    }
+                    EndpointsSource::SlicesV1Beta1 => {
+                        tasks.spawn(translate::<ServiceSlicesKind<EndpointSliceV1Beta1>>(
+                            s, r, h, down,
+                        ))
+                    }
+                    EndpointsSource::Endpoints => {
+                        tasks.spawn(translate::<ServiceKind>(s, r, h, down))
+                    }
+                },
+                Controller::Endpoints if source != EndpointsSource::Endpoints => {
+                    if !cfg.enabled(Controller::Service) {
+                        tracing::warn!(
+                            "endpoints come from EndpointSlices, which the service controller translates; it is not enabled, so no endpoints are translated"
+                        );
+                    }
+                    continue;
+                }
+                Controller::Endpoints => tasks.spawn(translate::<EndpointsKind>(s, r, h, down)),
+                Controller::NetworkPolicy => {
+                    tasks.spawn(crate::translate::netpol::run(s, r, h, down))
+                }
+                // Started above.
+                Controller::Pusher | Controller::NodeAnnotator => continue,
             };
         }
     }
     Ok(tasks)
+}
+
+/// Where endpoints are read from, by API discovery; retried until it answers. `None` once
+/// stopped.
+async fn endpoints_source(kube: &Client, stop: &CancellationToken) -> Option<EndpointsSource> {
+    let mut delay = std::time::Duration::from_millis(500);
+    loop {
+        match crate::translate::slices::discover(kube).await {
+            Ok(source) => {
+                tracing::info!(%source, "endpoints are read from {source}");
+                return Some(source);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "API discovery failed; retrying");
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.cancelled() => return None,
+        }
+        delay = (delay * 2).min(std::time::Duration::from_secs(10));
+    }
 }

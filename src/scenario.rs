@@ -3,6 +3,12 @@
 //! nodeannotator is needed), Pods spread over the Nodes, ClusterIP Services with their
 //! Endpoints, in a few namespaces. Only the objects: creating them is the caller's business
 //! ([`api_in_namespace_of`] helps).
+//!
+//! Pods get an address in their node's pod CIDR as a kubelet and the CNI plugin would give
+//! them: `status.podIP` ([`Scenario::pod_status`], written through the status subresource
+//! after the create, since a create drops the status) and, for every other pod, the
+//! `midonet.org/mac-address` annotation (the others' MAC is learned by the bridge). The
+//! Endpoints list pod addresses, so `check` can verify every Service against workloads.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +19,11 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::{Api, Client};
-use midonet_translators::meta::{HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION};
+use std::net::Ipv4Addr;
+
+use midonet_translators::meta::{
+    HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION,
+};
 use uuid::Uuid;
 
 /// For namespaced objects: an `Api` in each object's own namespace (`default` if unset).
@@ -129,14 +139,51 @@ impl Scenario {
         format!("pod-{i}")
     }
 
+    /// The node index of pod `i`.
+    fn pod_node(&self, i: usize) -> usize {
+        i % self.scale.nodes.max(1)
+    }
+
+    /// The address of pod `i`: in its node's pod CIDR (see [`Scenario::node`]), from `.10`
+    /// on in the order of the pods on that node (wrapping after 244 pods on one node).
+    pub fn pod_ip(&self, i: usize) -> Ipv4Addr {
+        let n = self.pod_node(i);
+        let k = i / self.scale.nodes.max(1);
+        Ipv4Addr::new(
+            10,
+            u8::try_from(100 + n / 256).unwrap_or(u8::MAX),
+            (n % 256) as u8,
+            10 + (k % 244) as u8,
+        )
+    }
+
+    /// The MAC the CNI plugin annotates pod `i` with: every even pod has one, derived from
+    /// its address; the odd ones have none.
+    pub fn pod_mac(&self, i: usize) -> Option<String> {
+        let [a, b, c, d] = self.pod_ip(i).octets();
+        (i % 2 == 0).then(|| format!("0a:58:{a:02x}:{b:02x}:{c:02x}:{d:02x}"))
+    }
+
+    /// The status a kubelet writes for pod `i` once it runs: a merge patch for the status
+    /// subresource.
+    pub fn pod_status(&self, i: usize) -> serde_json::Value {
+        let ip = self.pod_ip(i).to_string();
+        serde_json::json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}})
+    }
+
     /// Pod `i` on node `i mod nodes`.
     pub fn pod(&self, i: usize) -> Pod {
-        let node = match self.hosts.get(i % self.hosts.len().max(1)) {
+        let node = match self.hosts.get(self.pod_node(i)) {
             Some((name, _)) => name.clone(),
             None => format!("{}-node-0", self.prefix),
         };
+        let mut metadata = meta(Self::pod_name(i), Some(self.namespace(i)));
+        if let Some(mac) = self.pod_mac(i) {
+            metadata.annotations =
+                Some(BTreeMap::from([(MAC_ADDRESS_ANNOTATION.to_string(), mac)]));
+        }
         Pod {
-            metadata: meta(Self::pod_name(i), Some(self.namespace(i))),
+            metadata,
             spec: Some(PodSpec {
                 node_name: Some(node),
                 containers: vec![Container {
@@ -194,11 +241,20 @@ impl Scenario {
         }
     }
 
-    /// The Endpoints of Service `i`: `endpoints_per_service` addresses, port 8080.
+    /// The Endpoints of Service `i`: `endpoints_per_service` addresses, port 8080: those
+    /// of the pods `i * endpoints_per_service + k` (modulo the pods of the scale, so the
+    /// Services share pods when there are fewer pods than endpoints).
     pub fn endpoints(&self, i: usize) -> Endpoints {
-        let addresses = (0..self.scale.endpoints_per_service)
-            .map(|k| EndpointAddress {
-                ip: format!("10.{}.{}.{}", 200 + i / 250, i % 250, 10 + k % 240),
+        let per = self.scale.endpoints_per_service;
+        let mut ips: Vec<Ipv4Addr> = (0..per)
+            .map(|k| self.pod_ip((i * per + k) % self.scale.pods.max(1)))
+            .collect();
+        ips.sort();
+        ips.dedup();
+        let addresses = ips
+            .into_iter()
+            .map(|ip| EndpointAddress {
+                ip: ip.to_string(),
                 ..EndpointAddress::default()
             })
             .collect();
@@ -246,6 +302,30 @@ mod tests {
         );
         assert_eq!(s.endpoints(1).metadata.name, s.service(1).metadata.name);
         let subsets = s.endpoints(1).subsets.unwrap_or_default();
-        assert_eq!(subsets[0].addresses.as_ref().map(Vec::len), Some(4));
+        let ips: Vec<&str> = subsets[0]
+            .addresses
+            .iter()
+            .flatten()
+            .map(|a| a.ip.as_str())
+            .collect();
+        // Pods 4..8 (3 nodes): 4 and 7 are the second and third on node 1, 5 the second
+        // on node 2, 6 the third on node 0.
+        assert_eq!(
+            ips,
+            vec!["10.100.0.12", "10.100.1.11", "10.100.1.12", "10.100.2.11"]
+        );
+        assert_eq!(s.pod_ip(4).to_string(), "10.100.1.11");
+        assert_eq!(s.pod_mac(4).as_deref(), Some("0a:58:0a:64:01:0b"));
+        assert_eq!(s.pod_mac(5), None);
+        let pod = s.pod(4);
+        assert_eq!(
+            pod.metadata
+                .annotations
+                .unwrap_or_default()
+                .get(MAC_ADDRESS_ANNOTATION)
+                .map(String::as_str),
+            Some("0a:58:0a:64:01:0b")
+        );
+        assert_eq!(s.pod_status(4)["status"]["podIP"], "10.100.1.11");
     }
 }

@@ -407,10 +407,10 @@ pub async fn sweep_loop(
 /// summary on stdout; deletes them with `delete`.
 pub async fn run_cli(cfg: crate::config::Config, delete: bool) -> Result<(), SweepError> {
     let registry = Registry::new();
-    let kube = crate::run::kube_client(&cfg)
+    let kube = crate::clients::kube_client(&cfg)
         .await
         .map_err(|e| SweepError::Setup(e.to_string()))?;
-    let backend = crate::run::backend_client(&cfg, &registry)
+    let backend = crate::clients::backend_client(&cfg, &registry)
         .map_err(|e| SweepError::Setup(e.to_string()))?;
     let orphans = find_orphans(&kube, &backend, &cfg.tenant).await?;
     for o in &orphans {

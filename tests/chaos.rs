@@ -1,7 +1,7 @@
 //! Faults: a backend answering random 500s with added latency, malformed Kubernetes objects
 //! and hand-written malformed Translations applied during the run, and a backend outage
 //! during a burst of deletions. Each ends with an exact comparison of the simulator's state
-//! against what the Translations ask for.
+//! against what the Translations ask for, and with `check` passing on it.
 
 mod support;
 
@@ -9,9 +9,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use midonet_dataplane::FlowKind;
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::sim::admin::Faults;
 use serde_json::json;
+use support::check::assert_check_passes;
+use support::objects::{pod, set_pod_ip};
 use support::stack::{wait_converged, Controllers};
 use support::*;
 use uuid::Uuid;
@@ -60,12 +63,12 @@ async fn converges_through_faults_and_bad_input() {
     let ns = unique_namespace(&client, "chaos").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for i in 0..10 {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("p{i}")},
-            "spec": {"nodeName": "chaos-node", "containers": [{"name": "c", "image": "x"}]}
-        }))
-        .unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let name = format!("p{i}");
+        // No MAC annotation: one Translation per pod, as the outage below counts them.
+        pods.create(&PostParams::default(), &pod(&name, "chaos-node", None))
+            .await
+            .unwrap();
+        set_pod_ip(&pods, &name, &format!("10.250.1.{}", 10 + i)).await;
     }
     let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
         "metadata": {"name": "sctp"},
@@ -110,6 +113,8 @@ async fn converges_through_faults_and_bad_input() {
     assert!(faults_seen > 0, "the fault injection was exercised");
     admin.clear_faults().await.unwrap();
     wait_converged(&client, &admin, "after random 500s").await;
+    let api = sim.api_url().to_string();
+    assert_check_passes(&api, "after random 500s").await;
 
     // Bounded retry rate: with nothing left to do, the backend is left alone.
     admin.reset_requests().await.unwrap();
@@ -169,6 +174,25 @@ async fn converges_through_faults_and_bad_input() {
     )
     .await;
     wait_converged(&client, &admin, "after the outage").await;
+    // A pod created after the outage is wired as if nothing had happened.
+    pods.create(&PostParams::default(), &pod("p10", "chaos-node", None))
+        .await
+        .unwrap();
+    set_pod_ip(&pods, "p10", "10.250.1.20").await;
+    wait_converged(&client, &admin, "a pod after the outage").await;
+    let report = assert_check_passes(&api, "a pod after the outage").await;
+    assert!(
+        report
+            .by_kind
+            .get(&FlowKind::NodeToPod)
+            .is_some_and(|t| t.checked > 0)
+            && report
+                .by_kind
+                .get(&FlowKind::NoEndpoints)
+                .is_some_and(|t| t.checked > 0),
+        "{:?}",
+        report.by_kind
+    );
 
     controllers.stop().await;
     sim.shutdown().await;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use kube::api::Api;
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::Resource;
+use support::check::assert_check_passes;
 use support::child::ChildControllers;
 use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact};
@@ -106,6 +107,7 @@ async fn watches_resume_after_an_apiserver_restart() {
         "the controllers exited during the outage; log: {}",
         log.display()
     );
+    assert_check_passes(sim.api_url().as_str(), "after the apiserver restart").await;
     eprintln!(
         "chaos_apiserver: exactly converged ({:.1}s in all); log: {}",
         t0.elapsed().as_secs_f64(),

@@ -97,6 +97,11 @@ fn expected_cluster_rules() -> BTreeSet<Rule> {
         ),
         ("", &["nodes"], &["patch"]),
         (
+            "discovery.k8s.io",
+            &["endpointslices"],
+            &["get", "list", "watch"],
+        ),
+        (
             "midonet.org",
             &["translations"],
             &[
@@ -508,6 +513,8 @@ async fn deploy_rbac_allows_the_controllers_job_and_nothing_more() {
         ("watch", "", "namespaces", None, None),
         ("list", "networking.k8s.io", "networkpolicies", None, None),
         ("watch", "networking.k8s.io", "networkpolicies", None, None),
+        ("list", "discovery.k8s.io", "endpointslices", None, None),
+        ("watch", "discovery.k8s.io", "endpointslices", None, None),
         ("patch", "", "nodes", None, None),
         ("create", "midonet.org", "translations", None, Some(&ns)),
         ("watch", "midonet.org", "translations", None, None),
@@ -545,6 +552,13 @@ async fn deploy_rbac_allows_the_controllers_job_and_nothing_more() {
         ("delete", "", "nodes", None, None),
         ("patch", "", "pods", None, Some(&ns)),
         ("patch", "", "services", None, Some(&ns)),
+        (
+            "create",
+            "discovery.k8s.io",
+            "endpointslices",
+            None,
+            Some(&ns),
+        ),
         ("list", "", "secrets", None, None),
         ("get", "", "secrets", None, Some(&ns)),
         ("get", "", "configmaps", None, Some(&ns)),

@@ -2,7 +2,8 @@
 //! least-privilege user of `deploy/`: Node → Pod → Service → Endpoints lifecycles, the
 //! nodeannotator, deletion while the controllers are stopped, and a Translation version bump.
 //! Every step ends with an exact comparison of the simulator's state against what the
-//! Translations in the cluster ask for.
+//! Translations in the cluster ask for, and the main ones with `check`: every connection
+//! Kubernetes promises works in the data-plane model of the simulator's state.
 
 mod support;
 
@@ -11,46 +12,16 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use midonet_dataplane::FlowKind;
 use midonet_kube_controllers::crd::Translation;
-use midonet_translators::meta::{HOST_ID_ANNOTATION, VERSION_LABEL};
+use midonet_translators::meta::VERSION_LABEL;
 use midonet_translators::Kind;
 use serde_json::json;
+use support::check::assert_check_passes;
+use support::objects::{endpoints, node_at, pod, service, set_pod_ip, wait_host_ids};
 use support::stack::{wait_converged, Controllers};
 use support::*;
 use uuid::Uuid;
-
-fn node(name: &str, cidr: &str, ip: &str) -> Node {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name},
-        "spec": {"podCIDR": cidr},
-        "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
-    }))
-    .unwrap()
-}
-
-fn pod(name: &str, node: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
-    }))
-    .unwrap()
-}
-
-fn endpoints(name: &str, ips: &[&str]) -> Endpoints {
-    let addresses: Vec<_> = ips.iter().map(|ip| json!({"ip": ip})).collect();
-    let subsets = if ips.is_empty() {
-        json!([])
-    } else {
-        json!([{"addresses": addresses, "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}])
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Endpoints",
-        "metadata": {"name": name}, "subsets": subsets
-    }))
-    .unwrap()
-}
 
 /// natTargets of every DNAT rule in the simulator whose targets use port 8080.
 async fn dnat_targets(admin: &midonet_kube_controllers::sim::admin::AdminClient) -> Vec<String> {
@@ -97,58 +68,64 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     nodes
         .create(
             &PostParams::default(),
-            &node("e2e-node-a", "10.244.1.0/24", "192.168.0.11"),
+            &node_at("e2e-node-a", "10.244.1.0/24", "192.168.0.11"),
         )
         .await
         .unwrap();
     nodes
         .create(
             &PostParams::default(),
-            &node("e2e-node-b", "10.244.2.0/24", "192.168.0.12"),
+            &node_at("e2e-node-b", "10.244.2.0/24", "192.168.0.12"),
         )
         .await
         .unwrap();
-    wait_until(
-        "nodeannotator sets the host id",
-        Duration::from_secs(60),
-        || async {
-            let n = nodes.get("e2e-node-a").await.ok()?;
-            (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host_a.to_string())).then_some(())
-        },
-    )
-    .await;
+    wait_host_ids(&nodes, &[("e2e-node-a", host_a), ("e2e-node-b", host_b)]).await;
 
     let ns = unique_namespace(&client, "e2e").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    for (name, node) in [
-        ("p1", "e2e-node-a"),
-        ("p2", "e2e-node-b"),
-        ("p3", "e2e-node-a"),
+    // The endpoints below are these pods' addresses.
+    for (name, node, ip, mac) in [
+        ("p1", "e2e-node-a", "10.244.1.5", Some("0a:00:00:00:01:05")),
+        ("p2", "e2e-node-b", "10.244.2.5", None),
+        ("p3", "e2e-node-a", "10.244.1.6", None),
     ] {
-        pods.create(&PostParams::default(), &pod(name, node))
+        pods.create(&PostParams::default(), &pod(name, node, mac))
             .await
             .unwrap();
+        set_pod_ip(&pods, name, ip).await;
     }
-    let svc: Service = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "web"},
-        "spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
-    }))
-    .unwrap();
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-    services.create(&PostParams::default(), &svc).await.unwrap();
+    services
+        .create(&PostParams::default(), &service("web"))
+        .await
+        .unwrap();
     let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
     eps.create(&PostParams::default(), &endpoints("web", &["10.244.1.5"]))
         .await
         .unwrap();
     wait_converged(&client, &admin, "initial").await;
+    let api = sim.api_url().to_string();
+    let report = assert_check_passes(&api, "initial").await;
+    for kind in [
+        FlowKind::PodToPod,
+        FlowKind::PodToService,
+        FlowKind::Hairpin,
+        FlowKind::NodeToPod,
+        FlowKind::PodToNode,
+    ] {
+        assert!(
+            report.by_kind.get(&kind).is_some_and(|t| t.checked > 0),
+            "no {kind:?} flow checked: {:?}",
+            report.by_kind
+        );
+    }
 
     // A Node whose host the backend does not know: a Warning event on the (cluster-scoped)
     // Node, and nothing translated for it.
     nodes
         .create(
             &PostParams::default(),
-            &node("e2e-node-unknown", "10.244.9.0/24", "192.168.0.19"),
+            &node_at("e2e-node-unknown", "10.244.9.0/24", "192.168.0.19"),
         )
         .await
         .unwrap();
@@ -229,6 +206,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     })
     .await;
     wait_converged(&client, &admin, "scaled to 3").await;
+    assert_check_passes(&api, "scaled to 3").await;
     wait_until("old generation gone", Duration::from_secs(60), || async {
         trs_here
             .get_opt(&old_generations[0])
@@ -266,6 +244,15 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     })
     .await;
     wait_converged(&client, &admin, "scaled to 0").await;
+    let report = assert_check_passes(&api, "scaled to 0").await;
+    assert!(
+        report
+            .by_kind
+            .get(&FlowKind::NoEndpoints)
+            .is_some_and(|t| t.checked > 0),
+        "{:?}",
+        report.by_kind
+    );
 
     // Pod deleted: garbage collection removes its Translation, the pusher its port.
     let p2_port_count = admin.state().await.unwrap().count(Kind::Port);
@@ -302,6 +289,25 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     .await;
     let controllers = Controllers::start(restricted, &sim, &[]).await;
     wait_converged(&client, &admin, "after offline deletion").await;
+    assert_check_passes(&api, "after offline deletion").await;
+    // Something across nodes for the bump to rebuild: a pod on node b and a Service
+    // balanced over both nodes.
+    pods.create(&PostParams::default(), &pod("p4", "e2e-node-b", None))
+        .await
+        .unwrap();
+    set_pod_ip(&pods, "p4", "10.244.2.6").await;
+    services
+        .create(&PostParams::default(), &service("web2"))
+        .await
+        .unwrap();
+    eps.create(
+        &PostParams::default(),
+        &endpoints("web2", &["10.244.1.5", "10.244.2.6"]),
+    )
+    .await
+    .unwrap();
+    wait_converged(&client, &admin, "before the version bump").await;
+    let before = assert_check_passes(&api, "before the version bump").await;
     let before_bump = admin.state().await.unwrap().translation_paths();
     controllers.stop().await;
 
@@ -320,6 +326,16 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     )
     .await;
     wait_converged(&client, &admin, "after the version bump").await;
+    let after = assert_check_passes(&api, "after the version bump").await;
+    assert_eq!(after.by_kind, before.by_kind);
+    assert!(
+        after
+            .by_kind
+            .get(&FlowKind::Hairpin)
+            .is_some_and(|t| t.checked == 2),
+        "{:?}",
+        after.by_kind
+    );
     let after_bump = admin.state().await.unwrap().translation_paths();
     let kept: Vec<_> = before_bump.intersection(&after_bump).collect();
     assert!(

@@ -14,9 +14,9 @@ use kube::{Client, ResourceExt};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::sim::admin::AdminClient;
-use midonet_translators::meta::HOST_ID_ANNOTATION;
 use midonet_translators::{Kind, Resource, TranslatorConfig};
 use serde_json::json;
+use support::objects::{metric, node_at, pod, wait_host_ids};
 use support::stack::{wait_exact, Controllers};
 use support::*;
 use uuid::Uuid;
@@ -63,20 +63,6 @@ async fn filter_mismatches(client: &Client, admin: &AdminClient) -> Vec<String> 
     out
 }
 
-async fn metric(port: u16, name: &str, filter: impl AsRef<str>) -> f64 {
-    let filter = filter.as_ref();
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// The exact state, and the filter references the exact state does not compare.
 async fn wait_healed(client: &Client, admin: &AdminClient, what: &str) {
     wait_exact(client, admin, what, Duration::from_secs(90)).await;
@@ -103,36 +89,26 @@ async fn service_jumps(admin: &AdminClient) -> usize {
 async fn create_cluster(client: &Client, hosts: &[Uuid]) -> String {
     let nodes: Api<Node> = Api::all(client.clone());
     for (name, cidr, ip) in NODES {
-        let node: Node = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name},
-            "spec": {"podCIDR": cidr},
-            "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
-        }))
-        .unwrap();
-        nodes.create(&PostParams::default(), &node).await.unwrap();
+        nodes
+            .create(&PostParams::default(), &node_at(name, cidr, ip))
+            .await
+            .unwrap();
     }
-    for ((name, _, _), host) in NODES.iter().zip(hosts) {
-        wait_until(
-            "the nodeannotator sets the host id",
-            Duration::from_secs(60),
-            || async {
-                let n = nodes.get(name).await.ok()?;
-                (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
-            },
-        )
-        .await;
-    }
+    let named: Vec<(&str, Uuid)> = NODES
+        .iter()
+        .zip(hosts)
+        .map(|((name, _, _), host)| (*name, *host))
+        .collect();
+    wait_host_ids(&nodes, &named).await;
     let ns = unique_namespace(client, "globals").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for (i, (node, _, _)) in NODES.iter().enumerate() {
-        let pod: Pod = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": format!("web-{i}")},
-            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
-        }))
+        pods.create(
+            &PostParams::default(),
+            &pod(&format!("web-{i}"), node, None),
+        )
+        .await
         .unwrap();
-        pods.create(&PostParams::default(), &pod).await.unwrap();
     }
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), &ns);

@@ -32,6 +32,7 @@ use midonet_translators::meta::{
     FINALIZER, GLOBAL_LABEL, HOST_ID_ANNOTATION, OWNER_UID_LABEL, VERSION_LABEL,
 };
 use serde_json::{json, Value};
+use support::objects::{node_at, pod};
 use support::stack::{exact_state, start_sim, wait_converged, wait_exact, Controllers};
 use support::*;
 use uuid::Uuid;
@@ -73,25 +74,6 @@ spec:
 
 /// The version of the Translations the original leaves behind.
 const ORIGINAL_VERSION: &str = "4";
-
-fn node(name: &str, cidr: &str, ip: &str) -> Node {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name},
-        "spec": {"podCIDR": cidr},
-        "status": {"addresses": [{"type": "InternalIP", "address": ip}]}
-    }))
-    .unwrap()
-}
-
-fn pod(name: &str, node: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
-    }))
-    .unwrap()
-}
 
 fn kubectl_apply(yaml: &str) {
     let mut file = tempfile_in_tmp("crd");
@@ -198,7 +180,7 @@ async fn upgrading_a_live_deployment_of_the_original_controller() {
         ("mig-node-b", "10.244.2.0/24", "192.168.0.12"),
     ] {
         nodes
-            .create(&PostParams::default(), &node(name, cidr, ip))
+            .create(&PostParams::default(), &node_at(name, cidr, ip))
             .await
             .unwrap();
     }
@@ -210,7 +192,7 @@ async fn upgrading_a_live_deployment_of_the_original_controller() {
     let ns = unique_namespace(&client, "migration").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for (name, node) in [("p1", "mig-node-a"), ("p2", "mig-node-b")] {
-        pods.create(&PostParams::default(), &pod(name, node))
+        pods.create(&PostParams::default(), &pod(name, node, None))
             .await
             .unwrap();
     }

@@ -7,91 +7,18 @@
 
 mod support;
 
-use std::time::Duration;
-
-use clap::Parser;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::ResourceExt;
-use midonet_dataplane::{check, FlowKind, Protocol, Report, SocketV4};
-use midonet_kube_controllers::config::{Config, RunArgs};
-use midonet_kube_controllers::netcheck::cli::{load, trace_live, Live};
+use kube::api::{Api, PostParams};
+use midonet_dataplane::{FlowKind, Protocol, SocketV4};
+use midonet_kube_controllers::netcheck::cli::trace_live;
 use midonet_kube_controllers::sim::admin::TraceRequest;
-use midonet_translators::meta::HOST_ID_ANNOTATION;
 use midonet_translators::model::Kind;
 use serde_json::{json, Value};
+use support::check::{assert_check_passes, describe};
+use support::objects::{endpoints, node, node_at, pod, service, set_pod_ip, wait_host_ids};
 use support::stack::{wait_converged, Controllers};
 use support::*;
 use uuid::Uuid;
-
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    run: RunArgs,
-}
-
-fn config(api: &str) -> Config {
-    let kubeconfig = control_plane().kubeconfig.display().to_string();
-    Cli::try_parse_from(["test", "--kubeconfig", &kubeconfig, "--midonet-api", api])
-        .expect("args")
-        .run
-        .validate()
-        .expect("config")
-}
-
-fn node(name: &str, cidr: &str, addresses: Value) -> Node {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name},
-        "spec": {"podCIDR": cidr},
-        "status": {"addresses": addresses}
-    }))
-    .unwrap()
-}
-
-fn pod(name: &str, node: &str, mac: Option<&str>) -> Pod {
-    let annotations = match mac {
-        Some(m) => json!({"midonet.org/mac-address": m}),
-        None => json!({}),
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x"}]}
-    }))
-    .unwrap()
-}
-
-fn service(name: &str) -> Service {
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": name},
-        "spec": {"type": "ClusterIP", "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]}
-    }))
-    .unwrap()
-}
-
-fn endpoints(name: &str, ips: &[&str]) -> Endpoints {
-    let addresses: Vec<_> = ips.iter().map(|ip| json!({"ip": ip})).collect();
-    let subsets = if ips.is_empty() {
-        json!([])
-    } else {
-        json!([{"addresses": addresses, "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}])
-    };
-    serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Endpoints",
-        "metadata": {"name": name}, "subsets": subsets
-    }))
-    .unwrap()
-}
-
-fn describe(r: &Report) -> String {
-    r.failures
-        .iter()
-        .map(|f| format!("{:?} {} -> {}: {}", f.kind, f.from, f.to, f.problem))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// Runs the built binary; answers its exit code, stdout and stderr. Asynchronously: the
 /// simulator answering it runs on this test's runtime.
@@ -134,28 +61,13 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
         node(
             "nc-node-a",
             "10.244.1.0/24",
-            json!([{"type": "InternalIP", "address": "192.168.0.11"},
-                   {"type": "ExternalIP", "address": "127.0.0.1"}]),
+            &[("InternalIP", "192.168.0.11"), ("ExternalIP", "127.0.0.1")],
         ),
-        node(
-            "nc-node-b",
-            "10.244.2.0/24",
-            json!([{"type": "InternalIP", "address": "192.168.0.12"}]),
-        ),
+        node_at("nc-node-b", "10.244.2.0/24", "192.168.0.12"),
     ] {
         nodes.create(&PostParams::default(), &n).await.unwrap();
     }
-    for (name, host) in [("nc-node-a", host_a), ("nc-node-b", host_b)] {
-        wait_until(
-            "nodeannotator sets the host id",
-            Duration::from_secs(60),
-            || async {
-                let n = nodes.get(name).await.ok()?;
-                (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
-            },
-        )
-        .await;
-    }
+    wait_host_ids(&nodes, &[("nc-node-a", host_a), ("nc-node-b", host_b)]).await;
 
     let ns = unique_namespace(&client, "netcheck").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
@@ -168,16 +80,7 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
         pods.create(&PostParams::default(), &pod(name, node, mac))
             .await
             .unwrap();
-        // As a kubelet would.
-        pods.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}),
-            ),
-        )
-        .await
-        .unwrap();
+        set_pod_ip(&pods, name, ip).await;
     }
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
@@ -209,20 +112,7 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
         .expect("web has a cluster IP");
 
     // The library paths: read everything, check, trace.
-    let cfg = config(&api);
-    let kube = midonet_kube_controllers::run::kube_client(&cfg)
-        .await
-        .unwrap();
-    let backend =
-        midonet_kube_controllers::run::backend_client(&cfg, &prometheus::Registry::new()).unwrap();
-    let live: Live = load(&kube, &backend, &cfg.tenant).await.unwrap();
-    assert!(
-        live.topology.problems().is_empty(),
-        "{:?}",
-        live.topology.problems()
-    );
-    let report = check(&live.topology, &live.cluster, &mut |_, _| {});
-    assert!(report.passed(), "{}", describe(&report));
+    let report = assert_check_passes(&api, "the converged cluster").await;
     assert!(report.unplugged.is_empty(), "{:?}", report.unplugged);
     for kind in FlowKind::ALL {
         assert!(
@@ -232,6 +122,7 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
         );
     }
 
+    let live = support::check::live(&api).await;
     let from = format!("pod/{ns}/p2");
     let (t, dest) = trace_live(&live, &from, &format!("svc/{ns}/web:http"), None, 40000).unwrap();
     assert_eq!(dest.address, SocketV4::new(cluster_ip, 80));
@@ -312,6 +203,12 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
         .unwrap()
         .iter()
         .any(|h| h["rule"].is_string() && h["translation"].is_string()));
+    // And some hop is a routing step that names its route (and no rule).
+    assert!(v["forward"]["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|h| h["step"] == "route" && h["route"].is_string() && h.get("rule").is_none()));
     let (code, out, err) = run_binary(
         &api,
         &[
@@ -366,11 +263,14 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
         .map(|e| e.path.clone())
         .collect();
     assert_eq!(jumps.len(), 1, "{jumps:?}");
+    let cfg = support::check::config(&api);
+    let backend =
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
     backend.delete_path(Kind::Rule, &jumps[0]).await.unwrap();
     assert!(!admin.state().await.unwrap().contains(&jumps[0]));
 
-    let live = load(&kube, &backend, &cfg.tenant).await.unwrap();
-    let broken = check(&live.topology, &live.cluster, &mut |_, _| {});
+    let broken = support::check::check(&api).await;
     assert!(!broken.passed());
     let web = format!("svc/{ns}/web:80");
     for f in &broken.failures {

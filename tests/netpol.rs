@@ -46,7 +46,8 @@ async fn delete_peer_accept(admin: &AdminClient, api: &str) {
         .validate()
         .expect("config");
     let backend =
-        midonet_kube_controllers::run::backend_client(&cfg, &prometheus::Registry::new()).unwrap();
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
     let state = admin.state().await.unwrap();
     let accepts: Vec<String> = state
         .entries_of(Kind::Rule)

@@ -10,23 +10,10 @@ use std::time::Duration;
 use kube::api::{Api, ListParams};
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::meta::OWNER_UID_LABEL;
+use support::objects::metric;
 use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact, Controllers};
 use support::*;
-
-/// Sum of the samples of `name` whose labels contain `filter`, from the controllers' metrics.
-async fn metric(port: u16, name: &str, filter: &str) -> f64 {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    text.lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
 
 #[tokio::test]
 async fn translations_of_deleted_objects_go_without_garbage_collection() {

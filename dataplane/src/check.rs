@@ -23,7 +23,7 @@ use uuid::Uuid;
 use crate::cluster::{Cluster, ServicePortRef};
 use crate::packet::{Protocol, SocketV4};
 use crate::topology::{Attachment, BuildProblem, Topology};
-use crate::trace::{trace, Probe, Trace};
+use crate::trace::{trace, Path, Probe, Trace};
 
 /// The source port of every checked connection.
 pub const CLIENT_PORT: u16 = 40000;
@@ -114,6 +114,24 @@ struct Flow {
     protocol: Protocol,
     /// `None`: nothing may receive it. `Some(set)`: exactly these (name, address) do.
     expected: Option<BTreeSet<(String, SocketV4)>>,
+    /// Endpoint addresses no workload owns: a path dropped on its way to one of them
+    /// is not held against the network, since nothing there could have received it.
+    unverifiable: BTreeSet<Ipv4Addr>,
+}
+
+impl Failure {
+    fn new(flow: Flow, problem: String, reached: Vec<String>, trace: Trace) -> Failure {
+        Failure {
+            kind: flow.kind,
+            to: format!("{} ({})", flow.to_name, flow.to),
+            from: flow.from,
+            protocol: flow.protocol,
+            expected: expected_names(&flow.expected),
+            reached,
+            problem,
+            trace,
+        }
+    }
 }
 
 /// Checks the cluster's connectivity on `topo`. `progress(done, total)` is called as
@@ -192,6 +210,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
             to.name.clone(),
             SocketV4::new(ip, POD_PORT),
         )])),
+        unverifiable: BTreeSet::new(),
     };
 
     // Pod to pod: every pod from its own group and from another group, and every pair
@@ -223,14 +242,18 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
     // Pods to Services, and endpoints to their own Service.
     for sp in cluster.service_ports() {
         let mut expected = BTreeSet::new();
+        let mut unverifiable = BTreeSet::new();
         for ep in &sp.endpoints {
             match by_ip.get(&ep.ip) {
                 Some(a) => {
                     expected.insert((a.name.clone(), *ep));
                 }
-                None => report
-                    .unverifiable_endpoints
-                    .push(format!("{} → {ep}", sp.display())),
+                None => {
+                    unverifiable.insert(ep.ip);
+                    report
+                        .unverifiable_endpoints
+                        .push(format!("{} → {ep}", sp.display()));
+                }
             }
         }
         let (kind, expect) = if sp.endpoints.is_empty() {
@@ -239,7 +262,13 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
             (FlowKind::PodToService, Some(expected.clone()))
         };
         for src in &reps {
-            flows.push(service_flow(kind, &src.name, &sp, expect.clone()));
+            flows.push(service_flow(
+                kind,
+                &src.name,
+                &sp,
+                expect.clone(),
+                &unverifiable,
+            ));
         }
         for (name, _) in &expected {
             if name.starts_with("pod/") {
@@ -248,6 +277,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
                     name,
                     &sp,
                     Some(expected.clone()),
+                    &unverifiable,
                 ));
             }
         }
@@ -323,6 +353,7 @@ fn service_flow(
     from: &str,
     sp: &ServicePortRef,
     expected: Option<BTreeSet<(String, SocketV4)>>,
+    unverifiable: &BTreeSet<Ipv4Addr>,
 ) -> Flow {
     Flow {
         kind,
@@ -331,6 +362,7 @@ fn service_flow(
         to_name: sp.display(),
         protocol: sp.protocol,
         expected,
+        unverifiable: unverifiable.clone(),
     }
 }
 
@@ -377,36 +409,42 @@ fn evaluate(topo: &Topology, flow: Flow, report: &mut Report) {
             // The source is not plugged in: reported once in `unplugged`, and every flow
             // from it fails.
             tally.failed += 1;
-            report.failures.push(Failure {
-                kind: flow.kind,
-                from: flow.from,
-                to: format!("{} ({})", flow.to_name, flow.to),
-                protocol: flow.protocol,
-                expected: expected_names(&flow.expected),
-                reached: Vec::new(),
-                problem: e.to_string(),
-                trace: Trace {
-                    from: probe.from,
-                    sent: crate::packet::FlowTuple {
-                        protocol: probe.protocol,
-                        src: SocketV4::new(Ipv4Addr::UNSPECIFIED, CLIENT_PORT),
-                        dst: probe.to,
-                    },
-                    paths: Vec::new(),
-                    truncated: false,
+            let empty = Trace {
+                from: probe.from,
+                sent: crate::packet::FlowTuple {
+                    protocol: probe.protocol,
+                    src: SocketV4::new(Ipv4Addr::UNSPECIFIED, CLIENT_PORT),
+                    dst: probe.to,
                 },
-            });
+                paths: Vec::new(),
+                truncated: false,
+            };
+            report
+                .failures
+                .push(Failure::new(flow, e.to_string(), Vec::new(), empty));
             return;
         }
     };
     let reached: BTreeSet<(String, SocketV4)> = t.candidates().into_iter().collect();
+    // The paths that count: not those dropped on their way to an endpoint no workload
+    // owns.
+    let counted: Vec<&Path> = t
+        .paths
+        .iter()
+        .filter(|p| {
+            p.forward.delivered_to.is_some()
+                || !p
+                    .forward
+                    .dropped_packet
+                    .is_some_and(|d| flow.unverifiable.contains(&d.dst.ip))
+        })
+        .collect();
     let problem = match &flow.expected {
         None => (!reached.is_empty()).then(|| "delivered, but no endpoint is ready".to_string()),
         Some(want) => {
             if &reached != want {
                 Some(if reached.is_empty() {
-                    let why = t
-                        .paths
+                    let why = counted
                         .iter()
                         .find_map(|p| p.forward.drop_reason.clone())
                         .unwrap_or_default();
@@ -414,8 +452,7 @@ fn evaluate(topo: &Topology, flow: Flow, report: &mut Report) {
                 } else {
                     "delivered to other workloads than Kubernetes says".to_string()
                 })
-            } else if let Some(p) = t
-                .paths
+            } else if let Some(p) = counted
                 .iter()
                 .find(|p| p.forward.delivered_to.is_some() && !p.works)
             {
@@ -431,7 +468,7 @@ fn evaluate(topo: &Topology, flow: Flow, report: &mut Report) {
                     }
                     (None, None) => "no reply".to_string(),
                 })
-            } else if t.paths.iter().any(|p| p.forward.delivered_to.is_none()) {
+            } else if counted.iter().any(|p| p.forward.delivered_to.is_none()) {
                 Some("some paths drop the connection".to_string())
             } else {
                 None
@@ -440,16 +477,10 @@ fn evaluate(topo: &Topology, flow: Flow, report: &mut Report) {
     };
     if let Some(problem) = problem {
         tally.failed += 1;
-        report.failures.push(Failure {
-            kind: flow.kind,
-            from: flow.from,
-            to: format!("{} ({})", flow.to_name, flow.to),
-            protocol: flow.protocol,
-            expected: expected_names(&flow.expected),
-            reached: reached.iter().map(|(n, s)| format!("{n} {s}")).collect(),
-            problem,
-            trace: t,
-        });
+        let reached = reached.iter().map(|(n, s)| format!("{n} {s}")).collect();
+        report
+            .failures
+            .push(Failure::new(flow, problem, reached, t));
     }
 }
 

@@ -6,17 +6,32 @@
 //! and (if annotated) `midonet.org/mac-address`, on the node's pod CIDR with the CIDR's
 //! first address as gateway; a node's host stack sits behind `midokube-mido` with the pod
 //! CIDR's second address plus its InternalIP/ExternalIP addresses. The *expectations* are
-//! written from Kubernetes semantics alone (Service, Endpoints, pod IPs), never from
-//! Translations, so a translator that builds the wrong network fails them.
+//! written from Kubernetes semantics alone (Service, Endpoints or EndpointSlices, pod IPs),
+//! never from Translations, so a translator that builds the wrong network fails them.
+//!
+//! A Service port is expected at each of the Service's addresses: the cluster IP, every
+//! `spec.externalIPs` entry and every `status.loadBalancer.ingress[].ip` (kube-proxy's
+//! reading; ingress entries with `ipMode: Proxy` are the load balancer's business). A pod
+//! reaching an external address is what MidoNet serves; traffic from outside the cluster is
+//! not modelled (there is no uplink).
+//!
+//! Which endpoints a port is sent to is decided with the translators' own reading of the
+//! endpoint sources (`midonet_translators::endpoints`: one source-neutral model, the
+//! `ready`/`serving`/`terminating` rule), but the pairing of a service port with endpoint
+//! ports and the resulting addresses are derived here, from the objects.
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use midonet_translators::addr::{parse_cidr, parse_mac};
+use midonet_translators::endpoints::{select, Eligibility, ServiceEndpoints, SliceView};
 use midonet_translators::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
-use midonet_translators::model::{Ipv4Cidr, MacAddr};
+use midonet_translators::model::MacAddr;
 use midonet_translators::naming::{pod_interface_name, NODE_INTERFACE_NAME};
+use midonet_translators::node::SubnetInfo;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -34,6 +49,22 @@ pub struct Cluster {
     /// ([`crate::policy`]).
     pub namespaces: Vec<Namespace>,
     pub network_policies: Vec<NetworkPolicy>,
+    /// `Some` when the cluster's endpoints come from EndpointSlices (the apiserver serves
+    /// them, so the controllers read them): expectations then follow the slices, merged per
+    /// Service, and `endpoints` is not read. `discovery.k8s.io/v1beta1` slices are given in
+    /// the v1 shape (the fields read are the same).
+    pub endpoint_slices: Option<Vec<EndpointSlice>>,
+}
+
+/// Which of a Service's addresses a client uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ServiceAddressKind {
+    ClusterIp,
+    /// A `spec.externalIPs` entry.
+    ExternalIp,
+    /// A `status.loadBalancer.ingress[].ip`.
+    LoadBalancerIngress,
 }
 
 /// A workload name for a pod: `pod/<namespace>/<name>`.
@@ -53,8 +84,10 @@ pub struct ServicePortRef {
     pub name: String,
     pub port_name: String,
     pub protocol: Protocol,
-    /// A cluster IP (or external IP) and the service port.
+    /// One of the Service's addresses and the service port.
     pub address: SocketV4,
+    /// Which kind of address `address` is.
+    pub via: ServiceAddressKind,
     /// The ready endpoints Kubernetes sends this port to: `(ip, target port)`.
     pub endpoints: Vec<SocketV4>,
 }
@@ -66,8 +99,13 @@ impl ServicePortRef {
         } else {
             format!(" ({})", self.port_name)
         };
+        let via = match self.via {
+            ServiceAddressKind::ClusterIp => "",
+            ServiceAddressKind::ExternalIp => " via external IP",
+            ServiceAddressKind::LoadBalancerIngress => " via load-balancer ingress",
+        };
         format!(
-            "svc/{}/{}:{}{port}",
+            "svc/{}/{}:{}{port}{via}",
             self.namespace, self.name, self.address.port
         )
     }
@@ -103,8 +141,8 @@ impl Cluster {
         out
     }
 
-    /// Every port of every Service that has a cluster IP (whatever its type), and the
-    /// ready endpoints Kubernetes sends it to.
+    /// Every port of every Service that has a cluster IP (whatever its type), at each of
+    /// the Service's addresses, and the endpoints Kubernetes sends it to.
     pub fn service_ports(&self) -> Vec<ServicePortRef> {
         let mut out = Vec::new();
         for svc in &self.services {
@@ -127,10 +165,8 @@ impl Cluster {
             let Some(cluster_ip) = cluster_ip else {
                 continue; // headless or IPv6-only: no rules, nothing to check
             };
-            let ep = self.endpoints.iter().find(|e| {
-                e.metadata.namespace.as_deref() == Some(ns)
-                    && e.metadata.name.as_deref() == Some(name)
-            });
+            let addresses = service_addresses(svc, cluster_ip);
+            let se = self.endpoints_of(ns, name);
             for port in spec.ports.iter().flatten() {
                 let Some(protocol) = Protocol::from_name(port.protocol.as_deref().unwrap_or("TCP"))
                 else {
@@ -140,43 +176,91 @@ impl Cluster {
                     continue;
                 };
                 let port_name = port.name.clone().unwrap_or_default();
-                out.push(ServicePortRef {
-                    namespace: ns.to_string(),
-                    name: name.to_string(),
-                    port_name: port_name.clone(),
-                    protocol,
-                    address: SocketV4::new(cluster_ip, service_port),
-                    endpoints: ready_endpoints(ep, &port_name, protocol),
-                });
+                let endpoints = port_endpoints(&se, &port_name, protocol);
+                for (ip, via) in &addresses {
+                    out.push(ServicePortRef {
+                        namespace: ns.to_string(),
+                        name: name.to_string(),
+                        port_name: port_name.clone(),
+                        protocol,
+                        address: SocketV4::new(*ip, service_port),
+                        via: *via,
+                        endpoints: endpoints.clone(),
+                    });
+                }
             }
         }
         out
     }
+
+    /// The endpoints of Service `ns/name` from the source the cluster uses.
+    fn endpoints_of(&self, ns: &str, name: &str) -> ServiceEndpoints {
+        match &self.endpoint_slices {
+            Some(slices) => {
+                ServiceEndpoints::from_slices(ns, name, slices.iter().map(SliceView::from))
+            }
+            None => self
+                .endpoints
+                .iter()
+                .find(|e| {
+                    e.metadata.namespace.as_deref() == Some(ns)
+                        && e.metadata.name.as_deref() == Some(name)
+                })
+                .and_then(ServiceEndpoints::from_endpoints)
+                .unwrap_or_default(),
+        }
+    }
 }
 
-/// Ready addresses of the Endpoints subset port named like the service port (kube-proxy's
-/// pairing: by name and protocol).
-fn ready_endpoints(ep: Option<&Endpoints>, port_name: &str, protocol: Protocol) -> Vec<SocketV4> {
-    let mut out = Vec::new();
-    for subset in ep.and_then(|e| e.subsets.as_ref()).into_iter().flatten() {
-        let Some(port) = subset.ports.iter().flatten().find(|p| {
-            p.name.as_deref().unwrap_or("") == port_name
+/// The addresses a Service is reached at, each once: the cluster IP, the IPv4
+/// `spec.externalIPs`, the IPv4 `status.loadBalancer.ingress[].ip` whose `ipMode` is not
+/// `Proxy` (with `Proxy` the load balancer delivers to the nodes or pods itself).
+fn service_addresses(svc: &Service, cluster_ip: Ipv4Addr) -> Vec<(Ipv4Addr, ServiceAddressKind)> {
+    let external = svc
+        .spec
+        .iter()
+        .flat_map(|s| s.external_ips.iter().flatten())
+        .map(|ip| (ip.as_str(), ServiceAddressKind::ExternalIp));
+    let ingress = svc
+        .status
+        .iter()
+        .flat_map(|s| s.load_balancer.iter())
+        .flat_map(|lb| lb.ingress.iter().flatten())
+        .filter(|i| i.ip_mode.as_deref() != Some("Proxy"))
+        .filter_map(|i| Some((i.ip.as_deref()?, ServiceAddressKind::LoadBalancerIngress)));
+    let mut out = vec![(cluster_ip, ServiceAddressKind::ClusterIp)];
+    for (raw, via) in external.chain(ingress) {
+        if let Ok(ip) = raw.parse::<Ipv4Addr>() {
+            if !out.iter().any(|(seen, _)| *seen == ip) {
+                out.push((ip, via));
+            }
+        }
+    }
+    out
+}
+
+/// The addresses a service port is sent to: of every endpoint group, the port named like
+/// the service port with its protocol (kube-proxy's pairing), at the addresses that get
+/// traffic — the ready ones, or, when none is ready, the serving terminating ones.
+fn port_endpoints(se: &ServiceEndpoints, port_name: &str, protocol: Protocol) -> Vec<SocketV4> {
+    let mut candidates: Vec<(SocketV4, Eligibility)> = Vec::new();
+    for group in &se.groups {
+        let Some(port) = group.ports.iter().find(|p| {
+            p.name == port_name
                 && Protocol::from_name(p.protocol.as_deref().unwrap_or("TCP")) == Some(protocol)
         }) else {
             continue;
         };
-        let Ok(target) = u16::try_from(port.port) else {
+        let Some(target) = u16::try_from(port.port).ok().filter(|p| *p != 0) else {
             continue;
         };
-        for a in subset.addresses.iter().flatten() {
+        for a in &group.addresses {
             if let Ok(ip) = a.ip.parse::<Ipv4Addr>() {
-                out.push(SocketV4::new(ip, target));
+                candidates.push((SocketV4::new(ip, target), a.conditions.eligibility()));
             }
         }
     }
-    out.sort();
-    out.dedup();
-    out
+    select(&candidates).into_iter().collect()
 }
 
 fn host_id(node: &Node) -> Option<Uuid> {
@@ -188,25 +272,15 @@ fn host_id(node: &Node) -> Option<Uuid> {
     Uuid::parse_str(s).ok()
 }
 
-fn pod_cidr(node: &Node) -> Option<Ipv4Cidr> {
+/// The node's pod subnet and the addresses it reserves, chosen as the Node translator
+/// chooses them.
+fn pod_subnet(node: &Node) -> Option<SubnetInfo> {
     let spec = node.spec.as_ref()?;
     spec.pod_cidr
         .as_deref()
         .into_iter()
         .chain(spec.pod_cidrs.iter().flatten().map(String::as_str))
-        .find_map(|s| {
-            let (a, l) = s.split_once('/')?;
-            let addr: Ipv4Addr = a.parse().ok()?;
-            let len: u8 = l.parse().ok()?;
-            let c = Ipv4Cidr::new(addr, len)?;
-            (len <= 30)
-                .then(|| Ipv4Cidr::new(c.network(), len))
-                .flatten()
-        })
-}
-
-fn nth(net: Ipv4Cidr, n: u32) -> Ipv4Addr {
-    Ipv4Addr::from(u32::from(net.network()).wrapping_add(n))
+        .find_map(|s| SubnetInfo::new(parse_cidr(s).ok()?))
 }
 
 /// The MAC a workload uses: its annotation, else a stable locally administered one (the
@@ -214,7 +288,7 @@ fn nth(net: Ipv4Cidr, n: u32) -> Ipv4Addr {
 fn workload_mac(annotations: Option<&BTreeMap<String, String>>, key: &str) -> MacAddr {
     if let Some(m) = annotations
         .and_then(|a| a.get(MAC_ADDRESS_ANNOTATION))
-        .and_then(|s| s.parse::<MacAddr>().ok())
+        .and_then(|s| parse_mac(s))
     {
         return m;
     }
@@ -229,8 +303,8 @@ fn workload_mac(annotations: Option<&BTreeMap<String, String>>, key: &str) -> Ma
 fn node_attachment(node: &Node) -> Option<Attachment> {
     let name = node.metadata.name.as_deref()?;
     let host = host_id(node)?;
-    let cidr = pod_cidr(node)?;
-    let mut ips = vec![nth(cidr, 2)];
+    let subnet = pod_subnet(node)?;
+    let mut ips = vec![subnet.node_ip];
     for a in node
         .status
         .as_ref()
@@ -252,8 +326,8 @@ fn node_attachment(node: &Node) -> Option<Attachment> {
         interface: NODE_INTERFACE_NAME.to_string(),
         mac: workload_mac(node.metadata.annotations.as_ref(), &format!("node/{name}")),
         ips,
-        subnet: Some(cidr),
-        gateway: Some(nth(cidr, 1)),
+        subnet: Some(subnet.subnet),
+        gateway: Some(subnet.gateway),
     })
 }
 
@@ -275,7 +349,7 @@ fn pod_attachment(pod: &Pod, node: &Node) -> Option<Attachment> {
         .chain(status.pod_ips.iter().flatten().map(|p| p.ip.as_str()))
         .find_map(|s| s.parse::<Ipv4Addr>().ok())?;
     let host = host_id(node)?;
-    let cidr = pod_cidr(node)?;
+    let subnet = pod_subnet(node)?;
     let key = format!("{ns}/{name}");
     Some(Attachment {
         name: pod_name(ns, name),
@@ -283,7 +357,150 @@ fn pod_attachment(pod: &Pod, node: &Node) -> Option<Attachment> {
         interface: pod_interface_name(&key),
         mac: workload_mac(pod.metadata.annotations.as_ref(), &key),
         ips: vec![ip],
-        subnet: Some(cidr),
-        gateway: Some(nth(cidr, 1)),
+        subnet: Some(subnet.subnet),
+        gateway: Some(subnet.gateway),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svc(v: serde_json::Value) -> Service {
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// (address, via, endpoints) of every service port, as strings.
+    fn ports(c: &Cluster) -> Vec<(String, ServiceAddressKind, Vec<String>)> {
+        c.service_ports()
+            .into_iter()
+            .map(|sp| {
+                (
+                    format!("{}/{}", sp.display(), sp.address),
+                    sp.via,
+                    sp.endpoints.iter().map(|e| e.to_string()).collect(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_service_port_is_expected_at_each_address_kube_proxy_serves() {
+        use ServiceAddressKind::*;
+        let c = Cluster {
+            services: vec![
+                svc(json!({
+                    "metadata": {"name": "lb", "namespace": "ns"},
+                    "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.5",
+                             "externalIPs": ["203.0.113.1", "fd00::1", "nonsense", "10.96.0.5"],
+                             "ports": [{"name": "http", "port": 80}]},
+                    "status": {"loadBalancer": {"ingress": [
+                        {"ip": "192.0.2.1"}, {"hostname": "lb.example.com"},
+                        {"ip": "192.0.2.2", "ipMode": "Proxy"}, {"ip": "203.0.113.1"}]}}
+                })),
+                svc(json!({"metadata": {"name": "headless", "namespace": "ns"},
+                           "spec": {"clusterIP": "None", "externalIPs": ["203.0.113.9"],
+                                    "ports": [{"port": 80}]}})),
+                svc(json!({"metadata": {"name": "name", "namespace": "ns"},
+                           "spec": {"type": "ExternalName", "externalName": "x.example.com",
+                                    "externalIPs": ["203.0.113.8"], "ports": [{"port": 80}]}})),
+            ],
+            ..Cluster::default()
+        };
+        let got: Vec<(String, ServiceAddressKind)> =
+            ports(&c).into_iter().map(|(a, v, _)| (a, v)).collect();
+        assert_eq!(
+            got,
+            [
+                ("svc/ns/lb:80 (http)/10.96.0.5:80".to_string(), ClusterIp),
+                (
+                    "svc/ns/lb:80 (http) via external IP/203.0.113.1:80".to_string(),
+                    ExternalIp
+                ),
+                (
+                    "svc/ns/lb:80 (http) via load-balancer ingress/192.0.2.1:80".to_string(),
+                    LoadBalancerIngress
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn endpoints_pair_by_port_name_and_protocol_and_only_ready_addresses_count() {
+        let c = Cluster {
+            services: vec![svc(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "spec": {"clusterIP": "10.96.0.5",
+                         "ports": [{"name": "http", "port": 80},
+                                   {"name": "dns", "port": 53, "protocol": "UDP"}]}
+            }))],
+            endpoints: vec![serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "subsets": [
+                    {"addresses": [{"ip": "10.1.0.2"}, {"ip": "10.1.0.1"}],
+                     "notReadyAddresses": [{"ip": "10.1.0.3"}],
+                     "ports": [{"name": "http", "port": 8080},
+                               {"name": "dns", "port": 5353, "protocol": "TCP"}]},
+                    {"addresses": [{"ip": "10.1.0.4"}],
+                     "ports": [{"name": "dns", "port": 5353, "protocol": "UDP"}]}]
+            }))
+            .unwrap()],
+            ..Cluster::default()
+        };
+        let eps: Vec<Vec<String>> = ports(&c).into_iter().map(|(_, _, e)| e).collect();
+        assert_eq!(
+            eps,
+            [
+                vec!["10.1.0.1:8080", "10.1.0.2:8080"],
+                vec!["10.1.0.4:5353"]
+            ]
+        );
+    }
+
+    #[test]
+    fn with_slices_the_endpoints_objects_are_not_read() {
+        let mut c = Cluster {
+            services: vec![svc(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "spec": {"clusterIP": "10.96.0.5", "ports": [{"name": "http", "port": 80}]}
+            }))],
+            endpoints: vec![serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "subsets": [{"addresses": [{"ip": "10.1.0.9"}],
+                             "ports": [{"name": "http", "port": 8080}]}]
+            }))
+            .unwrap()],
+            ..Cluster::default()
+        };
+        let slice = |name: &str, eps: serde_json::Value| -> EndpointSlice {
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns",
+                             "labels": {"kubernetes.io/service-name": "web"}},
+                "addressType": "IPv4", "endpoints": eps,
+                "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
+            }))
+            .unwrap()
+        };
+        let draining = json!({"ready": false, "serving": true, "terminating": true});
+        c.endpoint_slices = Some(vec![
+            slice(
+                "a",
+                json!([{"addresses": ["10.1.0.1"], "conditions": draining}]),
+            ),
+            slice(
+                "b",
+                json!([{"addresses": ["10.1.0.2"], "conditions": {"ready": false}}]),
+            ),
+        ]);
+        // Nothing ready: the serving terminating endpoint takes the traffic.
+        assert_eq!(ports(&c)[0].2, ["10.1.0.1:8080"]);
+        c.endpoint_slices
+            .as_mut()
+            .unwrap()
+            .push(slice("c", json!([{"addresses": ["10.1.0.3"]}])));
+        assert_eq!(ports(&c)[0].2, ["10.1.0.3:8080"]);
+        c.endpoint_slices = None;
+        assert_eq!(ports(&c)[0].2, ["10.1.0.9:8080"]);
+    }
 }

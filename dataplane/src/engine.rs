@@ -32,7 +32,7 @@ use std::net::Ipv4Addr;
 use midonet_translators::model::{
     FlowAction, MacAddr, NatTarget, PortRange, PortType, Route, RouteType, Rule, RuleType,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use crate::packet::{Packet, SocketV4, BROADCAST, ETHERTYPE_IPV4};
@@ -47,7 +47,7 @@ const MAX_JUMP_DEPTH: u32 = 16;
 const MAX_RANGE_ADDRESSES: u32 = 64;
 
 /// What happened at one step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
     PortIngress,
@@ -65,16 +65,20 @@ pub enum Step {
 }
 
 /// One step of a trace.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hop {
     pub step: Step,
     /// The port, bridge or router the step happened at.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<Uuid>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chain: Option<Uuid>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The rule that matched (or rewrote the packet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Uuid>,
+    /// The route a routing step took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Uuid>,
     pub detail: String,
     /// The packet after the step: `proto src -> dst`.
     pub packet: String,
@@ -89,9 +93,8 @@ pub enum End {
         attachment: String,
         packet: Packet,
     },
-    Dropped {
-        reason: String,
-    },
+    /// `packet` is the packet as it was when dropped (after every NAT on the way).
+    Dropped { reason: String, packet: Packet },
 }
 
 /// The random choices of one walk (NAT targets, ECMP routes): a script to follow and the
@@ -178,6 +181,7 @@ impl<'a> Walk<'a> {
             device,
             chain: None,
             rule: None,
+            route: None,
             detail: detail.into(),
             packet: self.pkt.tuple().to_string(),
         });
@@ -189,6 +193,7 @@ impl<'a> Walk<'a> {
             device: Some(self.current_device),
             chain: Some(chain),
             rule,
+            route: None,
             detail,
             packet: self.pkt.tuple().to_string(),
         });
@@ -197,7 +202,10 @@ impl<'a> Walk<'a> {
     fn drop(&mut self, device: Option<Uuid>, reason: impl Into<String>) -> End {
         let reason = reason.into();
         self.hop(Step::Dropped, device, reason.clone());
-        End::Dropped { reason }
+        End::Dropped {
+            reason,
+            packet: self.pkt,
+        }
     }
 
     /// Sends the packet into the virtual network through `port`.
@@ -433,7 +441,8 @@ impl<'a> Walk<'a> {
             step: Step::Route,
             device: Some(id),
             chain: None,
-            rule: Some(route.id),
+            rule: None,
+            route: Some(route.id),
             detail: format!("route {what}"),
             packet: self.pkt.tuple().to_string(),
         });

@@ -4,7 +4,7 @@
 
 use std::net::Ipv4Addr;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::engine::{Choices, End, Hop, Walk};
 use crate::packet::{FlowTuple, Packet, Protocol, SocketV4};
@@ -37,7 +37,7 @@ pub enum TraceError {
 }
 
 /// The verdict of one leg.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Delivered,
@@ -45,36 +45,39 @@ pub enum Verdict {
 }
 
 /// One direction of one path.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Leg {
     pub verdict: Verdict,
     /// The workload that received it.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_to: Option<String>,
     /// The packet as received (after every NAT on the way).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub received: Option<FlowTuple>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_reason: Option<String>,
+    /// The packet as it was when dropped (after every NAT on the way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_packet: Option<FlowTuple>,
     pub hops: Vec<Hop>,
 }
 
 /// One path a connection can take: the forward leg and, if it was delivered, the reply.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Path {
     pub forward: Leg,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<Leg>,
     /// True when the forward packet was delivered and its reply reached the client from
     /// the address the client sent to: the connection works.
     pub works: bool,
     /// The source address the client sees on the reply.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_sees: Option<SocketV4>,
 }
 
 /// Every path of a connection.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Trace {
     pub from: String,
     pub sent: FlowTuple,
@@ -204,6 +207,7 @@ fn send(
                 delivered_to: None,
                 received: None,
                 drop_reason: Some(reason),
+                dropped_packet: Some(tuple),
                 hops: Vec::new(),
             },
             None,
@@ -249,17 +253,19 @@ fn send(
                     delivered_to: Some(attachment),
                     received: Some(packet.tuple()),
                     drop_reason: None,
+                    dropped_packet: None,
                     hops,
                 },
                 server.map(|s| (s, packet.tuple())),
             )
         }
-        End::Dropped { reason } => (
+        End::Dropped { reason, packet } => (
             Leg {
                 verdict: Verdict::Dropped,
                 delivered_to: None,
                 received: None,
                 drop_reason: Some(reason),
+                dropped_packet: Some(packet.tuple()),
                 hops,
             },
             None,

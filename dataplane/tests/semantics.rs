@@ -3,7 +3,9 @@
 
 use std::net::Ipv4Addr;
 
-use midonet_dataplane::{trace, Attachment, Probe, Protocol, RuleOrder, SocketV4, Topology, Trace};
+use midonet_dataplane::{
+    trace, Attachment, Hop, Probe, Protocol, RuleOrder, SocketV4, Step, Topology, Trace,
+};
 use midonet_translators::model::{
     Bridge, Chain, FlowAction, HostInterfacePort, MacAddr, NatTarget, Port, PortLink, PortRange,
     Resource, Route, RouteType, Router, Rule, RuleType,
@@ -192,6 +194,32 @@ fn router_routes_between_bridges_by_longest_prefix() {
     let t = net.tcp("a", "10.0.2.10", 80);
     assert!(!t.delivered());
     assert!(reason(&t).contains("black-hole"), "{}", reason(&t));
+}
+
+#[test]
+fn a_routing_step_names_its_route_and_a_trace_reads_back_from_json() {
+    let net = Net::new();
+    let t = net.tcp("a", "10.0.2.10", 80);
+    let forward = &t.paths[0].forward;
+    let routed: Vec<&Hop> = forward
+        .hops
+        .iter()
+        .filter(|h| h.step == Step::Route)
+        .collect();
+    assert_eq!(routed.len(), 1, "{forward:#?}");
+    assert_eq!(routed[0].route, Some(id(ROUTE2)));
+    assert_eq!(routed[0].rule, None);
+    let json = serde_json::to_value(routed[0]).unwrap();
+    assert_eq!(json["route"], id(ROUTE2).to_string());
+    assert!(json.get("rule").is_none(), "{json}");
+    // The reply is routed by the other route.
+    let reply = t.paths[0].reply.as_ref().unwrap();
+    assert!(reply
+        .hops
+        .iter()
+        .any(|h| h.step == Step::Route && h.route == Some(id(ROUTE1))));
+    let back: Trace = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+    assert_eq!(back, t);
 }
 
 #[test]

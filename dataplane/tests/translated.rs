@@ -6,15 +6,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Node, NodeAddress, NodeSpec,
-    NodeStatus, Pod, PodSpec, PodStatus, Service, ServicePort, ServiceSpec,
+    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, LoadBalancerIngress,
+    LoadBalancerStatus, Node, NodeAddress, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus, Service,
+    ServicePort, ServiceSpec, ServiceStatus,
 };
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use midonet_dataplane::cluster::ServiceAddressKind;
 use midonet_dataplane::{check, Cluster, FlowKind, Report, RuleOrder, Topology};
 use midonet_translators::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
 use midonet_translators::model::{Resource, RuleType};
-use midonet_translators::{DesiredTranslation, TranslatorConfig};
+use midonet_translators::{DesiredTranslation, SliceView, TranslatorConfig};
 use uuid::Uuid;
 
 fn meta(ns: Option<&str>, name: &str, annotations: &[(&str, String)]) -> ObjectMeta {
@@ -127,8 +130,10 @@ fn endpoints(ns: &str, name: &str, ips: &[&str], ports: &[(&str, i32, &str)]) ->
 }
 
 /// Two nodes, four pods (one without a MAC annotation), a load-balanced Service on two
-/// nodes, the apiserver's Service on a node address, a Service without endpoints, and a
-/// NodePort and a LoadBalancer Service (pods use their cluster IPs too).
+/// nodes, the apiserver's Service on a node address, a Service without endpoints, a
+/// NodePort Service, a LoadBalancer Service with ingress IPs (one in `Proxy` mode, which
+/// the load balancer serves itself) and a Service with external IPs: pods use the cluster
+/// IPs, the external IPs and the VIP-mode ingress IP.
 fn cluster() -> Cluster {
     Cluster {
         namespaces: Vec::new(),
@@ -169,12 +174,25 @@ fn cluster() -> Cluster {
                 "NodePort",
                 &[("http", 80, "TCP")],
             ),
-            service(
-                "app",
-                "lb",
-                "10.96.0.13",
-                "LoadBalancer",
-                &[("http", 80, "TCP")],
+            with_ingress(
+                service(
+                    "app",
+                    "lb",
+                    "10.96.0.13",
+                    "LoadBalancer",
+                    &[("http", 80, "TCP")],
+                ),
+                &[("192.0.2.50", None), ("192.0.2.51", Some("Proxy"))],
+            ),
+            with_external_ips(
+                service(
+                    "app",
+                    "ext",
+                    "10.96.0.14",
+                    "ClusterIP",
+                    &[("http", 80, "TCP"), ("dns", 53, "UDP")],
+                ),
+                &["203.0.113.10", "198.51.100.7"],
             ),
         ],
         endpoints: vec![
@@ -198,8 +216,42 @@ fn cluster() -> Cluster {
                 &["10.1.1.11", "10.1.2.11"],
                 &[("http", 80, "TCP")],
             ),
+            endpoints(
+                "app",
+                "ext",
+                &["10.1.1.10", "10.1.2.11"],
+                &[("http", 80, "TCP"), ("dns", 53, "UDP")],
+            ),
         ],
+        endpoint_slices: None,
     }
+}
+
+fn with_external_ips(mut s: Service, ips: &[&str]) -> Service {
+    if let Some(spec) = s.spec.as_mut() {
+        spec.external_ips = Some(ips.iter().map(|ip| ip.to_string()).collect());
+    }
+    s
+}
+
+/// `status.loadBalancer.ingress`: (ip, ipMode).
+fn with_ingress(mut s: Service, ingress: &[(&str, Option<&str>)]) -> Service {
+    s.status = Some(ServiceStatus {
+        load_balancer: Some(LoadBalancerStatus {
+            ingress: Some(
+                ingress
+                    .iter()
+                    .map(|(ip, mode)| LoadBalancerIngress {
+                        ip: Some(ip.to_string()),
+                        ip_mode: mode.map(str::to_string),
+                        ..LoadBalancerIngress::default()
+                    })
+                    .collect(),
+            ),
+        }),
+        ..ServiceStatus::default()
+    });
+    s
 }
 
 /// The Translations of the cluster, in the order the controllers push them.
@@ -225,11 +277,23 @@ fn translate(c: &Cluster) -> Vec<DesiredTranslation> {
     for s in &c.services {
         out.extend(midonet_translators::service(&cfg, s).translations);
     }
-    for e in &c.endpoints {
-        let svc = c.services.iter().find(|s| {
-            s.metadata.name == e.metadata.name && s.metadata.namespace == e.metadata.namespace
-        });
-        out.extend(midonet_translators::endpoints(&cfg, e, svc).translations);
+    match &c.endpoint_slices {
+        // With slices the Service controller translates the endpoints.
+        Some(slices) => {
+            for s in &c.services {
+                let views = slices.iter().map(SliceView::from);
+                out.extend(midonet_translators::endpoint_slices(&cfg, s, views).translations);
+            }
+        }
+        None => {
+            for e in &c.endpoints {
+                let svc = c.services.iter().find(|s| {
+                    s.metadata.name == e.metadata.name
+                        && s.metadata.namespace == e.metadata.namespace
+                });
+                out.extend(midonet_translators::endpoints(&cfg, e, svc).translations);
+            }
+        }
     }
     out
 }
@@ -433,12 +497,320 @@ fn deleting_one_service_jump_breaks_exactly_that_service_port() {
     assert!(expected > failed.len());
 }
 
+/// Removes the KUBE-SERVICES jump for `ip:port`; exactly one must exist.
+fn without_jump_to(mut res: Vec<Resource>, ip: &str, port: u16) -> Vec<Resource> {
+    let ip: std::net::Ipv4Addr = ip.parse().unwrap();
+    let hit = |r: &Resource| matches!(r, Resource::Rule(x) if x.rule_type == RuleType::Jump && x.nw_dst_address == Some(ip) && x.tp_dst.as_ref().and_then(|p| p.start) == Some(port));
+    let before = res.len();
+    res.retain(|r| !hit(r));
+    assert_eq!(res.len(), before - 1, "one jump to {ip}:{port}");
+    res
+}
+
+#[test]
+fn a_service_is_expected_at_its_external_and_vip_ingress_ips_like_at_its_cluster_ip() {
+    let c = cluster();
+    let got: BTreeSet<(String, String, Vec<String>)> = c
+        .service_ports()
+        .iter()
+        .filter(|sp| sp.name == "lb" || sp.name == "ext")
+        .map(|sp| {
+            (
+                sp.display(),
+                sp.address.to_string(),
+                sp.endpoints.iter().map(|e| e.to_string()).collect(),
+            )
+        })
+        .collect();
+    let lb = || vec!["10.1.1.11:80".to_string(), "10.1.2.11:80".to_string()];
+    let ext = |p: u16| vec![format!("10.1.1.10:{p}"), format!("10.1.2.11:{p}")];
+    let row = |d: &str, a: &str, e: Vec<String>| (d.to_string(), a.to_string(), e);
+    // The Proxy-mode ingress IP 192.0.2.51 is the load balancer's, not a service address.
+    let want = BTreeSet::from([
+        row("svc/app/lb:80 (http)", "10.96.0.13:80", lb()),
+        row(
+            "svc/app/lb:80 (http) via load-balancer ingress",
+            "192.0.2.50:80",
+            lb(),
+        ),
+        row("svc/app/ext:80 (http)", "10.96.0.14:80", ext(80)),
+        row(
+            "svc/app/ext:80 (http) via external IP",
+            "203.0.113.10:80",
+            ext(80),
+        ),
+        row(
+            "svc/app/ext:80 (http) via external IP",
+            "198.51.100.7:80",
+            ext(80),
+        ),
+        row("svc/app/ext:53 (dns)", "10.96.0.14:53", ext(53)),
+        row(
+            "svc/app/ext:53 (dns) via external IP",
+            "203.0.113.10:53",
+            ext(53),
+        ),
+        row(
+            "svc/app/ext:53 (dns) via external IP",
+            "198.51.100.7:53",
+            ext(53),
+        ),
+    ]);
+    assert_eq!(got, want);
+}
+
+#[test]
+fn dropping_the_jump_of_one_external_or_ingress_ip_breaks_exactly_that_address() {
+    let c = cluster();
+    for (ip, port, name) in [
+        ("203.0.113.10", 80, "svc/app/ext:80 (http) via external IP"),
+        ("198.51.100.7", 53, "svc/app/ext:53 (dns) via external IP"),
+        (
+            "192.0.2.50",
+            80,
+            "svc/app/lb:80 (http) via load-balancer ingress",
+        ),
+    ] {
+        let res = without_jump_to(resources(&translate(&c)), ip, port);
+        let report = run(&c, res);
+        let failed = failures(&report);
+        let to = format!("{name} ({ip}:{port})");
+        // Every client, the endpoints themselves (hairpin) included, loses that address.
+        assert!(
+            failed
+                .iter()
+                .any(|(k, _, t)| *k == FlowKind::PodToService && *t == to),
+            "{ip}: {failed:#?}"
+        );
+        assert!(
+            failed
+                .iter()
+                .any(|(k, _, t)| *k == FlowKind::Hairpin && *t == to),
+            "{ip}: {failed:#?}"
+        );
+        for (kind, from, t) in &failed {
+            assert_eq!(t, &to, "{kind:?} {from}");
+        }
+    }
+}
+
+/// An EndpointSlice of Service `service` in `app`: endpoints (address, ready, serving,
+/// terminating) on port `http` 80/TCP.
+fn slice(name: &str, service: &str, eps: &[(&str, bool, bool, bool)]) -> EndpointSlice {
+    serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "namespace": "app",
+                     "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "endpoints": eps.iter().map(|(ip, r, s, t)| serde_json::json!({
+            "addresses": [ip], "conditions": {"ready": r, "serving": s, "terminating": t}})).collect::<Vec<_>>(),
+        "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]
+    }))
+    .unwrap()
+}
+
+/// `cluster()` whose controllers read EndpointSlices: `web:80` has two slices, merged, one
+/// with a draining endpoint that gets nothing while others are ready; `lb:80` has only
+/// a draining endpoint (serving, terminating), which kube-proxy falls back to, and a
+/// not-serving one. The Endpoints objects stay (and disagree about `lb`): they are not read.
+fn sliced_cluster() -> Cluster {
+    let mut c = cluster();
+    c.endpoint_slices = Some(vec![
+        slice("web-a", "web", &[("10.1.1.10", true, true, false)]),
+        slice(
+            "web-b",
+            "web",
+            &[
+                ("10.1.2.10", true, true, false),
+                ("10.1.1.11", false, true, true),
+            ],
+        ),
+        slice(
+            "lb-a",
+            "lb",
+            &[
+                ("10.1.2.11", false, true, true),
+                ("10.1.1.11", false, false, true),
+            ],
+        ),
+    ]);
+    c
+}
+
+#[test]
+fn a_cluster_on_endpoint_slices_is_checked_against_its_merged_slices() {
+    let c = sliced_cluster();
+    let by_port: BTreeMap<String, Vec<String>> = c
+        .service_ports()
+        .iter()
+        .filter(|sp| sp.via == ServiceAddressKind::ClusterIp)
+        .map(|sp| {
+            (
+                sp.display(),
+                sp.endpoints.iter().map(|e| e.to_string()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_port["svc/app/web:80 (http)"],
+        ["10.1.1.10:80", "10.1.2.10:80"]
+    );
+    assert_eq!(by_port["svc/app/lb:80 (http)"], ["10.1.2.11:80"]);
+    // No slice of web's dns port nor of ext: nothing to send them to.
+    assert!(by_port["svc/app/web:53 (dns)"].is_empty());
+    assert!(by_port["svc/app/ext:80 (http)"].is_empty());
+
+    let trs = translate(&c);
+    let report = run(&c, resources(&trs));
+    assert!(report.passed(), "{:#?}", failures(&report));
+    assert!(every(FlowKind::Hairpin, &report) > 0);
+
+    // The same network judged by the Endpoints objects fails where they disagree with the
+    // slices (lb's Endpoints list two ready endpoints, the slices one draining one; the
+    // Services without slices have Endpoints), and only on Service flows.
+    let mut by_endpoints = c.clone();
+    by_endpoints.endpoint_slices = None;
+    let failed = failures(&run(&by_endpoints, resources(&trs)));
+    assert!(
+        failed.iter().all(|(_, _, to)| to.starts_with("svc/")),
+        "{failed:#?}"
+    );
+    assert!(failed
+        .iter()
+        .any(|(_, _, to)| to.starts_with("svc/app/lb:80")));
+
+    // Dropping the DNAT rule of lb's generation (the slice's endpoint) breaks lb:80, at the
+    // cluster IP and the ingress IP, and nothing else.
+    let generation = trs
+        .iter()
+        .find(|t| t.name.starts_with("endpoints-port.") && t.name.contains("lb-http"))
+        .expect("generation of lb/http");
+    let dnat = generation
+        .resources
+        .iter()
+        .find_map(|e| match Resource::from_entry(e).ok()? {
+            Resource::Rule(r) if r.rule_type == RuleType::Dnat => Some(r.id),
+            _ => None,
+        })
+        .expect("DNAT rule");
+    let mut res = resources(&trs);
+    let chain = res
+        .iter()
+        .find_map(|r| match r {
+            Resource::Rule(x) if x.id == dnat => Some(x.parent),
+            _ => None,
+        })
+        .expect("DNAT rule pushed");
+    res.retain(|r| !matches!(r, Resource::Rule(x) if x.id == dnat));
+    // As if it had been deleted once pushed: the rules after it move up one place.
+    for r in &mut res {
+        if let Resource::Rule(x) = r {
+            if x.parent == chain {
+                x.position = x.position.map(|p| p - 1);
+            }
+        }
+    }
+    let failed = failures(&run(&c, res));
+    assert!(failed
+        .iter()
+        .any(|(_, _, to)| to.contains("via load-balancer ingress")));
+    assert!(failed
+        .iter()
+        .any(|(_, _, to)| to == "svc/app/lb:80 (http) (10.96.0.13:80)"));
+    for (kind, from, to) in &failed {
+        assert!(to.starts_with("svc/app/lb:80"), "{kind:?} {from} → {to}");
+    }
+}
+
+/// Endpoints Kubernetes lists at addresses no pod or node has (an external backend
+/// behind a selector-less Service, a pod gone from the node): nothing there can receive,
+/// so the paths to them are skipped and the addresses listed; the flows to the
+/// addresses workloads own are still checked.
+fn cluster_with_foreign_endpoints() -> Cluster {
+    let mut c = cluster();
+    c.services.push(service(
+        "app",
+        "mixed",
+        "10.96.0.20",
+        "ClusterIP",
+        &[("http", 80, "TCP")],
+    ));
+    c.services.push(service(
+        "app",
+        "external",
+        "10.96.0.21",
+        "ClusterIP",
+        &[("http", 80, "TCP")],
+    ));
+    // One pod, one address outside the cluster, one unused address in a pod CIDR.
+    c.endpoints.push(endpoints(
+        "app",
+        "mixed",
+        &["10.1.1.10", "172.16.0.5", "10.1.2.99"],
+        &[("http", 80, "TCP")],
+    ));
+    c.endpoints.push(endpoints(
+        "app",
+        "external",
+        &["172.16.0.6"],
+        &[("http", 80, "TCP")],
+    ));
+    c
+}
+
+#[test]
+fn endpoints_no_workload_owns_are_listed_and_skipped() {
+    let c = cluster_with_foreign_endpoints();
+    let report = run(&c, resources(&translate(&c)));
+    let failed = failures(&report);
+    assert!(report.passed(), "{failed:#?}");
+    assert_eq!(
+        report.unverifiable_endpoints,
+        vec![
+            "svc/app/mixed:80 (http) → 10.1.2.99:80".to_string(),
+            "svc/app/mixed:80 (http) → 172.16.0.5:80".to_string(),
+            "svc/app/external:80 (http) → 172.16.0.6:80".to_string(),
+        ]
+    );
+    // Breaking either Service is still noticed: the packet then drops before any NAT,
+    // on its way to the cluster IP, which is not a foreign endpoint.
+    for ip in ["10.96.0.20", "10.96.0.21"] {
+        let mut res = resources(&translate(&c));
+        let jump = |r: &Resource| matches!(r, Resource::Rule(x) if x.rule_type == RuleType::Jump && x.nw_dst_address == Some(ip.parse().unwrap()));
+        let before = res.len();
+        res.retain(|r| !jump(r));
+        assert_eq!(res.len(), before - 1);
+        let report = run(&c, res);
+        let failed = failures(&report);
+        assert!(!failed.is_empty(), "{ip}: the deleted jump went unnoticed");
+        let svc = if ip.ends_with(".20") {
+            "mixed"
+        } else {
+            "external"
+        };
+        for (kind, _, to) in &failed {
+            assert!(
+                to.starts_with(&format!("svc/app/{svc}:80")),
+                "{kind:?} {to}"
+            );
+        }
+        // The pod endpoint of `mixed` is still checked, calling its own Service too.
+        if svc == "mixed" {
+            assert!(
+                failed
+                    .iter()
+                    .any(|(k, from, _)| *k == FlowKind::Hairpin && from == "pod/app/a1"),
+                "{failed:#?}"
+            );
+        }
+    }
+}
+
 mod random_clusters {
     use super::*;
     use proptest::prelude::*;
 
     /// A random small cluster: 1–3 nodes, up to 3 pods each, up to 3 Services of up to
-    /// 2 ports whose endpoints are a random subset of the pods.
+    /// 2 ports, some with an external IP, whose endpoints are a random subset of the pods.
     fn arb_cluster() -> impl Strategy<Value = Cluster> {
         (
             proptest::collection::vec(
@@ -448,7 +820,10 @@ mod random_clusters {
                 ),
                 1..=3,
             ),
-            proptest::collection::vec((any::<bool>(), 1usize..=2, any::<u16>()), 0..=3),
+            proptest::collection::vec(
+                (any::<bool>(), 1usize..=2, any::<u16>(), any::<bool>()),
+                0..=3,
+            ),
         )
             .prop_map(|(nodes, services)| {
                 let mut c = Cluster::default();
@@ -470,7 +845,7 @@ mod random_clusters {
                         pod_ips.push(ip);
                     }
                 }
-                for (s, (udp, nports, pick)) in services.iter().enumerate() {
+                for (s, (udp, nports, pick, external)) in services.iter().enumerate() {
                     let name = format!("s{s}");
                     let ports: Vec<(String, i32, &str)> = (0..*nports)
                         .map(|p| {
@@ -485,13 +860,18 @@ mod random_clusters {
                         .iter()
                         .map(|(n, p, pr)| (n.as_str(), *p, *pr))
                         .collect();
-                    c.services.push(service(
+                    let svc = service(
                         "app",
                         &name,
                         &format!("10.96.1.{}", 10 + s),
                         "ClusterIP",
                         &refs,
-                    ));
+                    );
+                    c.services.push(if *external {
+                        with_external_ips(svc, &[&format!("203.0.113.{}", 10 + s)])
+                    } else {
+                        svc
+                    });
                     let chosen: Vec<&str> = pod_ips
                         .iter()
                         .enumerate()

@@ -4,13 +4,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-use backoff::ExponentialBackoffBuilder;
 use reqwest::{Method, StatusCode};
 use serde::Deserialize;
 
 use super::error::BackendError;
 use super::metrics::ClientMetrics;
 use super::{BackendConfig, Secret};
+use crate::retry::RetryPolicy;
 
 const AUTH_TOKEN_HEADER: &str = "X-Auth-Token";
 const AUTH_PROJECT_HEADER: &str = "X-Auth-Project";
@@ -311,15 +311,12 @@ impl Transport {
     /// Sends with exponential backoff on transport errors and 5xx answers.
     async fn send_with_retry(&self, call: &Call<'_>, login: bool) -> Result<Reply, BackendError> {
         let max = self.retry_max_elapsed;
-        let backoff = ExponentialBackoffBuilder::new()
-            .with_initial_interval(
-                (max / 20).clamp(Duration::from_millis(10), Duration::from_millis(200)),
-            )
-            .with_max_interval(Duration::from_secs(5))
-            .with_multiplier(2.0)
-            .with_randomization_factor(0.5)
-            .with_max_elapsed_time(Some(max))
-            .build();
+        let backoff = RetryPolicy {
+            first: (max / 20).clamp(Duration::from_millis(10), Duration::from_millis(200)),
+            max: Duration::from_secs(5),
+            jitter: 0.5,
+        }
+        .exponential(max);
         let operation = || async {
             match self.send_once(call, login).await {
                 Attempt::Answer(reply) if self.is_transient(call, reply.status) => {

@@ -2,9 +2,10 @@
 //! the backend, run the model, print. Exit codes are decided by `main`.
 
 use std::io::{IsTerminal, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, ListParams};
 use midonet_dataplane::{
@@ -15,6 +16,7 @@ use super::{backend::read_topology, resolve, Destination, Owners, Source, Target
 use crate::backend::{BackendClient, BackendError};
 use crate::config::Config;
 use crate::crd::Translation;
+use crate::translate::slices::{discover, EndpointSliceV1Beta1, EndpointsSource};
 
 /// `--protocol`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -117,8 +119,9 @@ where
         .map_err(|source| NetcheckError::Kube { what, source })
 }
 
-/// Reads the cluster (nodes, pods, Services, Endpoints, Translations) and the tenant's
-/// topology, and builds the model.
+/// Reads the cluster (nodes, pods, Services, the endpoints from EndpointSlices or Endpoints
+/// as API discovery picks them, Translations) and the tenant's topology, and builds the
+/// model.
 pub async fn load(
     kube: &kube::Client,
     backend: &BackendClient,
@@ -132,11 +135,34 @@ pub async fn load(
             source,
         })?
         .items;
+    // The controllers read endpoints from the source discovery picks; so does the check.
+    let source = discover(kube).await.map_err(|source| NetcheckError::Kube {
+        what: "the discovery.k8s.io API group",
+        source,
+    })?;
+    let (endpoints, endpoint_slices) = match source {
+        EndpointsSource::SlicesV1 => (
+            Vec::new(),
+            Some(list_all::<EndpointSlice>(kube, "endpointslices").await?),
+        ),
+        EndpointsSource::SlicesV1Beta1 => (
+            Vec::new(),
+            Some(
+                list_all::<EndpointSliceV1Beta1>(kube, "endpointslices")
+                    .await?
+                    .into_iter()
+                    .map(EndpointSlice::from)
+                    .collect(),
+            ),
+        ),
+        EndpointsSource::Endpoints => (list_all::<Endpoints>(kube, "endpoints").await?, None),
+    };
     let cluster = Cluster {
         nodes,
         pods: list_all::<Pod>(kube, "pods").await?,
         services: list_all::<Service>(kube, "services").await?,
-        endpoints: list_all::<Endpoints>(kube, "endpoints").await?,
+        endpoints,
+        endpoint_slices,
         namespaces: Api::<Namespace>::all(kube.clone())
             .list(&ListParams::default())
             .await
@@ -182,10 +208,10 @@ pub fn trace_live(
 }
 
 async fn clients(cfg: &Config) -> Result<(kube::Client, BackendClient), NetcheckError> {
-    let kube = crate::run::kube_client(cfg)
+    let kube = crate::clients::kube_client(cfg)
         .await
         .map_err(|e| NetcheckError::Setup(e.to_string()))?;
-    let backend = crate::run::backend_client(cfg, &prometheus::Registry::new())
+    let backend = crate::clients::backend_client(cfg, &prometheus::Registry::new())
         .map_err(|e| NetcheckError::Setup(e.to_string()))?;
     Ok((kube, backend))
 }
@@ -225,13 +251,39 @@ pub async fn run_trace(cfg: Config, args: TraceArgs) -> Result<Verdict, Netcheck
     Ok(super::verdict(&t))
 }
 
+/// What [`check_system`] found, and how long reading and evaluating took.
+pub struct Checked {
+    pub report: Report,
+    /// Listing the cluster and reading the backend.
+    pub read: Duration,
+    /// Running the model over every flow.
+    pub evaluated: Duration,
+}
+
+/// Reads the cluster and the backend `cfg` names and checks every promised connection;
+/// `progress(done, total)` is called as flows are evaluated. What `check` runs.
+pub async fn check_system(
+    cfg: &Config,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<Checked, NetcheckError> {
+    let started = Instant::now();
+    let (kube, backend) = clients(cfg).await?;
+    let live = load(&kube, &backend, &cfg.tenant).await?;
+    let read = started.elapsed();
+    let started = Instant::now();
+    let report = check(&live.topology, &live.cluster, progress);
+    Ok(Checked {
+        report,
+        read,
+        evaluated: started.elapsed(),
+    })
+}
+
 /// `check`: prints the report; answers whether it passed.
 pub async fn run_check(cfg: Config, args: CheckArgs) -> Result<Report, NetcheckError> {
     let started = Instant::now();
-    let (kube, backend) = clients(&cfg).await?;
-    let live = load(&kube, &backend, &cfg.tenant).await?;
     let tty = std::io::stderr().is_terminal();
-    let report = check(&live.topology, &live.cluster, &mut |done, total| {
+    let checked = check_system(&cfg, &mut |done, total| {
         if tty {
             let width = 30;
             let filled = (done * width)
@@ -247,7 +299,9 @@ pub async fn run_check(cfg: Config, args: CheckArgs) -> Result<Report, NetcheckE
                 eprintln!();
             }
         }
-    });
+    })
+    .await?;
+    let report = checked.report;
     let elapsed = started.elapsed();
     let text = match args.output {
         CheckOutput::Table => super::check_table(&report, elapsed),

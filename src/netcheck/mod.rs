@@ -13,7 +13,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use k8s_openapi::api::core::v1::Pod;
 use midonet_dataplane::{
-    Cluster, FlowKind, Hop, Leg, Protocol, Report, SocketV4, Step, Topology, Trace, Verdict,
+    Cluster, FlowKind, Hop, Leg, Protocol, Report, SocketV4, Topology, Trace, Verdict,
 };
 use midonet_translators::model::Resource;
 use serde::Serialize;
@@ -311,8 +311,8 @@ fn hop_json(h: &Hop, topo: &Topology, owners: &Owners) -> Value {
         if let Some(name) = h.chain.and_then(|c| topo.name_of(c)) {
             m.insert("chainName".into(), Value::String(name));
         }
-        // The rule's Translation first: it is the most specific owner.
-        if let Some(owner) = [h.rule, h.chain, h.device]
+        // The rule's or route's Translation first: it is the most specific owner.
+        if let Some(owner) = [h.rule, h.route, h.chain, h.device]
             .into_iter()
             .flatten()
             .find_map(|id| owners.of(id))
@@ -329,6 +329,7 @@ fn leg_json(l: &Leg, topo: &Topology, owners: &Owners) -> Value {
         "deliveredTo": l.delivered_to,
         "received": l.received,
         "dropReason": l.drop_reason,
+        "droppedPacket": l.dropped_packet,
         "hops": l.hops.iter().map(|h| hop_json(h, topo, owners)).collect::<Vec<_>>(),
     })
 }
@@ -377,15 +378,12 @@ fn hop_line(h: &Hop, topo: &Topology, owners: &Owners) -> String {
         parts.push(topo.name_of(c).unwrap_or_else(|| format!("chain {c}")));
     }
     if let Some(r) = h.rule {
-        // The model files the route a routing step took under `rule`.
-        let what = if h.step == Step::Route {
-            "route"
-        } else {
-            "rule"
-        };
-        parts.push(format!("{what} {r}"));
+        parts.push(format!("rule {r}"));
     }
-    if let Some(owner) = [h.rule, h.chain, h.device]
+    if let Some(r) = h.route {
+        parts.push(format!("route {r}"));
+    }
+    if let Some(owner) = [h.rule, h.route, h.chain, h.device]
         .into_iter()
         .flatten()
         .find_map(|id| owners.of(id))
@@ -558,6 +556,36 @@ mod tests {
             Ok("pod/a/b".into())
         );
         assert!(Source::parse("pod/a").is_err());
+    }
+
+    #[test]
+    fn a_route_hop_names_its_route_and_its_translation() {
+        let route = Uuid::parse_str("11111111-1111-4111-8111-111111111111").unwrap();
+        let router = Uuid::parse_str("22222222-2222-4222-8222-222222222222").unwrap();
+        let hop = Hop {
+            step: midonet_dataplane::Step::Route,
+            device: Some(router),
+            chain: None,
+            rule: None,
+            route: Some(route),
+            detail: "route 10.244.2.0/24".into(),
+            packet: "tcp 10.244.1.10:40000 -> 10.244.2.10:8080".into(),
+        };
+        let topo = Topology::new(Vec::new(), midonet_dataplane::RuleOrder::Listed, Vec::new());
+        let owners = Owners(HashMap::from([
+            (route, "kube-system/node-b".to_string()),
+            (router, "cluster-router".to_string()),
+        ]));
+        let v = hop_json(&hop, &topo, &owners);
+        assert_eq!(v["step"], "route");
+        assert_eq!(v["route"], route.to_string());
+        assert!(v.get("rule").is_none(), "{v}");
+        // The route's owner, not the router's.
+        assert_eq!(v["translation"], "kube-system/node-b");
+        let line = hop_line(&hop, &topo, &owners);
+        assert!(line.contains(&format!("route {route}")), "{line}");
+        assert!(!line.contains("rule "), "{line}");
+        assert!(line.contains("[Translation kube-system/node-b]"), "{line}");
     }
 
     #[test]

@@ -354,7 +354,7 @@ impl Dependencies {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     /// Follows the shared Translation informer (see [`crate::informer`]).

@@ -10,9 +10,11 @@ mod deps;
 pub mod metrics;
 pub mod plan;
 mod reconcile;
+pub mod status;
+mod tracked;
 pub mod verify;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,6 +31,7 @@ use crate::backend::BackendClient;
 use crate::crd::{Translation, TranslationStatus};
 use crate::events::{EventPublisher, Events};
 use crate::informer::TranslationInformer;
+use crate::retry::RetryPolicy;
 pub use metrics::PusherMetrics;
 
 /// The controller's name, as in `--controllers`.
@@ -66,15 +69,6 @@ impl Default for PusherConfig {
     }
 }
 
-/// Consecutive failures of one Translation, for backoff and for not repeating events.
-#[derive(Default, Debug)]
-struct Failures {
-    count: u32,
-    last_warning: Option<String>,
-    /// The failures are of deleting (not of applying) the Translation.
-    deleting: bool,
-}
-
 /// Everything the pusher's reconciles share. No global state: one of these per pusher.
 pub struct PusherContext {
     pub kube: Client,
@@ -83,12 +77,8 @@ pub struct PusherContext {
     pub metrics: PusherMetrics,
     pub config: PusherConfig,
     pub authz: Authz,
-    /// The status this process last wrote per Translation UID: the informer cache may not
-    /// show our own write yet, and acting on the stale status would repeat backend calls.
-    written: Mutex<HashMap<String, TranslationStatus>>,
-    failures: Mutex<HashMap<String, Failures>>,
-    /// Pushed paths found missing, per Translation UID, with how they went missing.
-    missing: Mutex<HashMap<String, HashMap<String, verify::Cause>>>,
+    /// What the pusher remembers per Translation between reconciles.
+    tracker: tracked::Tracker,
     /// Which Translation provides which referent, and who waits for it.
     deps: deps::Dependencies,
     /// Translations to reconcile now: woken dependents, drift repairs.
@@ -115,9 +105,7 @@ impl PusherContext {
             metrics,
             config,
             authz,
-            written: Mutex::default(),
-            failures: Mutex::default(),
-            missing: Mutex::default(),
+            tracker: tracked::Tracker::default(),
             deps: deps::Dependencies::new(informer.store.clone()),
             wake_tx,
             wake_rx: Mutex::new(Some(wake_rx)),
@@ -147,79 +135,23 @@ impl PusherContext {
         }
     }
 
-    fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-        m.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// The most recent status: ours if we wrote one, else the object's.
     fn recorded_status(&self, tr: &Translation) -> TranslationStatus {
         let uid = tr.uid().unwrap_or_default();
-        Self::lock(&self.written)
-            .get(&uid)
-            .cloned()
+        self.tracker
+            .written(&uid)
             .or_else(|| tr.status.clone())
             .unwrap_or_default()
     }
 
-    fn remember_status(&self, uid: &str, status: TranslationStatus) {
-        Self::lock(&self.written).insert(uid.to_string(), status);
-    }
-
     fn forget(&self, tr: &Translation, uid: &str) {
         self.deps.release(&ObjectRef::from_obj(tr));
-        Self::lock(&self.written).remove(uid);
-        Self::lock(&self.missing).remove(uid);
-        self.succeeded(uid);
+        self.tracker.forget(uid);
     }
 
-    /// Records a failure; returns the consecutive count and the delay before the retry.
-    fn failed(&self, uid: &str) -> (u32, Duration) {
-        let mut failures = Self::lock(&self.failures);
-        let entry = failures.entry(uid.to_string()).or_default();
-        entry.count = entry.count.saturating_add(1);
-        let count = entry.count;
-        self.metrics.retry_queue.set(failures.len() as i64);
-        (count, self.retry_delay(count))
-    }
-
-    /// A deletion starts afresh: the backoff that failed pushes built up must not delay
-    /// it (a Translation that could never be pushed is often deleted for that reason).
-    fn begin_deletion(&self, uid: &str) {
-        let mut failures = Self::lock(&self.failures);
-        let entry = failures.entry(uid.to_string()).or_default();
-        if !entry.deleting {
-            *entry = Failures {
-                deleting: true,
-                ..Failures::default()
-            };
-        }
-    }
-
-    fn succeeded(&self, uid: &str) {
-        let mut failures = Self::lock(&self.failures);
-        failures.remove(uid);
-        self.metrics.retry_queue.set(failures.len() as i64);
-    }
-
-    /// True when this warning differs from the last one emitted for the Translation, so the
-    /// same failure repeated on every retry yields one event, not one per attempt.
-    fn should_warn(&self, uid: &str, message: &str) -> bool {
-        let mut failures = Self::lock(&self.failures);
-        let entry = failures.entry(uid.to_string()).or_default();
-        if entry.last_warning.as_deref() == Some(message) {
-            return false;
-        }
-        entry.last_warning = Some(message.to_string());
-        true
-    }
-
+    /// The delay before retrying after `failures` consecutive failures.
     fn retry_delay(&self, failures: u32) -> Duration {
-        let exp = failures.saturating_sub(1).min(16);
-        let delay = self.config.retry_base.saturating_mul(1u32 << exp);
-        let delay = delay.min(self.config.retry_cap);
-        // ±20 % jitter so many Translations failing together do not retry in lockstep.
-        let jitter = rand::random::<f64>() * 0.4 + 0.8;
-        delay.mul_f64(jitter)
+        RetryPolicy::new(self.config.retry_base, self.config.retry_cap).delay(failures)
     }
 
     /// Reports `err` if it is an authorization error; returns whether it was.
@@ -234,32 +166,6 @@ impl PusherContext {
             PusherError::Patch(_) => false,
         }
     }
-
-    /// The paths to create again; each stays marked until [`Self::recreated`] says it was,
-    /// so a push that fails or is held before getting to it does not forget it.
-    fn missing(&self, uid: &str) -> HashMap<String, verify::Cause> {
-        Self::lock(&self.missing)
-            .get(uid)
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    fn recreated(&self, uid: &str, path: &str) {
-        let mut missing = Self::lock(&self.missing);
-        if let Some(paths) = missing.get_mut(uid) {
-            paths.remove(path);
-            if paths.is_empty() {
-                missing.remove(uid);
-            }
-        }
-    }
-
-    fn mark_missing(&self, uid: &str, paths: HashSet<String>, cause: verify::Cause) {
-        Self::lock(&self.missing)
-            .entry(uid.to_string())
-            .or_default()
-            .extend(paths.into_iter().map(|p| (p, cause)));
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -272,7 +178,8 @@ pub enum PusherError {
 
 fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>) -> Action {
     let uid = tr.uid().unwrap_or_default();
-    let (count, delay) = ctx.failed(&uid);
+    let count = ctx.tracker.failed(&uid);
+    let delay = ctx.retry_delay(count);
     // Outside the reconcile's span: name the Translation here.
     let span = crate::logfields::object_span(CONTROLLER, &*tr);
     let _entered = span.enter();
@@ -301,7 +208,7 @@ pub async fn run(
 ) {
     let translations = liveness.queue_of(translations);
     let ticks = crate::streams::every(ctx.config.resync);
-    let woken = PusherContext::lock(&ctx.wake_rx).take();
+    let woken = crate::locks::lock(&ctx.wake_rx).take();
     let woken = futures::stream::iter(woken.map(crate::streams::unbounded)).flatten();
     let controller = Controller::for_stream(translations, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.config.workers))
@@ -309,7 +216,12 @@ pub async fn run(
         .reconcile_on(woken)
         .graceful_shutdown_on(shutdown);
 
-    let background = tokio::spawn(background_tasks(store, ctx.clone()));
+    // Owned here and stopped together when the controller stops.
+    let mut background = tokio::task::JoinSet::new();
+    background.spawn(gauge_loop(store.clone(), ctx.clone()));
+    if let Some(period) = ctx.config.verify_period {
+        background.spawn(verify::verify_loop(store.clone(), ctx.clone(), period));
+    }
     let probe = liveness.clone();
     controller
         .run(
@@ -329,42 +241,71 @@ pub async fn run(
             }
         })
         .await;
-    background.abort();
+    background.shutdown().await;
 }
 
-async fn background_tasks(store: Store<Translation>, ctx: Arc<PusherContext>) {
-    if let Some(period) = ctx.config.verify_period {
-        tokio::spawn(verify::verify_loop(store.clone(), ctx.clone(), period));
-    }
+async fn gauge_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
     loop {
         update_gauges(&store, &ctx.metrics);
+        ctx.metrics.retry_queue.set(ctx.tracker.retrying() as i64);
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
 
 /// Sync state of a Translation, as the `translations` gauge counts it and drift
-/// verification selects it: `ready` (the backend matches the current spec), `pending` (the
-/// Ready condition is for an older generation: the spec changed since the last push),
-/// `not_ready`, `unknown` (never pushed) or `terminating`.
-pub fn sync_state(tr: &Translation) -> &'static str {
-    if tr.metadata.deletion_timestamp.is_some() {
-        return "terminating";
+/// verification selects it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SyncState {
+    /// The backend matches the current spec.
+    Ready,
+    /// The Ready condition is for an older generation: the spec changed since the last push.
+    Pending,
+    NotReady,
+    /// Never pushed.
+    Unknown,
+    Terminating,
+}
+
+impl SyncState {
+    pub const ALL: [SyncState; 5] = [
+        SyncState::Ready,
+        SyncState::Pending,
+        SyncState::NotReady,
+        SyncState::Unknown,
+        SyncState::Terminating,
+    ];
+
+    /// The gauge's label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncState::Ready => "ready",
+            SyncState::Pending => "pending",
+            SyncState::NotReady => "not_ready",
+            SyncState::Unknown => "unknown",
+            SyncState::Terminating => "terminating",
+        }
     }
-    let ready = tr
+}
+
+pub fn sync_state(tr: &Translation) -> SyncState {
+    if tr.metadata.deletion_timestamp.is_some() {
+        return SyncState::Terminating;
+    }
+    match tr
         .status
         .as_ref()
-        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
-    match ready.map(|c| c.status.as_str()) {
-        Some("True") if tr.is_ready() => "ready",
-        // Ready for an older generation: the spec changed since the last push.
-        Some("True") => "pending",
-        Some("False") => "not_ready",
-        _ => "unknown",
+        .and_then(status::ready_condition)
+        .map(|c| c.status.as_str())
+    {
+        Some("True") if tr.is_ready() => SyncState::Ready,
+        Some("True") => SyncState::Pending,
+        Some("False") => SyncState::NotReady,
+        _ => SyncState::Unknown,
     }
 }
 
 fn update_gauges(store: &Store<Translation>, metrics: &PusherMetrics) {
-    let mut by_state: HashMap<&'static str, i64> = HashMap::new();
+    let mut by_state: HashMap<SyncState, i64> = HashMap::new();
     let mut by_version: HashMap<String, i64> = HashMap::new();
     for tr in store.state() {
         *by_state.entry(sync_state(&tr)).or_default() += 1;
@@ -375,11 +316,11 @@ fn update_gauges(store: &Store<Translation>, metrics: &PusherMetrics) {
             .unwrap_or_else(|| "none".into());
         *by_version.entry(version).or_default() += 1;
     }
-    for state in ["ready", "pending", "not_ready", "unknown", "terminating"] {
+    for state in SyncState::ALL {
         metrics
             .translations
-            .with_label_values(&[state])
-            .set(by_state.get(state).copied().unwrap_or(0));
+            .with_label_values(&[state.as_str()])
+            .set(by_state.get(&state).copied().unwrap_or(0));
     }
     metrics.translations_by_version.reset();
     for (version, n) in by_version {
@@ -412,16 +353,16 @@ mod tests {
 
     #[test]
     fn sync_state_tells_a_spec_changed_since_the_push() {
-        assert_eq!(sync_state(&with_ready("True", 2, 2)), "ready");
-        assert_eq!(sync_state(&with_ready("True", 1, 2)), "pending");
-        assert_eq!(sync_state(&with_ready("False", 2, 2)), "not_ready");
+        assert_eq!(sync_state(&with_ready("True", 2, 2)), SyncState::Ready);
+        assert_eq!(sync_state(&with_ready("True", 1, 2)), SyncState::Pending);
+        assert_eq!(sync_state(&with_ready("False", 2, 2)), SyncState::NotReady);
         let never = Translation::new("t", "ns", TranslationSpec::default());
-        assert_eq!(sync_state(&never), "unknown");
+        assert_eq!(sync_state(&never), SyncState::Unknown);
         let mut deleted = with_ready("True", 2, 2);
         deleted.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::now(),
             ));
-        assert_eq!(sync_state(&deleted), "terminating");
+        assert_eq!(sync_state(&deleted), SyncState::Terminating);
     }
 }

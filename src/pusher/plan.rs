@@ -11,7 +11,8 @@ use midonet_translators::model::{Kind, ModelError, Resource};
 use midonet_translators::TranslationResource;
 use sha2::{Digest, Sha256};
 
-use crate::crd::PushedResource;
+use super::tracked::Missing;
+use crate::crd::{PushedResource, TranslationStatus};
 
 /// Content hash of a Translation's resource list (what `status.pushedHash` records).
 pub fn resources_hash(resources: &[TranslationResource]) -> String {
@@ -110,6 +111,15 @@ pub struct ApplyPlan {
 }
 
 impl ApplyPlan {
+    /// The resources this plan creates, in push order.
+    pub fn creates(&self) -> Vec<&Desired> {
+        self.steps
+            .iter()
+            .filter(|(_, step)| *step == Step::Create)
+            .map(|(d, _)| d)
+            .collect()
+    }
+
     pub fn backend_changes(&self) -> usize {
         self.steps
             .iter()
@@ -142,6 +152,59 @@ pub fn plan_apply(desired: Vec<Desired>, pushed: &[PushedResource]) -> ApplyPlan
         .cloned()
         .collect();
     ApplyPlan { steps, removals }
+}
+
+/// What a reconcile of a live (not deleted) Translation does.
+#[derive(Debug)]
+pub enum ApplyDecision {
+    /// The recorded push is of this spec and nothing went missing: no request at all.
+    Unchanged,
+    /// The spec cannot be pushed.
+    Invalid(InvalidTranslation),
+    /// Push `plan`. `settled` are paths marked missing that the spec no longer asks for:
+    /// nothing is left to re-create for them.
+    Push {
+        plan: ApplyPlan,
+        settled: Vec<String>,
+    },
+}
+
+/// Decides a reconcile of a live Translation from its spec (`entries`, whose hash is
+/// `hash`), the status last recorded and the pushed paths found gone from the backend.
+pub fn decide_apply(
+    entries: &[TranslationResource],
+    hash: &str,
+    before: &TranslationStatus,
+    missing: &Missing,
+    generation: Option<i64>,
+) -> ApplyDecision {
+    if missing.is_empty()
+        && before.pushed_hash.as_deref() == Some(hash)
+        && before.observed_generation == generation
+    {
+        return ApplyDecision::Unchanged;
+    }
+    let desired = match parse_all(entries) {
+        Ok(desired) => desired,
+        Err(err) => return ApplyDecision::Invalid(err),
+    };
+    // Resources found missing (drift verification, another Translation's cascade) are
+    // created again.
+    let pushed: Vec<PushedResource> = before
+        .pushed
+        .iter()
+        .filter(|p| !missing.contains_key(&p.path))
+        .cloned()
+        .collect();
+    let settled = missing
+        .keys()
+        .filter(|path| !desired.iter().any(|d| &d.path == *path))
+        .cloned()
+        .collect();
+    ApplyDecision::Push {
+        plan: plan_apply(desired, &pushed),
+        settled,
+    }
 }
 
 /// What to delete when a Translation goes away: everything recorded as pushed, plus any
@@ -315,6 +378,64 @@ mod tests {
             order,
             vec![format!("/ports/{PORT}"), format!("/bridges/{BRIDGE}")]
         );
+    }
+
+    fn status_of(entries: &[TranslationResource], generation: i64) -> TranslationStatus {
+        TranslationStatus {
+            pushed: pushed_of(entries),
+            pushed_hash: Some(resources_hash(entries)),
+            observed_generation: Some(generation),
+            ..TranslationStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_recorded_push_of_this_spec_is_unchanged() {
+        let entries = [bridge("a"), port()];
+        let hash = resources_hash(&entries);
+        let before = status_of(&entries, 2);
+        let decision = decide_apply(&entries, &hash, &before, &Missing::new(), Some(2));
+        assert!(matches!(decision, ApplyDecision::Unchanged));
+        // A new generation with the same resources is pushed (at no backend cost), so the
+        // status says which generation it is for.
+        let decision = decide_apply(&entries, &hash, &before, &Missing::new(), Some(3));
+        let ApplyDecision::Push { plan, .. } = decision else {
+            panic!("expected a push");
+        };
+        assert_eq!(plan.backend_changes(), 0);
+    }
+
+    #[test]
+    fn missing_resources_are_created_again_and_stale_marks_settled() {
+        use crate::pusher::tracked::Cause;
+        let entries = [bridge("a"), port()];
+        let hash = resources_hash(&entries);
+        let before = status_of(&entries, 1);
+        let missing = Missing::from([
+            (format!("/ports/{PORT}"), Cause::Drift),
+            (format!("/chains/{CHAIN}"), Cause::Cascade),
+        ]);
+        let ApplyDecision::Push { plan, settled } =
+            decide_apply(&entries, &hash, &before, &missing, Some(1))
+        else {
+            panic!("expected a push");
+        };
+        let creates: Vec<&str> = plan.creates().iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(creates, [format!("/ports/{PORT}")]);
+        assert_eq!(settled, [format!("/chains/{CHAIN}")]);
+    }
+
+    #[test]
+    fn an_unparsable_spec_is_invalid() {
+        let entries = [TranslationResource::new("Bridge", "", "{")];
+        let decision = decide_apply(
+            &entries,
+            &resources_hash(&entries),
+            &TranslationStatus::default(),
+            &Missing::new(),
+            Some(1),
+        );
+        assert!(matches!(decision, ApplyDecision::Invalid(_)));
     }
 
     #[test]

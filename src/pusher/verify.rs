@@ -25,17 +25,9 @@ use kube::ResourceExt;
 use midonet_translators::model::{Kind, Referent};
 use uuid::Uuid;
 
-use super::{deps, plan, sync_state, PusherContext};
+pub use super::tracked::Cause;
+use super::{deps, plan, sync_state, PusherContext, SyncState};
 use crate::crd::Translation;
-
-/// How a pushed resource went missing from the backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// Deleted out of band: found by the periodic verification.
-    Drift,
-    /// Deleted by MidoNet along with another Translation's resources.
-    Cascade,
-}
 
 pub(super) async fn verify_loop(
     store: Store<Translation>,
@@ -48,7 +40,7 @@ pub(super) async fn verify_loop(
         let mut checked = 0usize;
         let mut repaired = 0usize;
         for tr in store.state() {
-            if sync_state(&tr) != "ready" {
+            if sync_state(&tr) != SyncState::Ready {
                 continue;
             }
             let Some(uid) = tr.uid() else { continue };
@@ -89,7 +81,7 @@ pub(super) async fn verify_loop(
             if !missing.is_empty() {
                 tracing::warn!(kind = "Translation", namespace = tr.namespace().as_deref().unwrap_or(""), object = %tr.name_any(), translation = %tr.name_any(), backend_paths = ?missing, "backend drift: resources missing; repairing");
                 repaired += missing.len();
-                ctx.mark_missing(&uid, missing, Cause::Drift);
+                ctx.tracker.mark_missing(&uid, missing, Cause::Drift);
                 ctx.wake([ObjectRef::from_obj(&*tr)]);
             }
         }
@@ -157,7 +149,7 @@ pub(super) fn recheck_consumers(
             }
             if !missing.is_empty() {
                 tracing::info!(namespace = tr.namespace().as_deref().unwrap_or(""), translation = %tr.name_any(), backend_paths = ?missing, "backend resources deleted by MidoNet with another Translation's; re-creating");
-                ctx.mark_missing(&uid, missing, Cause::Cascade);
+                ctx.tracker.mark_missing(&uid, missing, Cause::Cascade);
                 ctx.wake([key]);
             }
         }

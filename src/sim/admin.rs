@@ -14,11 +14,11 @@
 //! | GET | `/_sim/tokens` | | `["<token>", …]` (valid session tokens; a test aid) |
 //! | POST | `/_sim/tokens/expire` | | 204 |
 //! | GET | `/_sim/health` | | 200 `ok` |
-//! | POST | `/_sim/trace` | [`TraceRequest`] | [`TraceAnswer`] (the data-plane model's `Trace` of the stored topology); 400 bad request, 422 untraceable |
+//! | POST | `/_sim/trace` | [`TraceRequest`] | `midonet_dataplane::Trace` of the stored topology; 400 bad request, 422 untraceable |
 
 use std::collections::BTreeMap;
 
-use midonet_dataplane::{Attachment, Protocol, SocketV4};
+use midonet_dataplane::{Attachment, Protocol, SocketV4, Trace};
 use midonet_translators::model::{Kind, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -55,9 +55,11 @@ impl StateDump {
     pub fn translation_paths(&self) -> std::collections::BTreeSet<String> {
         self.resources
             .iter()
-            .filter(|e| e.kind != "Host")
+            .filter(|e| e.kind != Kind::Host.name())
             .filter(|e| {
-                !(e.kind == "Route" && e.body.get("type").and_then(|t| t.as_str()) == Some("Local"))
+                !(e.kind == Kind::Route.name()
+                    && e.body.get("type").and_then(|t| t.as_str())
+                        == Some(midonet_translators::model::RouteType::Local.as_str()))
             })
             .map(|e| e.path.clone())
             .collect()
@@ -170,68 +172,6 @@ impl TraceRequest {
             .parse()
             .map_err(|e| format!("to {:?} is not IPv4:PORT: {e}", self.to))?;
         Ok(SocketV4::new(*addr.ip(), addr.port()))
-    }
-}
-
-/// The answer of `POST /_sim/trace`: `midonet_dataplane::Trace` as JSON, read back. Hops
-/// stay JSON: the client reads verdicts and addresses, and prints hops as they are.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TraceAnswer {
-    pub from: String,
-    pub sent: TraceTuple,
-    pub paths: Vec<TracePath>,
-    pub truncated: bool,
-}
-
-/// A flow tuple of a [`TraceAnswer`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TraceTuple {
-    pub protocol: Protocol,
-    pub src: SocketV4,
-    pub dst: SocketV4,
-}
-
-/// One path of a [`TraceAnswer`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TracePath {
-    pub forward: TraceLeg,
-    #[serde(default)]
-    pub reply: Option<TraceLeg>,
-    pub works: bool,
-    #[serde(default)]
-    pub client_sees: Option<SocketV4>,
-}
-
-/// One leg of a [`TracePath`].
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TraceLeg {
-    /// `delivered` or `dropped`.
-    pub verdict: String,
-    #[serde(default)]
-    pub delivered_to: Option<String>,
-    #[serde(default)]
-    pub received: Option<TraceTuple>,
-    #[serde(default)]
-    pub drop_reason: Option<String>,
-    pub hops: Vec<Value>,
-}
-
-impl TraceAnswer {
-    /// Delivered on at least one path.
-    pub fn delivered(&self) -> bool {
-        self.paths.iter().any(|p| p.forward.delivered_to.is_some())
-    }
-
-    /// Every workload (with the address it received on) some path delivers to.
-    pub fn candidates(&self) -> Vec<(String, SocketV4)> {
-        let mut v: Vec<(String, SocketV4)> = self
-            .paths
-            .iter()
-            .filter_map(|p| Some((p.forward.delivered_to.clone()?, p.forward.received?.dst)))
-            .collect();
-        v.sort();
-        v.dedup();
-        v
     }
 }
 
@@ -460,7 +400,7 @@ impl AdminClient {
     }
 
     /// Traces a connection through the stored topology with the data-plane model.
-    pub async fn trace(&self, request: &TraceRequest) -> Result<TraceAnswer, AdminError> {
+    pub async fn trace(&self, request: &TraceRequest) -> Result<Trace, AdminError> {
         let body = self
             .send(self.http.post(self.url("trace")?).json(request))
             .await?;

@@ -449,10 +449,7 @@ fn serve(
     };
     let tenant = tenant_query(uri);
     let outcome = {
-        let mut store = sim
-            .store
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut store = crate::locks::lock(&sim.store);
         dispatch(&mut store, endpoint, method, tenant.as_deref(), input)
     };
     let reply = outcome?;

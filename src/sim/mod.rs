@@ -107,7 +107,7 @@ impl SimState {
     fn with_store<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
         // A panic while holding the lock cannot leave the maps inconsistent in a way
         // that matters to a test double; keep serving.
-        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        let mut store = crate::locks::lock(&self.store);
         f(&mut store)
     }
 

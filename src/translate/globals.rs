@@ -32,6 +32,7 @@ use super::sync::{build, up_to_date};
 use super::{sync_translations, RunnerError, Shared, SyncOutcome};
 use crate::authz::Attempt;
 use crate::crd::Translation;
+use crate::retry::RetryPolicy;
 
 /// The controller's name in logs and metrics.
 pub const NAME: &str = "global";
@@ -42,6 +43,8 @@ pub const RESTORED_EVENT: &str = "GlobalTranslationRestored";
 /// How soon to look again while a global Translation's old incarnation is being deleted
 /// (its Delete event usually wakes the controller first).
 const TERMINATING_RECHECK: Duration = Duration::from_secs(2);
+/// Retries of a failed pass (capped by the resync period).
+const RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(400), Duration::from_secs(30));
 
 /// (namespace, name) of a Translation.
 type Key = (String, String);
@@ -164,10 +167,7 @@ impl Globals {
                 Err(err) => {
                     self.report(&err);
                     failures = failures.saturating_add(1);
-                    let backoff = Duration::from_millis(200)
-                        .saturating_mul(1u32 << failures.min(8))
-                        .min(Duration::from_secs(30));
-                    backoff.min(resync)
+                    RETRY.delay(failures).min(resync)
                 }
             };
             tokio::select! {
@@ -188,7 +188,7 @@ impl Globals {
             .reconcile_duration
             .with_label_values(&[NAME])
             .start_timer();
-        let outcome = sync_translations(&shared, NAME, None, GLOBAL_OWNER, desired)
+        let outcome = sync_translations(&shared, NAME, None, GLOBAL_OWNER, &[], desired)
             .instrument(tracing::error_span!("globals", controller = NAME))
             .await?;
         timer.observe_duration();

@@ -22,13 +22,70 @@ pub const GLOBAL_OWNER: &str = "global";
 /// gone, so that owner's controller re-checks it.
 pub type OwnerNotifier = Box<dyn Fn(&str, &str) + Send + Sync>;
 
+/// (owner kind, namespace, owner name) of a Translation's first owner.
+type OwnerRefKey = (String, String, String);
+
 #[derive(Default)]
 struct IndexState {
     by_owner: HashMap<String, BTreeSet<(String, String)>>,
+    /// The same Translations by their first owner's kind and name, for a controller that
+    /// takes over the Translations of another kind's object (see
+    /// [`super::TranslatorKind::inherited`]).
+    by_owner_ref: HashMap<OwnerRefKey, BTreeSet<(String, String)>>,
+    /// Where each Translation is filed, so that a changed owner moves it.
+    filed: HashMap<(String, String), (String, Option<OwnerRefKey>)>,
     notifiers: HashMap<String, OwnerNotifier>,
     /// (owner key, namespace, name) of the Translations listed by a (re-)list in progress;
     /// they replace the index when the list is complete.
-    relisted: Vec<(String, (String, String))>,
+    relisted: Vec<(String, Option<OwnerRefKey>, (String, String))>,
+}
+
+impl IndexState {
+    fn file(&mut self, key: String, by_ref: Option<OwnerRefKey>, id: (String, String)) {
+        self.unfile(&id);
+        self.by_owner
+            .entry(key.clone())
+            .or_default()
+            .insert(id.clone());
+        if let Some(r) = &by_ref {
+            self.by_owner_ref
+                .entry(r.clone())
+                .or_default()
+                .insert(id.clone());
+        }
+        self.filed.insert(id, (key, by_ref));
+    }
+
+    fn unfile(&mut self, id: &(String, String)) {
+        let Some((key, by_ref)) = self.filed.remove(id) else {
+            return;
+        };
+        if let Some(set) = self.by_owner.get_mut(&key) {
+            set.remove(id);
+            if set.is_empty() {
+                self.by_owner.remove(&key);
+            }
+        }
+        if let Some(r) = by_ref {
+            if let Some(set) = self.by_owner_ref.get_mut(&r) {
+                set.remove(id);
+                if set.is_empty() {
+                    self.by_owner_ref.remove(&r);
+                }
+            }
+        }
+    }
+}
+
+/// The (kind, namespace, name) of a Translation's first owner; owners are in the
+/// Translation's namespace.
+fn owner_ref_key(tr: &Translation) -> Option<OwnerRefKey> {
+    let o = tr.owner_references().first()?;
+    Some((
+        o.kind.clone(),
+        tr.namespace().unwrap_or_default(),
+        o.name.clone(),
+    ))
 }
 
 /// The index of Translations by owner UID (or [`GLOBAL_OWNER`]).
@@ -49,7 +106,7 @@ pub fn owner_key(tr: &Translation) -> Option<String> {
 
 impl OwnerIndex {
     fn lock(&self) -> std::sync::MutexGuard<'_, IndexState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     /// Registers the notifier for Translations owned by objects of `owner_kind`.
@@ -68,6 +125,17 @@ impl OwnerIndex {
             .unwrap_or_default()
     }
 
+    /// (namespace, name) of the Translations whose first owner is the `kind` object
+    /// `namespace/name`.
+    pub fn owned_by_ref(&self, kind: &str, namespace: &str, name: &str) -> Vec<(String, String)> {
+        let key = (kind.to_string(), namespace.to_string(), name.to_string());
+        self.lock()
+            .by_owner_ref
+            .get(&key)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Follows the shared Translation informer (see [`crate::informer`]).
     pub fn observe(&self, event: &watcher::Event<Translation>) {
         match event {
@@ -77,39 +145,38 @@ impl OwnerIndex {
             watcher::Event::InitApply(tr) => {
                 if let Some(key) = owner_key(tr) {
                     let id = (tr.namespace().unwrap_or_default(), tr.name_any());
-                    self.lock().relisted.push((key, id));
+                    let by_ref = owner_ref_key(tr);
+                    self.lock().relisted.push((key, by_ref, id));
                 }
             }
             watcher::Event::InitDone => {
                 let mut state = self.lock();
                 let relisted = std::mem::take(&mut state.relisted);
                 state.by_owner.clear();
-                for (key, id) in relisted {
-                    state.by_owner.entry(key).or_default().insert(id);
+                state.by_owner_ref.clear();
+                state.filed.clear();
+                for (key, by_ref, id) in relisted {
+                    state.file(key, by_ref, id);
                 }
             }
         }
     }
 
     fn insert(&self, tr: &Translation) {
-        if let Some(key) = owner_key(tr) {
-            self.lock()
-                .by_owner
-                .entry(key)
-                .or_default()
-                .insert((tr.namespace().unwrap_or_default(), tr.name_any()));
+        let id = (tr.namespace().unwrap_or_default(), tr.name_any());
+        let mut state = self.lock();
+        match owner_key(tr) {
+            Some(key) => state.file(key, owner_ref_key(tr), id),
+            None => state.unfile(&id),
         }
     }
 
     fn remove(&self, tr: &Translation) {
-        let Some(key) = owner_key(tr) else { return };
         let id = (tr.namespace().unwrap_or_default(), tr.name_any());
         let mut state = self.lock();
-        if let Some(set) = state.by_owner.get_mut(&key) {
-            set.remove(&id);
-            if set.is_empty() {
-                state.by_owner.remove(&key);
-            }
+        state.unfile(&id);
+        if owner_key(tr).is_none() {
+            return;
         }
         if let Some(owner) = tr.owner_references().first() {
             if let Some(notify) = state.notifiers.get(&owner.kind) {
@@ -136,7 +203,7 @@ struct RecentWrite {
 
 impl Recent {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), RecentWrite>> {
-        self.writes.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.writes)
     }
 
     pub fn wrote(
@@ -206,6 +273,49 @@ pub fn cache_ref(namespace: &str, name: &str) -> ObjectRef<Translation> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::TranslationSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn owned(name: &str, kind: &str, owner: &str, uid: &str) -> Translation {
+        let mut t = Translation::new(name, "ns", TranslationSpec { resources: vec![] });
+        t.metadata.owner_references = Some(vec![OwnerReference {
+            kind: kind.into(),
+            name: owner.into(),
+            uid: uid.into(),
+            ..OwnerReference::default()
+        }]);
+        t
+    }
+
+    #[test]
+    fn a_reowned_translation_moves_to_its_new_owner() {
+        let index = OwnerIndex::default();
+        let id = ("ns".to_string(), "gen".to_string());
+        index.observe(&watcher::Event::Apply(owned(
+            "gen",
+            "Endpoints",
+            "web",
+            "ep-uid",
+        )));
+        assert_eq!(index.owned_by("ep-uid"), vec![id.clone()]);
+        assert_eq!(
+            index.owned_by_ref("Endpoints", "ns", "web"),
+            vec![id.clone()]
+        );
+        // Taken over by the Service of the same name.
+        index.observe(&watcher::Event::Apply(owned(
+            "gen", "Service", "web", "svc-uid",
+        )));
+        assert!(index.owned_by("ep-uid").is_empty());
+        assert!(index.owned_by_ref("Endpoints", "ns", "web").is_empty());
+        assert_eq!(index.owned_by("svc-uid"), vec![id.clone()]);
+        assert_eq!(index.owned_by_ref("Service", "ns", "web"), vec![id]);
+        index.observe(&watcher::Event::Delete(owned(
+            "gen", "Service", "web", "svc-uid",
+        )));
+        assert!(index.owned_by("svc-uid").is_empty());
+        assert!(index.owned_by_ref("Service", "ns", "web").is_empty());
+    }
 
     #[test]
     fn a_create_is_pending_until_the_cache_shows_it_and_not_after_a_deletion() {

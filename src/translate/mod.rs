@@ -12,6 +12,7 @@ pub mod index;
 pub mod kinds;
 mod metrics;
 pub mod netpol;
+pub mod slices;
 mod sync;
 
 use std::collections::HashMap;
@@ -36,8 +37,15 @@ use crate::authz::{Attempt, Authz};
 use crate::crd::Translation;
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
+use crate::retry::RetryPolicy;
 pub use metrics::TranslatorMetrics;
 pub use sync::{build as translation_object, sync_translations, SyncOutcome, FIELD_MANAGER};
+
+/// A failed translation is retried after 0.5–2.5 s: its Kubernetes writes failed, which
+/// is an apiserver outage or a conflict, both short; the wide jitter spreads many objects
+/// failing together.
+const RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(1500), Duration::from_millis(1500)).with_jitter(0.67);
 
 /// One Kubernetes kind the runner translates.
 pub trait TranslatorKind: Send + Sync + 'static {
@@ -81,6 +89,34 @@ pub trait TranslatorKind: Send + Sync + 'static {
         obj: &Self::Object,
         dep: Option<&Self::Dependency>,
     ) -> Translated;
+
+    /// The dependencies an object's translation reads: by default the one
+    /// [`dependency_of`](Self::dependency_of) names. A kind that reads several (a Service
+    /// reads all its EndpointSlices) overrides this and [`translate_all`](Self::translate_all).
+    fn dependencies(
+        obj: &Self::Object,
+        store: &Store<Self::Dependency>,
+    ) -> Vec<Arc<Self::Dependency>> {
+        Self::dependency_of(obj)
+            .and_then(|r| store.get(&r))
+            .into_iter()
+            .collect()
+    }
+
+    /// The pure translation over [`dependencies`](Self::dependencies).
+    fn translate_all(
+        cfg: &TranslatorConfig,
+        obj: &Self::Object,
+        deps: &[Arc<Self::Dependency>],
+    ) -> Translated {
+        Self::translate(cfg, obj, deps.first().map(|d| &**d))
+    }
+
+    /// Translations owned by another object that this object's translation takes over:
+    /// kept (and re-owned) when desired, pruned otherwise, like its own.
+    fn inherited(_obj: &Self::Object, _index: &index::OwnerIndex) -> Vec<(String, String)> {
+        Vec::new()
+    }
 }
 
 /// What every translator controller shares: clients, caches, config. One per process.
@@ -148,7 +184,7 @@ impl Shared {
 
     /// True when these warnings differ from the last ones published for `uid`.
     fn warnings_changed(&self, uid: &str, fingerprint: u64) -> bool {
-        let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+        let mut warned = crate::locks::lock(&self.warned);
         warned.insert(uid.to_string(), fingerprint) != Some(fingerprint)
     }
 }
@@ -201,18 +237,20 @@ async fn reconcile<K: TranslatorKind>(
         .reconcile_duration
         .with_label_values(&[K::NAME])
         .start_timer();
-    let dep = match (&ctx.dependencies, K::dependency_of(&obj)) {
-        (Some(store), Some(r)) => store.get(&r),
-        _ => None,
+    let deps = match &ctx.dependencies {
+        Some(store) => K::dependencies(&obj, store),
+        None => Vec::new(),
     };
-    let translated = K::translate(&ctx.shared.config, &obj, dep.as_deref());
+    let translated = K::translate_all(&ctx.shared.config, &obj, &deps);
     let oref = obj.object_ref(&());
     publish_warnings::<K>(&ctx.shared, &uid, &oref, &translated).await;
+    let inherited = K::inherited(&obj, &ctx.shared.index);
     let outcome = sync_translations(
         &ctx.shared,
         K::NAME,
         Some((owner, oref)),
         &uid,
+        &inherited,
         translated.translations,
     )
     .await?;
@@ -290,8 +328,7 @@ fn error_policy<K: TranslatorKind>(
         .reconciles
         .with_label_values(&[K::NAME, "error"])
         .inc();
-    // Jittered so that many objects failing together (apiserver restart) spread out.
-    Action::requeue(Duration::from_millis(500 + rand::random::<u64>() % 2000))
+    Action::requeue(RETRY.delay(1))
 }
 
 /// Options of one translator controller.
@@ -366,7 +403,11 @@ pub async fn run<K: TranslatorKind>(
         health.register(&dep_check);
         let synced = health.clone();
         let listed = dependencies_synced.clone();
-        let (reader, stream) = crate::cache::cached(
+        // Deleted dependencies count too: a Service whose EndpointSlice is deleted must be
+        // re-translated without it.
+        let (reader, writer) = reflector::store();
+        let stream = crate::cache::reflected(
+            writer,
             Api::<K::Dependency>::all(shared.kube.clone()),
             watcher::Config::default(),
             &shared.authz,
@@ -376,7 +417,8 @@ pub async fn run<K: TranslatorKind>(
                 }
                 synced.set(&dep_check, ok)
             },
-        );
+        )
+        .touched_objects();
         let objects = objects.clone();
         (
             controller.watches_stream(stream, move |dep| K::dependents_of(&dep, &objects)),

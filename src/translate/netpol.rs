@@ -149,6 +149,7 @@ async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<Ctx>) -> Result<Action, Runn
         NAME,
         Some((owner, oref)),
         &uid,
+        &[],
         translated.translations,
     )
     .await?;

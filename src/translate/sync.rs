@@ -136,34 +136,96 @@ pub(super) fn up_to_date(cached: &Translation, want: &Translation) -> bool {
     cached.spec == want.spec && labels_ok && owners_ok && finalizer_ok
 }
 
-/// Makes the Translations of one owner (or of the globals) exactly `desired`.
-pub async fn sync_translations(
-    shared: &Shared,
-    kind: &str,
-    owner: Option<(OwnerReference, ObjectReference)>,
-    owner_key: &str,
-    desired: Vec<DesiredTranslation>,
-) -> Result<SyncOutcome, RunnerError> {
-    let mut outcome = SyncOutcome::Unchanged;
-    let mut waiting = false;
-    let wanted: HashSet<(String, String)> = desired
-        .iter()
-        .map(|d| (d.namespace.clone(), d.name.clone()))
-        .collect();
-    let (owner_ref, owner_obj) = match owner {
-        Some((r, o)) => (Some(r), Some(o)),
-        None => (None, None),
-    };
+/// A Translation to write (server-side apply).
+#[derive(Debug)]
+pub struct Write {
+    pub want: Translation,
+    /// [`fingerprint`] of `want`, to recognise our own write in the cache.
+    pub fingerprint: String,
+    /// The cached object's resourceVersion (`None`: not cached, a create).
+    pub cached_rv: Option<String>,
+}
 
-    for d in &desired {
-        let want = build(d, owner_ref.as_ref());
-        let key = (d.namespace.clone(), d.name.clone());
-        let cached = shared.translations.get(&cache_ref(&d.namespace, &d.name));
+/// A stale Translation to delete.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Delete {
+    pub namespace: String,
+    pub name: String,
+    /// The cached object's UID: the precondition makes sure we delete the object we
+    /// looked at, not a same-named successor.
+    pub uid: Option<String>,
+    pub cached_rv: Option<String>,
+}
+
+/// What to do to make one owner's Translations exactly the desired ones.
+#[derive(Debug, Default)]
+pub struct SyncPlan {
+    pub writes: Vec<Write>,
+    pub deletes: Vec<Delete>,
+    /// A desired name is still held by a Translation being deleted.
+    pub waiting_for_deletion: bool,
+    /// A stale Translation is kept until its replacement is pushed.
+    pub handing_over: bool,
+}
+
+impl SyncPlan {
+    /// The outcome once the plan has been carried out.
+    pub fn outcome(&self) -> SyncOutcome {
+        if self.waiting_for_deletion {
+            SyncOutcome::WaitingForDeletion
+        } else if self.handing_over {
+            SyncOutcome::WaitingForPush
+        } else if self.writes.is_empty() && self.deletes.is_empty() {
+            SyncOutcome::Unchanged
+        } else {
+            SyncOutcome::Written
+        }
+    }
+}
+
+/// What the sync decision reads about existing Translations.
+pub trait View {
+    /// The cached Translation, if any.
+    fn cached(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Translation>>;
+    /// True when the cache has not caught up with our own write that produced
+    /// `fingerprint` (`None`: our deletion) of the object whose cached resourceVersion is
+    /// `cached_rv`.
+    fn still_pending(
+        &self,
+        key: &(String, String),
+        cached_rv: Option<&str>,
+        fingerprint: Option<&str>,
+    ) -> bool;
+}
+
+/// Decides how to make the Translations of one owner exactly `desired` (built with
+/// [`build`]), given the ones it owns now (`owned`, inherited ones included), without I/O.
+pub fn plan_sync(
+    view: &impl View,
+    desired: Vec<Translation>,
+    owned: std::collections::BTreeSet<(String, String)>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> SyncPlan {
+    let mut plan = SyncPlan::default();
+    let key_of = |tr: &Translation| (tr.namespace().unwrap_or_default(), tr.name_any());
+    let wanted: HashSet<(String, String)> = desired.iter().map(key_of).collect();
+    // The wanted Translations' versions, and the objects as cached (None: not yet), for
+    // the handover of a replaced generation.
+    let replacements: Vec<(Option<String>, Option<std::sync::Arc<Translation>>)> = desired
+        .iter()
+        .map(|want| {
+            let (namespace, name) = key_of(want);
+            (version_of(want).cloned(), view.cached(&namespace, &name))
+        })
+        .collect();
+    for want in desired {
+        let key = key_of(&want);
+        let cached = view.cached(&key.0, &key.1);
         if let Some(c) = &cached {
             if c.metadata.deletion_timestamp.is_some() {
                 // A finalizer cannot be added to an object being deleted; the name frees up
                 // once the pusher has cleaned the backend.
-                waiting = true;
+                plan.waiting_for_deletion = true;
                 continue;
             }
             if up_to_date(c, &want) {
@@ -172,75 +234,138 @@ pub async fn sync_translations(
         }
         let print = fingerprint(&want);
         let cached_rv = cached.as_ref().and_then(|c| c.resource_version());
-        if shared
-            .recent
-            .still_pending(&key, cached_rv.as_deref(), Some(&print))
-        {
+        if view.still_pending(&key, cached_rv.as_deref(), Some(&print)) {
             continue;
         }
-        let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &d.namespace);
-        api.patch(
-            &d.name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(serde_json::to_value(&want)?),
-        )
-        .await?;
-        shared.recent.wrote(key, print, cached_rv);
-        let (op, reason) = if cached.is_some() {
-            ("update", event::UPDATED)
-        } else {
-            ("create", event::CREATED)
-        };
-        shared.metrics.writes.with_label_values(&[kind, op]).inc();
-        // The caller's span names the owner object and the controller.
-        tracing::info!(translation = %d.name, namespace = %d.namespace, op, "Translation written");
-        if let Some(o) = &owner_obj {
-            shared
-                .events
-                .normal(o, reason, format!("Translation {}/{}", d.namespace, d.name))
-                .await;
-        }
-        outcome = SyncOutcome::Written;
+        plan.writes.push(Write {
+            want,
+            fingerprint: print,
+            cached_rv,
+        });
     }
-
-    // The wanted Translations' versions, and the objects as cached (None: just written).
-    let replacements: Vec<(Option<&String>, Option<std::sync::Arc<Translation>>)> = desired
+    let replacements: Vec<(Option<&String>, Option<std::sync::Arc<Translation>>)> = replacements
         .iter()
-        .map(|d| {
-            let cached = shared.translations.get(&cache_ref(&d.namespace, &d.name));
-            (d.labels.get(VERSION_LABEL), cached)
-        })
+        .map(|(version, cached)| (version.as_ref(), cached.clone()))
         .collect();
-    let now = k8s_openapi::jiff::Timestamp::now();
-    let mut handing_over = false;
-    for (namespace, name) in shared.index.owned_by(owner_key) {
-        let key = (namespace.clone(), name.clone());
+    for key in owned {
         if wanted.contains(&key) {
             continue;
         }
-        let Some(cached) = shared.translations.get(&cache_ref(&namespace, &name)) else {
+        let Some(cached) = view.cached(&key.0, &key.1) else {
             continue;
         };
         if cached.metadata.deletion_timestamp.is_some() {
             continue;
         }
         if keep_for_handover(&cached, &replacements, now) {
-            handing_over = true;
+            plan.handing_over = true;
             continue;
         }
         let cached_rv = cached.resource_version();
-        if shared
-            .recent
-            .still_pending(&key, cached_rv.as_deref(), None)
-        {
+        if view.still_pending(&key, cached_rv.as_deref(), None) {
             continue;
         }
+        plan.deletes.push(Delete {
+            namespace: key.0,
+            name: key.1,
+            uid: cached.uid(),
+            cached_rv,
+        });
+    }
+    plan
+}
+
+/// The runner's view: the shared informer's cache and its own recent writes.
+struct SharedView<'a>(&'a Shared);
+
+impl View for SharedView<'_> {
+    fn cached(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Translation>> {
+        self.0.translations.get(&cache_ref(namespace, name))
+    }
+    fn still_pending(
+        &self,
+        key: &(String, String),
+        cached_rv: Option<&str>,
+        fingerprint: Option<&str>,
+    ) -> bool {
+        self.0.recent.still_pending(key, cached_rv, fingerprint)
+    }
+}
+
+/// Makes the Translations of one owner (or of the globals) exactly `desired`. `inherited`
+/// Translations, owned by another object, are treated as the owner's own: re-owned when
+/// desired (the apply replaces the owner reference), pruned otherwise.
+pub async fn sync_translations(
+    shared: &Shared,
+    kind: &str,
+    owner: Option<(OwnerReference, ObjectReference)>,
+    owner_key: &str,
+    inherited: &[(String, String)],
+    desired: Vec<DesiredTranslation>,
+) -> Result<SyncOutcome, RunnerError> {
+    let (owner_ref, owner_obj) = match owner {
+        Some((r, o)) => (Some(r), Some(o)),
+        None => (None, None),
+    };
+    let desired = desired
+        .iter()
+        .map(|d| build(d, owner_ref.as_ref()))
+        .collect();
+    let mut owned: std::collections::BTreeSet<(String, String)> =
+        shared.index.owned_by(owner_key).into_iter().collect();
+    owned.extend(inherited.iter().cloned());
+    let plan = plan_sync(
+        &SharedView(shared),
+        desired,
+        owned,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    let outcome = plan.outcome();
+
+    for write in plan.writes {
+        let Write {
+            want,
+            fingerprint,
+            cached_rv,
+        } = write;
+        let (namespace, name) = (want.namespace().unwrap_or_default(), want.name_any());
         let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &namespace);
-        // The UID precondition makes sure we delete the object we looked at, not a
-        // same-named successor.
+        api.patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(serde_json::to_value(&want)?),
+        )
+        .await?;
+        let (op, reason) = if cached_rv.is_some() {
+            ("update", event::UPDATED)
+        } else {
+            ("create", event::CREATED)
+        };
+        shared
+            .recent
+            .wrote((namespace.clone(), name.clone()), fingerprint, cached_rv);
+        shared.metrics.writes.with_label_values(&[kind, op]).inc();
+        // The caller's span names the owner object and the controller.
+        tracing::info!(translation = %name, namespace = %namespace, op, "Translation written");
+        if let Some(o) = &owner_obj {
+            shared
+                .events
+                .normal(o, reason, format!("Translation {namespace}/{name}"))
+                .await;
+        }
+    }
+
+    for delete in plan.deletes {
+        let Delete {
+            namespace,
+            name,
+            uid,
+            cached_rv,
+        } = delete;
+        let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &namespace);
         let params = DeleteParams {
             preconditions: Some(Preconditions {
-                uid: cached.uid(),
+                uid,
                 resource_version: None,
             }),
             ..DeleteParams::default()
@@ -250,7 +375,9 @@ pub async fn sync_translations(
             Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
             Err(e) => return Err(e.into()),
         }
-        shared.recent.deleted(key, cached_rv);
+        shared
+            .recent
+            .deleted((namespace.clone(), name.clone()), cached_rv);
         shared
             .metrics
             .writes
@@ -263,15 +390,8 @@ pub async fn sync_translations(
                 .normal(o, event::DELETED, format!("Translation {namespace}/{name}"))
                 .await;
         }
-        outcome = SyncOutcome::Written;
     }
-    Ok(if waiting {
-        SyncOutcome::WaitingForDeletion
-    } else if handing_over {
-        SyncOutcome::WaitingForPush
-    } else {
-        outcome
-    })
+    Ok(outcome)
 }
 
 #[cfg(test)]
@@ -334,5 +454,149 @@ mod tests {
         let created = now - SignedDuration::try_from(HANDOVER_MAX).unwrap();
         let stuck = tr("gen-b", "1", created, false);
         assert!(!keep_for_handover(&old, &[(Some(&v1), Some(stuck))], now));
+    }
+
+    /// A view over a fixed cache, with our pending writes by key.
+    #[derive(Default)]
+    struct FakeView {
+        cache: std::collections::HashMap<(String, String), Arc<Translation>>,
+        pending: HashSet<(String, String)>,
+    }
+
+    impl View for FakeView {
+        fn cached(&self, namespace: &str, name: &str) -> Option<Arc<Translation>> {
+            self.cache.get(&(namespace.into(), name.into())).cloned()
+        }
+        fn still_pending(&self, key: &(String, String), _: Option<&str>, _: Option<&str>) -> bool {
+            self.pending.contains(key)
+        }
+    }
+
+    fn desired(name: &str, version: &str) -> Translation {
+        let mut d = DesiredTranslation {
+            name: name.into(),
+            namespace: "ns".into(),
+            labels: BTreeMap::new(),
+            resources: vec![],
+        };
+        d.labels.insert(VERSION_LABEL.into(), version.into());
+        build(&d, None)
+    }
+
+    fn cached_as(want: &Translation, uid: &str) -> Arc<Translation> {
+        let mut c = want.clone();
+        c.metadata.uid = Some(uid.into());
+        c.metadata.resource_version = Some("7".into());
+        c.metadata.creation_timestamp = Some(Time(Timestamp::now()));
+        Arc::new(c)
+    }
+
+    fn key(name: &str) -> (String, String) {
+        ("ns".into(), name.into())
+    }
+
+    #[test]
+    fn new_and_changed_translations_are_written_and_current_ones_not() {
+        let mut view = FakeView::default();
+        let current = desired("current", "1");
+        view.cache.insert(key("current"), cached_as(&current, "u1"));
+        let mut changed = desired("changed", "1");
+        view.cache.insert(key("changed"), cached_as(&changed, "u2"));
+        changed.spec = Some(TranslationSpec {
+            resources: vec![midonet_translators::TranslationResource::new(
+                "Chain", "", "{}",
+            )],
+        });
+        let plan = plan_sync(
+            &view,
+            vec![current, changed, desired("new", "1")],
+            Default::default(),
+            Timestamp::now(),
+        );
+        let written: Vec<(String, Option<String>)> = plan
+            .writes
+            .iter()
+            .map(|w| (w.want.name_any(), w.cached_rv.clone()))
+            .collect();
+        assert_eq!(
+            written,
+            [("changed".into(), Some("7".into())), ("new".into(), None)]
+        );
+        assert!(plan.deletes.is_empty());
+        assert_eq!(plan.outcome(), SyncOutcome::Written);
+    }
+
+    #[test]
+    fn stale_translations_are_deleted_with_their_uid_unless_going_already() {
+        let mut view = FakeView::default();
+        let stale = desired("stale", "1");
+        view.cache
+            .insert(key("stale"), cached_as(&stale, "u-stale"));
+        let mut going = (*cached_as(&desired("going", "1"), "u-going")).clone();
+        going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        view.cache.insert(key("going"), Arc::new(going));
+        let owned = [key("stale"), key("going"), key("uncached")].into();
+        let plan = plan_sync(&view, vec![], owned, Timestamp::now());
+        assert_eq!(
+            plan.deletes,
+            [Delete {
+                namespace: "ns".into(),
+                name: "stale".into(),
+                uid: Some("u-stale".into()),
+                cached_rv: Some("7".into()),
+            }]
+        );
+    }
+
+    #[test]
+    fn a_name_held_by_a_terminating_translation_waits() {
+        let mut view = FakeView::default();
+        let want = desired("a", "1");
+        let mut going = (*cached_as(&want, "old")).clone();
+        going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        view.cache.insert(key("a"), Arc::new(going));
+        let plan = plan_sync(&view, vec![want], Default::default(), Timestamp::now());
+        assert!(plan.writes.is_empty());
+        assert_eq!(plan.outcome(), SyncOutcome::WaitingForDeletion);
+    }
+
+    #[test]
+    fn our_own_writes_the_cache_has_not_seen_are_not_repeated() {
+        let view = FakeView {
+            pending: [key("a"), key("stale")].into(),
+            ..FakeView::default()
+        };
+        let plan = plan_sync(
+            &view,
+            vec![desired("a", "1")],
+            Default::default(),
+            Timestamp::now(),
+        );
+        assert!(plan.writes.is_empty());
+        assert_eq!(plan.outcome(), SyncOutcome::Unchanged);
+    }
+
+    #[test]
+    fn a_replaced_generation_is_kept_until_the_new_one_is_pushed() {
+        let mut view = FakeView::default();
+        let old = desired("gen-a", "1");
+        view.cache.insert(key("gen-a"), cached_as(&old, "u-old"));
+        let plan = plan_sync(
+            &view,
+            vec![desired("gen-b", "1")],
+            [key("gen-a")].into(),
+            Timestamp::now(),
+        );
+        assert_eq!(plan.writes.len(), 1);
+        assert!(plan.deletes.is_empty());
+        assert_eq!(plan.outcome(), SyncOutcome::WaitingForPush);
+        // Another version does not wait: a bump rebuilds everything.
+        let plan = plan_sync(
+            &view,
+            vec![desired("gen-b", "2")],
+            [key("gen-a")].into(),
+            Timestamp::now(),
+        );
+        assert_eq!(plan.deletes.len(), 1);
     }
 }

@@ -64,6 +64,7 @@ fn start_control_plane() -> ControlPlane {
                 .arg(&dir)
                 .arg("--watch-pid")
                 .arg(std::process::id().to_string())
+                .args(START_ARGS.get().into_iter().flatten())
                 .output()
                 .expect("run scripts/k8s-env.sh");
             assert!(
@@ -90,6 +91,21 @@ fn start_control_plane() -> ControlPlane {
     };
     install_crd(&cp);
     cp
+}
+
+/// Extra `k8s-env.sh start` options of this test binary's control plane.
+static START_ARGS: OnceLock<Vec<String>> = OnceLock::new();
+
+/// Makes this test binary's control plane serve EndpointSlices (`k8s-env.sh start
+/// --endpointslices`). Call it before anything starts the control plane; every test of the
+/// binary calls it, so whichever runs first decides.
+pub fn serve_endpointslices() {
+    let _ = START_ARGS.set(vec!["--endpointslices".into()]);
+    assert_eq!(
+        START_ARGS.get().map(Vec::as_slice),
+        Some(&["--endpointslices".to_string()][..]),
+        "the control plane was configured otherwise"
+    );
 }
 
 /// The control plane of this test binary (started on first use) with the CRD installed.
@@ -203,8 +219,10 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+pub mod check;
 pub mod child;
 pub mod fixtures;
+pub mod objects;
 pub mod rbac;
 pub mod scenario;
 pub mod stack;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 
 /// Requests in flight while creating or deleting objects.
@@ -49,12 +49,28 @@ impl ScenarioApi for Scenario {
         .await;
     }
 
+    /// Creates the pods, then gives them their addresses through the status subresource,
+    /// as a kubelet would.
     async fn create_pods(&self, client: &Client, range: std::ops::Range<usize>) {
         create_all(
-            range.map(|i| self.pod(i)).collect(),
+            range.clone().map(|i| self.pod(i)).collect(),
             api_in_namespace_of(client),
         )
         .await;
+        stream::iter(range)
+            .map(|i| async move {
+                let api: Api<Pod> = Api::namespaced(client.clone(), &self.namespace(i));
+                let name = Self::pod_name(i);
+                let status = Patch::Merge(self.pod_status(i));
+                let pp = PatchParams::default();
+                with_retry(&format!("set the address of {name}"), 0, || {
+                    api.patch_status(&name, &pp, &status)
+                })
+                .await;
+            })
+            .buffer_unordered(CONCURRENCY)
+            .collect::<Vec<()>>()
+            .await;
     }
 
     async fn delete_pods(&self, client: &Client, range: std::ops::Range<usize>) {

@@ -167,8 +167,9 @@ pub async fn wait_converged_within(
 }
 
 /// What the objects in the cluster call for, computed with the pure translators (as the
-/// controllers do, with the default tenant and version): the Translations (`ns/name`) and
-/// the backend item paths of their resources.
+/// controllers do, with the default tenant and version, and endpoints from EndpointSlices
+/// when the apiserver serves them): the Translations (`ns/name`) and the backend item paths
+/// of their resources.
 #[derive(Debug, Default)]
 pub struct Expected {
     /// `ns/name` → the item paths of its resources.
@@ -179,7 +180,11 @@ pub struct Expected {
 
 pub async fn expected_from_cluster(client: &Client) -> Expected {
     use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
-    use midonet_translators::{DesiredTranslation, TranslatorConfig};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use midonet_kube_controllers::translate::slices::{
+        discover, translate_with_slices, EndpointSliceV1Beta1, EndpointsSource,
+    };
+    use midonet_translators::{DesiredTranslation, SliceView, TranslatorConfig};
     use std::collections::BTreeMap;
 
     let lp = ListParams::default();
@@ -206,6 +211,27 @@ pub async fn expected_from_cluster(client: &Client) -> Expected {
         .await
         .expect("list Endpoints")
         .items;
+    // Where the controllers read endpoints from, decided as they decide it.
+    let slices: Option<Vec<EndpointSlice>> = match discover(client).await.expect("discovery") {
+        EndpointsSource::SlicesV1 => Some(
+            Api::<EndpointSlice>::all(client.clone())
+                .list(&lp)
+                .await
+                .expect("list EndpointSlices")
+                .items,
+        ),
+        EndpointsSource::SlicesV1Beta1 => Some(
+            Api::<EndpointSliceV1Beta1>::all(client.clone())
+                .list(&lp)
+                .await
+                .expect("list EndpointSlices")
+                .items
+                .into_iter()
+                .map(EndpointSlice::from)
+                .collect(),
+        ),
+        EndpointsSource::Endpoints => None,
+    };
     let cfg = TranslatorConfig::default();
     let node_by_name: BTreeMap<String, &Node> = nodes
         .iter()
@@ -232,12 +258,26 @@ pub async fn expected_from_cluster(client: &Client) -> Expected {
             .and_then(|n| node_by_name.get(n).copied());
         all.extend(midonet_translators::pod(&cfg, p, node).translations);
     }
-    for s in services.iter().filter(|s| live(&s.metadata)) {
-        all.extend(midonet_translators::service(&cfg, s).translations);
-    }
-    for e in endpoints.iter().filter(|e| live(&e.metadata)) {
-        let svc = svc_by_key.get(&key(&e.metadata)).copied();
-        all.extend(midonet_translators::endpoints(&cfg, e, svc).translations);
+    match &slices {
+        // The Service controller translates a Service with its merged slices.
+        Some(slices) => {
+            for s in services.iter().filter(|s| live(&s.metadata)) {
+                let views = slices
+                    .iter()
+                    .filter(|e| live(&e.metadata))
+                    .map(SliceView::from);
+                all.extend(translate_with_slices(&cfg, s, views).translations);
+            }
+        }
+        None => {
+            for s in services.iter().filter(|s| live(&s.metadata)) {
+                all.extend(midonet_translators::service(&cfg, s).translations);
+            }
+            for e in endpoints.iter().filter(|e| live(&e.metadata)) {
+                let svc = svc_by_key.get(&key(&e.metadata)).copied();
+                all.extend(midonet_translators::endpoints(&cfg, e, svc).translations);
+            }
+        }
     }
     let mut out = Expected::default();
     for d in &all {

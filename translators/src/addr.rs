@@ -3,8 +3,9 @@
 //! MidoNet's REST API only takes IPv4 (its models validate against `IPv4.regex`), so IPv6 is
 //! recognised only to tell the user why it is skipped.
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
+
+use crate::model::{Ipv4Cidr, MacAddr};
 
 /// Why a string is not a usable IPv4 address or CIDR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,84 +25,29 @@ pub fn parse_ipv4(s: &str) -> Result<Ipv4Addr, AddrError> {
     }
 }
 
-/// An IPv4 network: its (masked) network address and prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ipv4Cidr {
-    pub network: Ipv4Addr,
-    pub prefix: u8,
-}
-
-impl Ipv4Cidr {
-    /// Parses `a.b.c.d/n`. Host bits are cleared, so `10.0.0.5/24` is `10.0.0.0/24`.
-    pub fn parse(s: &str) -> Result<Self, AddrError> {
-        let (addr, len) = s.trim().split_once('/').ok_or(AddrError::Invalid)?;
-        // Only plain decimal digits: `u8::from_str` would also take a leading '+'.
-        if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(AddrError::Invalid);
+/// Parses `a.b.c.d/n` into the model's CIDR. Host bits are cleared, so `10.0.0.5/24` is
+/// `10.0.0.0/24`; an IPv6 network is reported as such.
+pub fn parse_cidr(s: &str) -> Result<Ipv4Cidr, AddrError> {
+    let (addr, len) = s.trim().split_once('/').ok_or(AddrError::Invalid)?;
+    // Only plain decimal digits: `u8::from_str` would also take a leading '+'.
+    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(AddrError::Invalid);
+    }
+    let prefix: u8 = len.parse().map_err(|_| AddrError::Invalid)?;
+    match addr.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => {
+            let cidr = Ipv4Cidr::new(ip, prefix).ok_or(AddrError::Invalid)?;
+            Ipv4Cidr::new(cidr.network(), prefix).ok_or(AddrError::Invalid)
         }
-        let prefix: u8 = len.parse().map_err(|_| AddrError::Invalid)?;
-        match addr.parse::<IpAddr>() {
-            Ok(IpAddr::V4(ip)) if prefix <= 32 => Ok(Self {
-                network: Ipv4Addr::from(u32::from(ip) & mask(prefix)),
-                prefix,
-            }),
-            Ok(IpAddr::V6(_)) if prefix <= 128 => Err(AddrError::Ipv6),
-            _ => Err(AddrError::Invalid),
-        }
-    }
-
-    /// The address `n` places after the network address, if it is still inside the network.
-    pub fn nth(&self, n: u32) -> Option<Ipv4Addr> {
-        let size = 1u64 << 32u32.checked_sub(u32::from(self.prefix))?;
-        if u64::from(n) >= size {
-            return None;
-        }
-        Some(Ipv4Addr::from(u32::from(self.network).checked_add(n)?))
+        Ok(IpAddr::V6(_)) if prefix <= 128 => Err(AddrError::Ipv6),
+        _ => Err(AddrError::Invalid),
     }
 }
 
-impl fmt::Display for Ipv4Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.network, self.prefix)
-    }
-}
-
-fn mask(prefix: u8) -> u32 {
-    match prefix {
-        0 => 0,
-        p => u32::MAX << (32 - u32::from(p.min(32))),
-    }
-}
-
-/// Parses a 48-bit MAC address written as `xx:xx:xx:xx:xx:xx`, `xx-xx-xx-xx-xx-xx` or
-/// `xxxx.xxxx.xxxx` (the forms Go's `net.ParseMAC` takes for 48-bit addresses).
-pub fn parse_mac(s: &str) -> Option<[u8; 6]> {
-    let s = s.trim();
-    let groups: Vec<&str> = if s.contains(':') {
-        s.split(':').collect()
-    } else if s.contains('-') {
-        s.split('-').collect()
-    } else {
-        s.split('.').collect()
-    };
-    let hex: String = match groups.len() {
-        6 if groups.iter().all(|g| g.len() == 2) => groups.concat(),
-        3 if groups.iter().all(|g| g.len() == 4) => groups.concat(),
-        _ => return None,
-    };
-    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let mut out = [0u8; 6];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
-}
-
-/// A MAC address as bare lowercase hex, for use inside Translation names.
-pub fn mac_hex(mac: &[u8; 6]) -> String {
-    hex::encode(mac)
+/// Parses a 48-bit MAC address in any form Go's `net.ParseMAC` takes for 48-bit addresses
+/// (see [`MacAddr`]'s `FromStr`), ignoring surrounding whitespace.
+pub fn parse_mac(s: &str) -> Option<MacAddr> {
+    s.trim().parse().ok()
 }
 
 #[cfg(test)]
@@ -126,27 +72,12 @@ mod tests {
 
     #[test]
     fn cidrs() {
-        let c = Ipv4Cidr::parse("10.1.2.0/24").unwrap();
+        let c = parse_cidr("10.1.2.0/24").unwrap();
         assert_eq!(c.to_string(), "10.1.2.0/24");
-        assert_eq!(c.nth(1), Some(Ipv4Addr::new(10, 1, 2, 1)));
-        assert_eq!(c.nth(255), Some(Ipv4Addr::new(10, 1, 2, 255)));
-        assert_eq!(c.nth(256), None);
-        assert_eq!(Ipv4Cidr::parse("10.1.2.9/24").unwrap(), c);
-        assert_eq!(
-            Ipv4Cidr::parse("0.0.0.0/0")
-                .unwrap()
-                .nth(1)
-                .unwrap()
-                .to_string(),
-            "0.0.0.1"
-        );
-        assert_eq!(Ipv4Cidr::parse("255.255.255.255/32").unwrap().nth(1), None);
-        let odd = Ipv4Cidr {
-            network: Ipv4Addr::UNSPECIFIED,
-            prefix: 40,
-        };
-        assert_eq!(odd.nth(0), None);
-        assert_eq!(Ipv4Cidr::parse("fd00::/64"), Err(AddrError::Ipv6));
+        assert_eq!(parse_cidr("10.1.2.9/24").unwrap(), c);
+        assert_eq!(parse_cidr(" 10.1.2.9/24 ").unwrap(), c);
+        assert_eq!(parse_cidr("0.0.0.0/0").unwrap().to_string(), "0.0.0.0/0");
+        assert_eq!(parse_cidr("fd00::/64"), Err(AddrError::Ipv6));
         for bad in [
             "",
             "10.0.0.0",
@@ -156,16 +87,17 @@ mod tests {
             "x/8",
             "/8",
             "10.0.0.0/8/8",
+            "fd00::/129",
         ] {
-            assert_eq!(Ipv4Cidr::parse(bad), Err(AddrError::Invalid), "{bad:?}");
+            assert_eq!(parse_cidr(bad), Err(AddrError::Invalid), "{bad:?}");
         }
     }
 
     #[test]
     fn macs() {
-        let want = Some([0x02, 0xab, 0xcd, 0xef, 0x01, 0x23]);
+        let want = Some(MacAddr([0x02, 0xab, 0xcd, 0xef, 0x01, 0x23]));
         assert_eq!(parse_mac("02:ab:cd:ef:01:23"), want);
-        assert_eq!(parse_mac("02-AB-CD-EF-01-23"), want);
+        assert_eq!(parse_mac(" 02-AB-CD-EF-01-23\n"), want);
         assert_eq!(parse_mac("02ab.cdef.0123"), want);
         for bad in [
             "",
@@ -177,6 +109,5 @@ mod tests {
         ] {
             assert_eq!(parse_mac(bad), None, "{bad:?}");
         }
-        assert_eq!(mac_hex(&[0xac, 0xca, 0xba, 0, 1, 0xff]), "accaba0001ff");
     }
 }

@@ -71,16 +71,34 @@
 //! with the service ports of the same name and protocol (an unnamed port pairs with the
 //! unnamed port). Without the Service, or without a usable cluster IP, nothing is produced;
 //! the runner re-translates the Endpoints when the Service appears or changes.
+//!
+//! # Sources: Endpoints or EndpointSlices
+//!
+//! The translation works on a source-neutral [`ServiceEndpoints`]: groups of addresses (each
+//! with its `ready`, `serving` and `terminating` conditions) that share a list of ports. An
+//! Endpoints subset is one group ([`ServiceEndpoints::from_endpoints`]: `addresses` are
+//! ready, `notReadyAddresses` are neither ready nor serving); an EndpointSlice is one group
+//! ([`ServiceEndpoints::from_slices`]), and all slices of a Service are merged. Which
+//! addresses get traffic is decided per service port as kube-proxy does
+//! ([`Conditions`], [`select`]): the ready ones; when none is ready, the ones that are still
+//! serving while terminating, so that connections are not refused during a rolling update
+//! whose last pods are shutting down.
+//!
+//! Both sources give the same generation (same Translation name, same IDs) for the same
+//! target set: switching a cluster from Endpoints to EndpointSlices leaves the backend as it
+//! is. The owner differs: the Endpoints object, or the Service for slices (a Service has
+//! several slices, and a Translation needs one owner that lives as long as it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
 use sha2::{Digest, Sha256};
 
 use crate::addr::{parse_ipv4, AddrError};
-use crate::backend::{self, NatTarget, Rule};
 use crate::ids::{id_for_key, sub_id};
+use crate::model::{Chain, FlowAction, NatTarget, Resource, Rule, RuleType};
 use crate::naming::backend_name;
 use crate::node::{SNAT_PORT_FROM, SNAT_PORT_TO};
 use crate::service::{
@@ -92,19 +110,292 @@ use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig}
 /// Kind of the per-port generation Translations and of their IDs.
 pub const ENDPOINTS_PORT_KIND: &str = "Endpoints-Port";
 
-pub fn endpoints(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) -> Translated {
-    let mut out = Translated::default();
-    let name = match ep.metadata.name.as_deref() {
-        Some(n) if !n.is_empty() => n,
-        _ => return out,
+/// The label naming the Service an EndpointSlice belongs to.
+pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+/// The state of one endpoint address, with the EndpointSlice meaning of each field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conditions {
+    pub ready: bool,
+    pub serving: bool,
+    pub terminating: bool,
+}
+
+impl Conditions {
+    /// Ready (and so serving, not terminating).
+    pub const READY: Conditions = Conditions {
+        ready: true,
+        serving: true,
+        terminating: false,
     };
-    let namespace = match ep.metadata.namespace.as_deref() {
+    /// Neither ready nor serving: gets no traffic.
+    pub const NOT_READY: Conditions = Conditions {
+        ready: false,
+        serving: false,
+        terminating: false,
+    };
+
+    /// The API's conditions with its defaults: a nil `ready` or `serving` is "true", a nil
+    /// `terminating` is "false" (`discovery.k8s.io/v1` EndpointConditions). An apiserver
+    /// without the `EndpointSliceTerminatingCondition` feature drops `serving` and
+    /// `terminating`, which then read as "serving, not terminating".
+    pub fn of(c: Option<&k8s_openapi::api::discovery::v1::EndpointConditions>) -> Conditions {
+        let c = c.cloned().unwrap_or_default();
+        Conditions {
+            ready: c.ready.unwrap_or(true),
+            serving: c.serving.unwrap_or(true),
+            terminating: c.terminating.unwrap_or(false),
+        }
+    }
+}
+
+/// Which addresses of one service port get traffic, as kube-proxy chooses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Eligibility {
+    /// Ready: always used.
+    Ready,
+    /// Not ready, but serving while terminating: used only when no address is ready.
+    Fallback,
+    /// Never used.
+    None,
+}
+
+impl Conditions {
+    pub fn eligibility(self) -> Eligibility {
+        if self.ready {
+            Eligibility::Ready
+        } else if self.serving && self.terminating {
+            Eligibility::Fallback
+        } else {
+            Eligibility::None
+        }
+    }
+}
+
+/// The addresses of one service port that get traffic: the ready ones, or, when there are
+/// none, the serving terminating ones (kube-proxy's `CategorizeEndpoints` for cluster
+/// traffic). `candidates` are (address, eligibility) pairs of that port.
+pub fn select<T: Ord + Clone>(candidates: &[(T, Eligibility)]) -> BTreeSet<T> {
+    let of = |want: Eligibility| -> BTreeSet<T> {
+        candidates
+            .iter()
+            .filter(|(_, e)| *e == want)
+            .map(|(t, _)| t.clone())
+            .collect()
+    };
+    let ready = of(Eligibility::Ready);
+    if ready.is_empty() {
+        of(Eligibility::Fallback)
+    } else {
+        ready
+    }
+}
+
+/// One port of an endpoint group, as written in the source (validated when paired).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupPort {
+    pub name: String,
+    pub protocol: Option<String>,
+    pub port: i32,
+}
+
+/// One address of an endpoint group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupAddress {
+    pub ip: String,
+    pub conditions: Conditions,
+}
+
+/// Addresses that all serve the same ports: an Endpoints subset or an EndpointSlice.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointGroup {
+    pub ports: Vec<GroupPort>,
+    pub addresses: Vec<GroupAddress>,
+}
+
+/// The endpoints of one Service, whatever API they were read from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServiceEndpoints {
+    pub namespace: String,
+    /// The Service's name.
+    pub name: String,
+    pub groups: Vec<EndpointGroup>,
+}
+
+fn namespace_or_default(ns: Option<&str>) -> &str {
+    match ns {
         Some(ns) if !ns.is_empty() => ns,
         _ => "default",
+    }
+}
+
+/// The parts of an EndpointSlice the translation reads; `discovery.k8s.io/v1beta1` slices
+/// have the same shape for these fields.
+#[derive(Clone, Copy, Debug)]
+pub struct SliceView<'a> {
+    pub namespace: Option<&'a str>,
+    pub labels: Option<&'a BTreeMap<String, String>>,
+    pub address_type: &'a str,
+    pub endpoints: &'a [Endpoint],
+    pub ports: &'a [EndpointPort],
+}
+
+impl<'a> From<&'a EndpointSlice> for SliceView<'a> {
+    fn from(s: &'a EndpointSlice) -> Self {
+        SliceView {
+            namespace: s.metadata.namespace.as_deref(),
+            labels: s.metadata.labels.as_ref(),
+            address_type: &s.address_type,
+            endpoints: &s.endpoints,
+            ports: s.ports.as_deref().unwrap_or_default(),
+        }
+    }
+}
+
+impl ServiceEndpoints {
+    /// An Endpoints object: each subset is a group; `addresses` are ready,
+    /// `notReadyAddresses` neither ready nor serving (Endpoints has no terminating state).
+    pub fn from_endpoints(ep: &Endpoints) -> Option<ServiceEndpoints> {
+        let name = ep.metadata.name.as_deref().filter(|n| !n.is_empty())?;
+        let groups = ep
+            .subsets
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|subset| {
+                let with = |list: &[k8s_openapi::api::core::v1::EndpointAddress], conditions| {
+                    list.iter()
+                        .map(|a| GroupAddress {
+                            ip: a.ip.clone(),
+                            conditions,
+                        })
+                        .collect::<Vec<_>>()
+                };
+                EndpointGroup {
+                    ports: subset
+                        .ports
+                        .as_deref()
+                        .unwrap_or_default()
+                        .iter()
+                        .map(|p| GroupPort {
+                            name: p.name.clone().unwrap_or_default(),
+                            protocol: p.protocol.clone(),
+                            port: p.port,
+                        })
+                        .collect(),
+                    addresses: [
+                        with(
+                            subset.addresses.as_deref().unwrap_or_default(),
+                            Conditions::READY,
+                        ),
+                        with(
+                            subset.not_ready_addresses.as_deref().unwrap_or_default(),
+                            Conditions::NOT_READY,
+                        ),
+                    ]
+                    .concat(),
+                }
+            })
+            .collect();
+        Some(ServiceEndpoints {
+            namespace: namespace_or_default(ep.metadata.namespace.as_deref()).to_string(),
+            name: name.to_string(),
+            groups,
+        })
+    }
+
+    /// The EndpointSlices of the Service `namespace/name`, merged: every slice in that
+    /// namespace labelled `kubernetes.io/service-name: <name>` is one group; other slices
+    /// are ignored. Slices of address type `FQDN` are ignored (nothing routes to a name);
+    /// `IPv6` ones are kept so that their addresses are reported as unsupported. Of an
+    /// endpoint's `addresses` only the first is used: the API says they are fungible and
+    /// consumers may use only the first.
+    pub fn from_slices<'a>(
+        namespace: &str,
+        name: &str,
+        slices: impl IntoIterator<Item = SliceView<'a>>,
+    ) -> ServiceEndpoints {
+        let groups = slices
+            .into_iter()
+            .filter(|s| {
+                namespace_or_default(s.namespace) == namespace
+                    && s.labels
+                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                        .map(String::as_str)
+                        == Some(name)
+                    && s.address_type != "FQDN"
+            })
+            .map(|s| EndpointGroup {
+                // A port without a number is not restricted to one number; kube-proxy
+                // skips it, as there is nothing to DNAT to.
+                ports: s
+                    .ports
+                    .iter()
+                    .filter_map(|p| {
+                        Some(GroupPort {
+                            name: p.name.clone().unwrap_or_default(),
+                            protocol: p.protocol.clone(),
+                            port: p.port?,
+                        })
+                    })
+                    .collect(),
+                addresses: s
+                    .endpoints
+                    .iter()
+                    .filter_map(|e| {
+                        Some(GroupAddress {
+                            ip: e.addresses.first()?.clone(),
+                            conditions: Conditions::of(e.conditions.as_ref()),
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        ServiceEndpoints {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            groups,
+        }
+    }
+}
+
+/// Endpoints input: see [`service_endpoints`].
+pub fn endpoints(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) -> Translated {
+    match ServiceEndpoints::from_endpoints(ep) {
+        Some(se) => service_endpoints(cfg, &se, svc),
+        None => Translated::default(),
+    }
+}
+
+/// EndpointSlice input: the slices of `svc` among `slices`, merged (see
+/// [`ServiceEndpoints::from_slices`]).
+pub fn endpoint_slices<'a>(
+    cfg: &TranslatorConfig,
+    svc: &Service,
+    slices: impl IntoIterator<Item = SliceView<'a>>,
+) -> Translated {
+    let Some(name) = svc.metadata.name.as_deref().filter(|n| !n.is_empty()) else {
+        return Translated::default();
     };
+    let namespace = namespace_or_default(svc.metadata.namespace.as_deref());
+    let se = ServiceEndpoints::from_slices(namespace, name, slices);
+    service_endpoints(cfg, &se, Some(svc))
+}
+
+/// The generations of a Service's endpoints, paired with the Service `svc`.
+pub fn service_endpoints(
+    cfg: &TranslatorConfig,
+    se: &ServiceEndpoints,
+    svc: Option<&Service>,
+) -> Translated {
+    let mut out = Translated::default();
+    let (namespace, name) = (se.namespace.as_str(), se.name.as_str());
+    if name.is_empty() {
+        return out;
+    }
     let Some(svc) = svc.filter(|s| {
         s.metadata.name.as_deref() == Some(name)
-            && s.metadata.namespace.as_deref().unwrap_or("default") == namespace
+            && namespace_or_default(s.metadata.namespace.as_deref()) == namespace
     }) else {
         return out;
     };
@@ -117,51 +408,61 @@ pub fn endpoints(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) 
         .map(|p| (p.name, p.proto))
         .collect();
 
-    let targets = ready_targets(ep, &service_ports, &mut out);
+    let targets = targets(se, &service_ports, &mut out);
     for (port_name, targets) in &targets {
+        if targets.is_empty() {
+            continue;
+        }
         let port_key = service_port_key(namespace, name, port_name);
         let hash = generation_hash(cluster_ip, targets);
         let generation_key = format!("{port_key}/{hash}");
         let base = id_for_key(cfg, ENDPOINTS_PORT_KIND, &generation_key);
         let chain = base;
 
-        let mut resources = vec![
-            backend::chain(
+        let mut resources: Vec<Resource> = vec![
+            Chain::named(
                 chain,
                 &cfg.tenant,
-                &backend_name(format!("KUBE-SEP-{generation_key}")),
-            ),
-            Rule::new(sub_id(base, "DNAT"), chain, "dnat", 1)
-                .nat_targets(targets.iter().copied().collect())
-                .flow_action("continue")
-                .entry(),
+                backend_name(format!("KUBE-SEP-{generation_key}")),
+            )
+            .into(),
+            Rule::new(chain, sub_id(base, "DNAT"), RuleType::Dnat)
+                .at(1)
+                .with_flow_action(FlowAction::Continue)
+                .with_nat_targets(targets.iter().map(Target::nat_target).collect())
+                .into(),
         ];
-        let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.address_from).collect();
+        let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.ip).collect();
         let mut position = 1u32;
         for ip in &hosts {
             position += 1;
             resources.push(
-                Rule::new(sub_id(base, &format!("SNAT/{ip}")), chain, "snat", position)
+                Rule::new(chain, sub_id(base, &format!("SNAT/{ip}")), RuleType::Snat)
+                    .at(position)
+                    .with_flow_action(FlowAction::Continue)
                     .from_host(*ip)
                     .to_host(*ip)
-                    .nat_targets(vec![NatTarget::port_range(
+                    .with_nat_targets(vec![NatTarget::to_ports(
                         cluster_ip,
-                        SNAT_PORT_FROM,
-                        SNAT_PORT_TO,
+                        Some(SNAT_PORT_FROM),
+                        Some(SNAT_PORT_TO),
                     )])
-                    .flow_action("continue")
-                    .entry(),
+                    .into(),
             );
         }
-        resources.push(Rule::new(sub_id(base, "Accept"), chain, "accept", position + 1).entry());
+        resources.push(
+            Rule::new(chain, sub_id(base, "Accept"), RuleType::Accept)
+                .at(position + 1)
+                .into(),
+        );
         resources.push(
             Rule::jump(
-                sub_id(base, "Jump"),
                 service_port_chain_id(cfg, &port_key),
+                sub_id(base, "Jump"),
                 chain,
-                1,
             )
-            .entry(),
+            .at(1)
+            .into(),
         );
         out.translations.push(DesiredTranslation::versioned(
             cfg,
@@ -174,36 +475,53 @@ pub fn endpoints(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) 
     out
 }
 
-/// Ready IPv4 `address:port` targets per service port name, sorted and de-duplicated.
-fn ready_targets(
-    ep: &Endpoints,
+/// One endpoint `address:port`, ordered by address then port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Target {
+    ip: Ipv4Addr,
+    port: u16,
+}
+
+impl Target {
+    fn nat_target(&self) -> NatTarget {
+        NatTarget::to(self.ip, Some(self.port))
+    }
+}
+
+/// The IPv4 `address:port` targets that get traffic, per service port name, sorted and
+/// de-duplicated (see [`select`]). Only addresses that could get traffic are reported when
+/// unusable.
+fn targets(
+    se: &ServiceEndpoints,
     service_ports: &BTreeMap<String, u8>,
     out: &mut Translated,
-) -> BTreeMap<String, BTreeSet<NatTarget>> {
-    let mut targets: BTreeMap<String, BTreeSet<NatTarget>> = BTreeMap::new();
+) -> BTreeMap<String, BTreeSet<Target>> {
+    let mut candidates: BTreeMap<String, Vec<(Target, Eligibility)>> = BTreeMap::new();
     let mut invalid_addresses = BTreeSet::new();
     let mut invalid_ports = BTreeSet::new();
     let mut ipv6 = 0usize;
-    for subset in ep.subsets.as_deref().unwrap_or_default() {
+    for group in &se.groups {
         let mut ports = Vec::new();
-        for p in subset.ports.as_deref().unwrap_or_default() {
-            let port_name = p.name.clone().unwrap_or_default();
+        for p in &group.ports {
             // Ports the Service translator skipped have no chain to fill.
-            let Some(&proto) = service_ports.get(&port_name) else {
+            let Some(&proto) = service_ports.get(&p.name) else {
                 continue;
             };
             if protocol_number(p.protocol.as_deref()) != Some(proto) {
                 continue;
             }
             match port_number(p.port) {
-                Some(port) => ports.push((port_name, port)),
+                Some(port) => ports.push((&p.name, port)),
                 None => {
-                    invalid_ports.insert(format!("{port_name:?}={}", p.port));
+                    invalid_ports.insert(format!("{:?}={}", p.name, p.port));
                 }
             }
         }
-        // Only `addresses` are ready; `notReadyAddresses` get no traffic.
-        for a in subset.addresses.as_deref().unwrap_or_default() {
+        for a in &group.addresses {
+            let eligibility = a.conditions.eligibility();
+            if eligibility == Eligibility::None {
+                continue;
+            }
             let ip = match parse_ipv4(&a.ip) {
                 Ok(ip) => ip,
                 Err(AddrError::Ipv6) => {
@@ -216,10 +534,10 @@ fn ready_targets(
                 }
             };
             for (port_name, port) in &ports {
-                targets
-                    .entry(port_name.clone())
+                candidates
+                    .entry((*port_name).clone())
                     .or_default()
-                    .insert(NatTarget::single(ip, *port));
+                    .push((Target { ip, port: *port }, eligibility));
             }
         }
     }
@@ -247,15 +565,194 @@ fn ready_targets(
             format!("{ipv6} IPv6 endpoint address(es) skipped; MidoNet needs IPv4"),
         );
     }
-    targets
+    candidates
+        .into_iter()
+        .map(|(port, c)| (port, select(&c)))
+        .collect()
 }
 
 /// 16 hex digits of SHA-256 over the cluster IP and the sorted targets: names a generation.
-fn generation_hash(cluster_ip: Ipv4Addr, targets: &BTreeSet<NatTarget>) -> String {
+fn generation_hash(cluster_ip: Ipv4Addr, targets: &BTreeSet<Target>) -> String {
     let mut h = Sha256::new();
     h.update(cluster_ip.to_string().as_bytes());
     for t in targets {
-        h.update(format!("\n{}:{}", t.address_from, t.port_from).as_bytes());
+        h.update(format!("\n{}:{}", t.ip, t.port).as_bytes());
     }
     hex::encode(&h.finalize()[..8])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svc() -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"clusterIP": "10.96.0.10",
+                     "ports": [{"name": "http", "port": 80, "protocol": "TCP"},
+                               {"name": "dns", "port": 53, "protocol": "UDP"}]}
+        }))
+        .unwrap()
+    }
+
+    fn slice(service: &str, endpoints: serde_json::Value) -> EndpointSlice {
+        serde_json::from_value(json!({
+            "metadata": {"name": format!("{service}-x"), "namespace": "ns",
+                         "labels": {SERVICE_NAME_LABEL: service}},
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
+        }))
+        .unwrap()
+    }
+
+    /// The `address:port` targets of the generation of port `http`, read back from the
+    /// DNAT rule's body.
+    fn http_targets(out: &Translated) -> BTreeSet<String> {
+        let tr = out
+            .translations
+            .iter()
+            .filter(|t| t.name.starts_with("endpoints-port.1.web-http-"))
+            .collect::<Vec<_>>();
+        let mut set = BTreeSet::new();
+        for t in &tr {
+            for r in &t.resources {
+                let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+                if body["type"] == "dnat" {
+                    for nt in body["natTargets"].as_array().unwrap() {
+                        set.insert(format!(
+                            "{}:{}",
+                            nt["addressFrom"].as_str().unwrap(),
+                            nt["portFrom"]
+                        ));
+                    }
+                }
+            }
+        }
+        assert!(tr.len() <= 1, "one generation per port");
+        set
+    }
+
+    fn set(items: &[&str]) -> BTreeSet<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn absent_conditions_read_as_the_api_defines_them() {
+        assert_eq!(Conditions::of(None), Conditions::READY);
+        let c = serde_json::from_value(json!({"ready": false})).unwrap();
+        assert_eq!(
+            Conditions::of(Some(&c)),
+            Conditions {
+                ready: false,
+                serving: true,
+                terminating: false
+            }
+        );
+        assert_eq!(Conditions::of(Some(&c)).eligibility(), Eligibility::None);
+    }
+
+    #[test]
+    fn terminating_serving_endpoints_are_used_only_without_ready_ones() {
+        let c = |ready, serving, terminating| {
+            Conditions {
+                ready,
+                serving,
+                terminating,
+            }
+            .eligibility()
+        };
+        assert_eq!(c(true, true, false), Eligibility::Ready);
+        assert_eq!(c(false, true, true), Eligibility::Fallback);
+        assert_eq!(c(false, false, true), Eligibility::None);
+        assert_eq!(c(false, true, false), Eligibility::None);
+        let both = [(1, Eligibility::Ready), (2, Eligibility::Fallback)];
+        assert_eq!(select(&both), BTreeSet::from([1]));
+        let only_terminating = [(2, Eligibility::Fallback), (3, Eligibility::None)];
+        assert_eq!(select(&only_terminating), BTreeSet::from([2]));
+        assert!(select::<i32>(&[(3, Eligibility::None)]).is_empty());
+    }
+
+    #[test]
+    fn several_slices_of_a_service_are_merged_and_others_ignored() {
+        let a = slice(
+            "web",
+            json!([{"addresses": ["10.1.0.1"]}, {"addresses": ["10.1.0.2", "10.9.9.9"]}]),
+        );
+        let b = slice(
+            "web",
+            json!([{"addresses": ["10.1.0.3"], "conditions": {"ready": true}}]),
+        );
+        let other = slice("db", json!([{"addresses": ["10.1.0.4"]}]));
+        let mut other_ns = slice("web", json!([{"addresses": ["10.1.0.5"]}]));
+        other_ns.metadata.namespace = Some("elsewhere".into());
+        let out = endpoint_slices(
+            &TranslatorConfig::default(),
+            &svc(),
+            [&a, &b, &other, &other_ns].map(SliceView::from),
+        );
+        // Only the first address of an endpoint counts.
+        assert_eq!(
+            http_targets(&out),
+            set(&["10.1.0.1:8080", "10.1.0.2:8080", "10.1.0.3:8080"])
+        );
+        assert!(out.warnings.is_empty());
+    }
+
+    #[test]
+    fn kube_proxy_fallback_to_serving_terminating_endpoints() {
+        let cfg = TranslatorConfig::default();
+        let ready = json!({"addresses": ["10.1.0.1"], "conditions": {"ready": true, "serving": true, "terminating": false}});
+        let draining = json!({"addresses": ["10.1.0.2"], "conditions": {"ready": false, "serving": true, "terminating": true}});
+        let dying = json!({"addresses": ["10.1.0.3"], "conditions": {"ready": false, "serving": false, "terminating": true}});
+        let starting = json!({"addresses": ["10.1.0.4"], "conditions": {"ready": false, "serving": false, "terminating": false}});
+        let with_ready = slice("web", json!([ready, draining, dying, starting]));
+        let out = endpoint_slices(&cfg, &svc(), [SliceView::from(&with_ready)]);
+        assert_eq!(http_targets(&out), set(&["10.1.0.1:8080"]));
+        let without_ready = slice("web", json!([draining, dying, starting]));
+        let out = endpoint_slices(&cfg, &svc(), [SliceView::from(&without_ready)]);
+        assert_eq!(http_targets(&out), set(&["10.1.0.2:8080"]));
+        let none = slice("web", json!([dying, starting]));
+        let out = endpoint_slices(&cfg, &svc(), [SliceView::from(&none)]);
+        assert!(out.translations.is_empty());
+    }
+
+    #[test]
+    fn slices_and_endpoints_with_the_same_targets_give_the_same_generation() {
+        let cfg = TranslatorConfig::default();
+        let ep: Endpoints = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "subsets": [{"addresses": [{"ip": "10.1.0.1"}, {"ip": "10.1.0.2"}],
+                         "notReadyAddresses": [{"ip": "10.1.0.3"}],
+                         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}]
+        }))
+        .unwrap();
+        let s = slice(
+            "web",
+            json!([{"addresses": ["10.1.0.2"]}, {"addresses": ["10.1.0.1"]},
+                   {"addresses": ["10.1.0.3"], "conditions": {"ready": false}}]),
+        );
+        let from_ep = endpoints(&cfg, &ep, Some(&svc()));
+        let from_slices = endpoint_slices(&cfg, &svc(), [SliceView::from(&s)]);
+        assert_eq!(from_ep.translations.len(), 1);
+        assert_eq!(from_ep, from_slices);
+    }
+
+    #[test]
+    fn ipv6_and_fqdn_slices_and_portless_entries() {
+        let cfg = TranslatorConfig::default();
+        let mut v6 = slice("web", json!([{"addresses": ["fd00::1"]}]));
+        v6.address_type = "IPv6".into();
+        let mut fqdn = slice("web", json!([{"addresses": ["db.example.com"]}]));
+        fqdn.address_type = "FQDN".into();
+        let mut portless = slice("web", json!([{"addresses": ["10.1.0.9"]}]));
+        portless.ports = Some(vec![
+            serde_json::from_value(json!({"name": "http"})).unwrap()
+        ]);
+        let out = endpoint_slices(&cfg, &svc(), [&v6, &fqdn, &portless].map(SliceView::from));
+        assert!(out.translations.is_empty());
+        let reasons: Vec<_> = out.warnings.iter().map(|w| w.reason.as_str()).collect();
+        assert_eq!(reasons, [reason::UNSUPPORTED_IP_FAMILY]);
+    }
 }

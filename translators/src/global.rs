@@ -2,9 +2,12 @@
 
 use uuid::Uuid;
 
-use crate::backend::{self, Rule};
 use crate::ids::{id_for_key, sub_id};
-use crate::translate::{DesiredTranslation, TranslatorConfig};
+use crate::meta::GLOBAL_LABEL;
+use crate::model::{
+    Chain, FlowAction, Resource, Router, Rule, RuleType, TunnelZone, TunnelZoneType,
+};
+use crate::translate::{DesiredTranslation, TranslatorConfig, GLOBAL_TRANSLATION_NAMESPACE};
 
 /// Pseudo kind of the global Translations and of the root of the global IDs.
 pub const GLOBAL_KIND: &str = "midonet-global";
@@ -55,39 +58,60 @@ pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
     let main = base;
     let pre = pre_chain_id(cfg);
     let services = services_chain_id(cfg);
-    let chains = vec![
-        backend::chain(main, tenant, MAIN_CHAIN_NAME),
-        backend::chain(pre, tenant, PRE_CHAIN_NAME),
-        backend::chain(services, tenant, SERVICES_CHAIN_NAME),
-        Rule::jump(sub_id(base, "Jump To Pre"), main, pre, 1).entry(),
-        Rule::jump(sub_id(base, "Jump To Services"), main, services, 2).entry(),
-        Rule::new(sub_id(base, "Reverse SNAT"), pre, "rev_snat", 1)
-            .flow_action("continue")
-            .entry(),
-        Rule::new(sub_id(base, "Reverse DNAT"), pre, "rev_dnat", 2)
-            .flow_action("accept")
-            .entry(),
+    let chains: Vec<Resource> = vec![
+        Chain::named(main, tenant, MAIN_CHAIN_NAME).into(),
+        Chain::named(pre, tenant, PRE_CHAIN_NAME).into(),
+        Chain::named(services, tenant, SERVICES_CHAIN_NAME).into(),
+        Rule::jump(main, sub_id(base, "Jump To Pre"), pre)
+            .at(1)
+            .into(),
+        Rule::jump(main, sub_id(base, "Jump To Services"), services)
+            .at(2)
+            .into(),
+        Rule::new(pre, sub_id(base, "Reverse SNAT"), RuleType::RevSnat)
+            .at(1)
+            .with_flow_action(FlowAction::Continue)
+            .into(),
+        Rule::new(pre, sub_id(base, "Reverse DNAT"), RuleType::RevDnat)
+            .at(2)
+            .with_flow_action(FlowAction::Accept)
+            .into(),
     ];
     vec![
-        DesiredTranslation::global(
+        global_translation(
             cfg,
             "tunnel-zone",
-            vec![backend::tunnel_zone(
+            vec![TunnelZone::new(
                 default_tunnel_zone_id(cfg),
                 "DefaultTunnelZone",
-                "vxlan",
-            )],
+                TunnelZoneType::Vxlan,
+            )
+            .into()],
         ),
-        DesiredTranslation::global(
+        global_translation(
             cfg,
             "cluster-router",
-            vec![backend::router(
-                cluster_router_id(cfg),
-                tenant,
-                "ClusterRouter",
-            )],
+            vec![Router::named(cluster_router_id(cfg), tenant, "ClusterRouter").into()],
         ),
-        DesiredTranslation::global(cfg, "chains", chains),
+        global_translation(cfg, "chains", chains),
         crate::policy::policy_globals(cfg),
     ]
+}
+
+/// A global Translation (no owner) in `kube-system`.
+pub(crate) fn global_translation(
+    cfg: &TranslatorConfig,
+    key: &str,
+    resources: Vec<Resource>,
+) -> DesiredTranslation {
+    let mut tr = DesiredTranslation::versioned(
+        cfg,
+        GLOBAL_KIND,
+        key,
+        GLOBAL_TRANSLATION_NAMESPACE,
+        resources,
+    );
+    tr.labels
+        .insert(GLOBAL_LABEL.to_string(), "true".to_string());
+    tr
 }

@@ -17,7 +17,8 @@
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::translate::TranslatorConfig;
+use crate::config::TranslatorConfig;
+use crate::model::MacAddr;
 
 /// Fixed root of every derivation. It is the same root the original Go integration used, so
 /// for an equal version, tenant, kind and key both produce the same IDs.
@@ -46,14 +47,14 @@ pub fn sub_id(base: Uuid, purpose: &str) -> Uuid {
 pub const MAC_PREFIX: [u8; 3] = [0xac, 0xca, 0xba];
 
 /// A deterministic MAC address for `key`: the Midokura OUI plus the first three bytes of
-/// SHA-256 of the key, formatted `ac:ca:ba:xx:xx:xx` (the form MidoNet's `MAC.regex` accepts).
+/// SHA-256 of the key (written `ac:ca:ba:xx:xx:xx`, the form MidoNet's `MAC.regex` accepts).
 ///
 /// Only 24 bits come from the key, so distinct keys may collide; it is used where a stable
 /// value matters more than uniqueness (router-port MACs, which MidoNet would otherwise
 /// randomise on every re-creation).
-pub fn mac_for_key(key: &str) -> String {
+pub fn mac_for_key(key: &str) -> MacAddr {
     let hash = Sha256::digest(key.as_bytes());
-    format_mac(&[
+    MacAddr([
         MAC_PREFIX[0],
         MAC_PREFIX[1],
         MAC_PREFIX[2],
@@ -61,15 +62,6 @@ pub fn mac_for_key(key: &str) -> String {
         hash[1],
         hash[2],
     ])
-}
-
-/// Lowercase, colon-separated form of a MAC address.
-pub fn format_mac(bytes: &[u8; 6]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
 }
 
 #[cfg(test)]
@@ -130,11 +122,11 @@ mod tests {
 
     #[test]
     fn mac_has_the_midokura_prefix() {
-        let mac = mac_for_key("n1");
+        let mac = mac_for_key("n1").to_string();
         assert!(mac.starts_with("ac:ca:ba:"), "{mac}");
         assert_eq!(mac.len(), 17);
-        assert_eq!(mac, mac_for_key("n1"));
-        assert_ne!(mac, mac_for_key("n2"));
+        assert_eq!(mac, mac_for_key("n1").to_string());
+        assert_ne!(mac_for_key("n1"), mac_for_key("n2"));
         // sha256("n1") starts with the bytes below.
         let h = Sha256::digest(b"n1");
         assert_eq!(

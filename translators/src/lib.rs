@@ -14,7 +14,7 @@ pub use version::TRANSLATION_VERSION;
 
 // Translators: identities, names and the per-kind translation functions (see MAPPING.md).
 pub mod addr;
-pub mod backend;
+pub mod config;
 pub mod endpoints;
 pub mod global;
 pub mod ids;
@@ -25,7 +25,7 @@ pub mod policy;
 pub mod service;
 pub mod translate;
 
-pub use endpoints::endpoints;
+pub use endpoints::{endpoint_slices, endpoints, service_endpoints, ServiceEndpoints, SliceView};
 pub use global::global;
 pub use ids::{id_for_key, mac_for_key, sub_id, tenant_namespace};
 pub use naming::{translation_name, unversioned_translation_name};

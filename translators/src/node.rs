@@ -6,13 +6,16 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::Node;
 use uuid::Uuid;
 
-use crate::addr::{mac_hex, parse_ipv4, parse_mac, AddrError, Ipv4Cidr};
-use crate::backend::{self, NatTarget, Rule};
+use crate::addr::{parse_cidr, parse_ipv4, parse_mac, AddrError};
 use crate::global::{cluster_router_id, default_tunnel_zone_id, main_chain_id};
-use crate::ids::{format_mac, id_for_key, mac_for_key, sub_id};
+use crate::ids::{id_for_key, mac_for_key, sub_id};
 use crate::meta::{
     HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION,
     TUNNEL_ZONE_ID_ANNOTATION,
+};
+use crate::model::{
+    Bridge, Chain, FlowAction, HostInterfacePort, Ipv4Cidr, Ipv4MacPair, MacPort, NatTarget, Port,
+    PortLink, Resource, Route, RouteType, Rule, RuleType, TunnelZoneHost,
 };
 use crate::naming::{backend_name, NODE_INTERFACE_NAME};
 use crate::translate::{
@@ -25,6 +28,9 @@ pub const NODE_KIND: &str = "Node";
 pub const NODE_MAC_KIND: &str = "Node-MAC";
 pub const NODE_ARP_KIND: &str = "Node-ARP";
 pub const NODE_TUNNEL_ENDPOINT_KIND: &str = "Node-Tunnel-Endpoint";
+
+/// Weight of the routes we create (MidoNet's usual default).
+pub const ROUTE_WEIGHT: u32 = 100;
 
 /// Source ports the node SNAT rule may use.
 pub const SNAT_PORT_FROM: u16 = 30000;
@@ -48,7 +54,7 @@ pub struct SubnetInfo {
 impl SubnetInfo {
     /// `None` when the subnet has no room for the gateway and the node address.
     pub fn new(subnet: Ipv4Cidr) -> Option<Self> {
-        if subnet.prefix > 30 {
+        if subnet.prefix_len > 30 {
             return None;
         }
         Some(Self {
@@ -95,76 +101,74 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     let router = cluster_router_id(cfg);
     let tenant = cfg.tenant.as_str();
 
-    let mut resources = vec![
-        backend::bridge(
-            bridge,
-            tenant,
-            &backend_name(name.to_string()),
-            main_chain_id(cfg),
-        ),
-        backend::bridge_port(bridge_port, bridge, None),
+    let mut bridge_body = Bridge::named(bridge, tenant, backend_name(name.to_string()));
+    bridge_body.inbound_filter_id = Some(main_chain_id(cfg));
+    let mut resources: Vec<Resource> = vec![
+        bridge_body.into(),
+        Port::bridge_port(bridge, bridge_port).into(),
     ];
     if let Some(s) = subnet {
+        let mut port = Port::router_port(router, router_port).with_address(s.gateway, s.subnet);
+        port.port_mac = Some(mac_for_key(name));
         resources.extend([
-            backend::router_port(
-                router_port,
-                router,
-                s.gateway,
-                s.subnet.network,
-                s.subnet.prefix,
-                &mac_for_key(name),
-            ),
-            backend::port_link(bridge_port, router_port),
+            port.into(),
+            PortLink::between(bridge_port, router_port).into(),
             // Routes and rules cannot be updated in MidoNet, so their IDs include everything
             // their bodies depend on: a different body is a different resource.
-            backend::route(
-                sub_id(base, &format!("Route/{}", s.subnet)),
+            route(
                 router,
-                s.subnet.network,
-                s.subnet.prefix,
+                sub_id(base, &format!("Route/{}", s.subnet)),
+                s.subnet,
                 router_port,
                 None,
             ),
         ]);
     }
-    resources.push(backend::chain(
-        node_chain,
-        tenant,
-        &backend_name(format!("KUBE-NODE-{name}")),
-    ));
+    resources.push(
+        Chain::named(
+            node_chain,
+            tenant,
+            backend_name(format!("KUBE-NODE-{name}")),
+        )
+        .into(),
+    );
     if let Some(s) = subnet {
         // Traffic the cluster router sends to the node from the node's own address (e.g.
         // the apiserver answering a pod through a service) is SNATed to the gateway, so that
         // its replies come back through MidoNet and can be reverse-NATed.
         resources.push(
             Rule::new(
-                sub_id(base, &format!("Node Port SNAT Rule/{}", s.subnet)),
                 node_chain,
-                "snat",
-                1,
+                sub_id(base, &format!("Node Port SNAT Rule/{}", s.subnet)),
+                RuleType::Snat,
             )
+            .at(1)
+            .with_flow_action(FlowAction::Continue)
             .from_host(s.node_ip)
-            .nat_targets(vec![NatTarget::port_range(
+            .with_nat_targets(vec![NatTarget::to_ports(
                 s.gateway,
-                SNAT_PORT_FROM,
-                SNAT_PORT_TO,
+                Some(SNAT_PORT_FROM),
+                Some(SNAT_PORT_TO),
             )])
-            .flow_action("continue")
-            .entry(),
+            .into(),
         );
     }
+    let mut node_port_body = Port::bridge_port(bridge, node_port);
+    node_port_body.outbound_filter_id = Some(node_chain);
     resources.extend([
-        backend::bridge_port(node_port, bridge, Some(node_chain)),
-        backend::host_interface_port(host, node_port, NODE_INTERFACE_NAME),
+        node_port_body.into(),
+        HostInterfacePort::new(host, node_port, NODE_INTERFACE_NAME).into(),
     ]);
     if let Some(s) = subnet {
         // Pods reach the node's own addresses through the node's port.
         for ip in addresses {
-            resources.push(backend::route(
-                sub_id(base, &format!("Address Route/{ip}/{}", s.node_ip)),
+            resources.push(route(
                 router,
-                ip,
-                32,
+                sub_id(base, &format!("Address Route/{ip}/{}", s.node_ip)),
+                Ipv4Cidr {
+                    addr: ip,
+                    prefix_len: 32,
+                },
                 router_port,
                 Some(s.node_ip),
             ));
@@ -184,20 +188,19 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     if let Some(raw) = annotations.get(MAC_ADDRESS_ANNOTATION) {
         match parse_mac(raw) {
             Some(mac) => {
-                let hex = mac_hex(&mac);
-                let mac = format_mac(&mac);
+                let hex = mac.to_hex();
                 out.translations.push(DesiredTranslation::unversioned(
                     NODE_MAC_KIND,
                     &format!("{name}/mac/{hex}"),
                     NODE_TRANSLATION_NAMESPACE,
-                    vec![backend::mac_port(bridge, &mac, node_port)],
+                    vec![MacPort::new(bridge, mac, node_port).into()],
                 ));
                 if let Some(s) = subnet {
                     out.translations.push(DesiredTranslation::unversioned(
                         NODE_ARP_KIND,
                         &format!("{name}/ip/{}/{hex}", s.node_ip),
                         NODE_TRANSLATION_NAMESPACE,
-                        vec![backend::ipv4_mac_pair(bridge, s.node_ip, &mac)],
+                        vec![Ipv4MacPair::new(bridge, s.node_ip, mac).into()],
                     ));
                 }
             }
@@ -208,6 +211,22 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
         }
     }
     out
+}
+
+/// A `Normal` route of `router` from anywhere to `dst` through `next_hop_port`, with
+/// MidoNet's usual weight.
+fn route(
+    router: Uuid,
+    id: Uuid,
+    dst: Ipv4Cidr,
+    next_hop_port: Uuid,
+    next_hop_gateway: Option<Ipv4Addr>,
+) -> Resource {
+    let mut route = Route::normal(router, id, dst, next_hop_port);
+    route.next_hop_gateway = next_hop_gateway;
+    route.weight = Some(ROUTE_WEIGHT);
+    route.route_type = Some(RouteType::Normal);
+    route.into()
 }
 
 /// The node's IPv4 pod subnet: `spec.podCIDR`, or the first usable IPv4 entry of
@@ -235,7 +254,7 @@ fn pod_subnet(node: &Node, out: &mut Translated) -> Option<SubnetInfo> {
     let mut invalid = Vec::new();
     let mut ipv6 = Vec::new();
     for c in &candidates {
-        match Ipv4Cidr::parse(c) {
+        match parse_cidr(c) {
             Ok(cidr) => match SubnetInfo::new(cidr) {
                 Some(info) => return Some(info),
                 None => invalid.push(format!("{c:?} (needs a prefix of /30 or shorter)")),
@@ -357,6 +376,6 @@ fn tunnel_zone_membership(
         NODE_TUNNEL_ENDPOINT_KIND,
         &format!("{name}/{zone_key}/{host}"),
         NODE_TRANSLATION_NAMESPACE,
-        vec![backend::tunnel_zone_host(zone, host, ip)],
+        vec![TunnelZoneHost::new(zone, host, ip).into()],
     ))
 }

@@ -5,10 +5,10 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use uuid::Uuid;
 
-use crate::addr::{mac_hex, parse_ipv4, parse_mac, AddrError};
-use crate::backend;
-use crate::ids::{format_mac, id_for_key};
+use crate::addr::{parse_ipv4, parse_mac, AddrError};
+use crate::ids::id_for_key;
 use crate::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
+use crate::model::{HostInterfacePort, Ipv4MacPair, MacPort};
 use crate::naming::pod_interface_name;
 use crate::node::bridge_id;
 use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig};
@@ -75,7 +75,7 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
         namespace,
         vec![
             crate::policy::pod_port(cfg, bridge, port),
-            backend::host_interface_port(host, port, &pod_interface_name(&key)),
+            HostInterfacePort::new(host, port, pod_interface_name(&key)).into(),
         ],
     ));
 
@@ -94,22 +94,21 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
         );
         return out;
     };
-    let hex = mac_hex(&mac);
-    let mac = format_mac(&mac);
+    let hex = mac.to_hex();
     // MAC and ARP entries are named by their content and not versioned: see
     // `naming::unversioned_translation_name`.
     out.translations.push(DesiredTranslation::unversioned(
         POD_MAC_KIND,
         &format!("{name}/mac/{hex}"),
         namespace,
-        vec![backend::mac_port(bridge, &mac, port)],
+        vec![MacPort::new(bridge, mac, port).into()],
     ));
     if let Some(ip) = pod_ipv4(pod, &mut out) {
         out.translations.push(DesiredTranslation::unversioned(
             POD_ARP_KIND,
             &format!("{name}/ip/{ip}/{hex}"),
             namespace,
-            vec![backend::ipv4_mac_pair(bridge, ip, &mac)],
+            vec![Ipv4MacPair::new(bridge, ip, mac).into()],
         ));
     }
     out

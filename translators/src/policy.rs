@@ -38,7 +38,6 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
-use crate::entry::TranslationResource;
 use crate::global::main_chain_id;
 use crate::ids::{id_for_key, sub_id};
 use crate::model::{
@@ -121,27 +120,27 @@ pub fn policy_globals(cfg: &TranslatorConfig) -> DesiredTranslation {
         rules.extend([replies, to_allow, to_isolate].map(entry));
     }
     resources.extend(rules);
-    DesiredTranslation::global(cfg, "network-policy", resources)
+    crate::global::global_translation(cfg, "network-policy", resources)
 }
 
 /// A pod's bridge port, filtered by the policy chains from its creation on: a pod is
 /// never reachable before the policies apply to it.
-pub fn pod_port(cfg: &TranslatorConfig, bridge: Uuid, port: Uuid) -> TranslationResource {
+pub fn pod_port(cfg: &TranslatorConfig, bridge: Uuid, port: Uuid) -> Resource {
     let mut p = Port::bridge_port(bridge, port);
     p.inbound_filter_id = Some(filter_chain_id(cfg, Direction::Egress));
     p.outbound_filter_id = Some(filter_chain_id(cfg, Direction::Ingress));
     entry(p)
 }
 
-fn chain(cfg: &TranslatorConfig, id: Uuid, name: String) -> TranslationResource {
+fn chain(cfg: &TranslatorConfig, id: Uuid, name: String) -> Resource {
     let mut c = Chain::new(id);
     c.tenant_id = Some(cfg.tenant.clone());
     c.name = Some(backend_name(name));
     entry(c)
 }
 
-fn entry(o: impl Into<Resource>) -> TranslationResource {
-    o.into().to_entry()
+fn entry(o: impl Into<Resource>) -> Resource {
+    o.into()
 }
 
 // --- What a policy reads of the cluster ------------------------------------------------
@@ -798,7 +797,7 @@ fn set_net(r: &mut Rule, dir: Direction, cidr: Ipv4Cidr) {
 struct Positions(u32);
 
 impl Positions {
-    fn place(&mut self, mut r: Rule) -> TranslationResource {
+    fn place(&mut self, mut r: Rule) -> Resource {
         self.0 += 1;
         r.position = Some(self.0);
         entry(r)

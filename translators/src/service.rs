@@ -1,4 +1,6 @@
-//! Service: per service port a chain `KUBE-SVC-…` and a jump to it from KUBE-SERVICES.
+//! Service: per service port a chain `KUBE-SVC-…` and, per address the Service is reached
+//! at (cluster IP, external IPs, load-balancer ingress IPs: [`service_ips`]), a jump to it
+//! from KUBE-SERVICES.
 //!
 //! The chains are filled by the Endpoints translator (see [`crate::endpoints`]).
 
@@ -9,9 +11,9 @@ use k8s_openapi::api::core::v1::{Service, ServicePort};
 use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
-use crate::backend::{self, Rule};
 use crate::global::services_chain_id;
 use crate::ids::id_for_key;
+use crate::model::{Chain, Resource, Rule};
 use crate::naming::backend_name;
 use crate::translate::{
     reason, DesiredTranslation, Translated, TranslationWarning, TranslatorConfig,
@@ -99,6 +101,58 @@ pub(crate) fn cluster_ipv4(svc: &Service) -> Result<Option<Ipv4Addr>, Translatio
     })
 }
 
+/// The destination addresses a Service's ports are reached at, each once: the cluster IP,
+/// then every `spec.externalIPs` entry, then every `status.loadBalancer.ingress[].ip`.
+/// kube-proxy sends traffic to any of them on a service port to the port's endpoints, as
+/// it does for the cluster IP, and so do the rules here; replies are un-DNATed to whichever
+/// address the client used (the NAT state is per flow).
+///
+/// An ingress entry with `ipMode: Proxy` is skipped: the load balancer delivers such traffic
+/// to the nodes or pods itself, so kube-proxy does not short-cut it. Entries with only a
+/// `hostname` have nothing to match. IPv6 and malformed addresses are reported through
+/// `warn` and skipped.
+pub(crate) fn service_ips(
+    svc: &Service,
+    cluster_ip: Ipv4Addr,
+    mut warn: impl FnMut(TranslationWarning),
+) -> Vec<Ipv4Addr> {
+    let external = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.external_ips.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|ip| ("external IP", ip.as_str()));
+    let ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|i| i.ip_mode.as_deref() != Some("Proxy"))
+        .filter_map(|i| Some(("load-balancer ingress IP", i.ip.as_deref()?)));
+    let mut out = vec![cluster_ip];
+    for (what, raw) in external.chain(ingress) {
+        match parse_ipv4(raw) {
+            Ok(ip) => {
+                if !out.contains(&ip) {
+                    out.push(ip);
+                }
+            }
+            Err(AddrError::Ipv6) => warn(TranslationWarning::new(
+                reason::UNSUPPORTED_IP_FAMILY,
+                format!("{what} {raw:?} is IPv6 and is skipped; MidoNet needs IPv4"),
+            )),
+            Err(AddrError::Invalid) => warn(TranslationWarning::new(
+                reason::INVALID_SERVICE_IP,
+                format!("{what} {raw:?} is not an IP address and is skipped"),
+            )),
+        }
+    }
+    out
+}
+
 /// A service port MidoNet can implement.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ValidPort {
@@ -170,31 +224,37 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
             return out;
         }
     };
+    let ips = service_ips(svc, ip, |w| out.warnings.push(w));
     let services = services_chain_id(cfg);
-    let mut resources = Vec::new();
+    let mut resources: Vec<Resource> = Vec::new();
     for p in valid_ports(svc, |w| out.warnings.push(w)) {
         let port_key = service_port_key(namespace, name, &p.name);
         let chain = service_port_chain_id(cfg, &port_key);
-        resources.push(backend::chain(
-            chain,
-            &cfg.tenant,
-            &backend_name(format!("KUBE-SVC-{port_key}")),
-        ));
+        resources.push(
+            Chain::named(
+                chain,
+                &cfg.tenant,
+                backend_name(format!("KUBE-SVC-{port_key}")),
+            )
+            .into(),
+        );
         // Rules cannot be updated: the jump's ID covers everything it matches, so a changed
         // cluster IP, protocol or port is a new rule (and the old one is removed) rather than
         // a changed body under the same ID. KUBE-SERVICES is shared by all services and its
         // rules match disjoint traffic, so their order is irrelevant: position 1.
-        let jump_key = format!("{port_key}/{ip}/{}/{}", p.proto, p.port);
-        resources.push(
-            Rule::jump(
-                id_for_key(cfg, SERVICE_PORT_JUMP_KIND, &jump_key),
-                services,
-                chain,
-                1,
-            )
-            .to_service(ip, p.proto, p.port)
-            .entry(),
-        );
+        for ip in &ips {
+            let jump_key = format!("{port_key}/{ip}/{}/{}", p.proto, p.port);
+            resources.push(
+                Rule::jump(
+                    services,
+                    id_for_key(cfg, SERVICE_PORT_JUMP_KIND, &jump_key),
+                    chain,
+                )
+                .at(1)
+                .to_service(*ip, p.proto, p.port)
+                .into(),
+            );
+        }
     }
     if !resources.is_empty() {
         out.translations.push(DesiredTranslation::versioned(
@@ -206,4 +266,85 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn svc(spec: serde_json::Value, status: serde_json::Value) -> Service {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": spec,
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_service_is_reached_at_its_cluster_external_and_ingress_ips() {
+        let s = svc(
+            json!({"type": "LoadBalancer", "clusterIP": "10.96.0.10",
+                   "externalIPs": ["203.0.113.1", "10.96.0.10", "fd00::1", "bogus", "203.0.113.1"],
+                   "ports": [{"name": "http", "port": 80}]}),
+            json!({"loadBalancer": {"ingress": [
+                {"ip": "192.0.2.1"},
+                {"hostname": "lb.example.com"},
+                {"ip": "192.0.2.2", "ipMode": "Proxy"},
+                {"ip": "192.0.2.3", "ipMode": "VIP"},
+                {"ip": "203.0.113.1"}]}}),
+        );
+        let mut warnings = Vec::new();
+        let ips = service_ips(&s, "10.96.0.10".parse().unwrap(), |w| warnings.push(w));
+        let want: Vec<Ipv4Addr> = ["10.96.0.10", "203.0.113.1", "192.0.2.1", "192.0.2.3"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(ips, want);
+        let reasons: Vec<&str> = warnings.iter().map(|w| w.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [reason::UNSUPPORTED_IP_FAMILY, reason::INVALID_SERVICE_IP]
+        );
+        assert!(warnings[1].message.contains("\"bogus\""), "{warnings:?}");
+    }
+
+    #[test]
+    fn each_address_gets_its_own_jump_per_port() {
+        let cfg = TranslatorConfig::default();
+        let s = svc(
+            json!({"clusterIP": "10.96.0.10", "externalIPs": ["203.0.113.1"],
+                   "ports": [{"name": "http", "port": 80}, {"name": "dns", "port": 53, "protocol": "UDP"}]}),
+            json!({}),
+        );
+        let out = service(&cfg, &s);
+        assert!(out.warnings.is_empty());
+        let mut jumps = Vec::new();
+        for r in &out.translations[0].resources {
+            let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            if body["type"] == "jump" {
+                jumps.push(format!(
+                    "{}:{}",
+                    body["nwDstAddress"].as_str().unwrap(),
+                    body["tpDst"]["start"]
+                ));
+            }
+        }
+        assert_eq!(
+            jumps,
+            [
+                "10.96.0.10:80",
+                "203.0.113.1:80",
+                "10.96.0.10:53",
+                "203.0.113.1:53"
+            ]
+        );
+        // Without extra addresses the Service is what it was.
+        let plain = svc(
+            json!({"clusterIP": "10.96.0.10", "ports": [{"name": "http", "port": 80}]}),
+            json!({}),
+        );
+        assert_eq!(service(&cfg, &plain).translations[0].resources.len(), 2);
+    }
 }

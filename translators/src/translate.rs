@@ -4,35 +4,16 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use crate::config::{TranslatorConfig, DEFAULT_TENANT};
 use crate::entry::TranslationResource;
-use crate::meta::{GLOBAL_LABEL, VERSION_LABEL};
+use crate::meta::VERSION_LABEL;
+use crate::model::Resource;
 use crate::naming::{translation_name, unversioned_translation_name};
-use crate::version::TRANSLATION_VERSION;
 
-/// Tenant the original integration used, and our default.
-pub const DEFAULT_TENANT: &str = "midonetkube";
 /// Namespace of the Translations of cluster-scoped Nodes.
 pub const NODE_TRANSLATION_NAMESPACE: &str = "default";
 /// Namespace of the global Translations.
 pub const GLOBAL_TRANSLATION_NAMESPACE: &str = "kube-system";
-
-/// What every translation depends on besides the object itself.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TranslatorConfig {
-    /// MidoNet tenant: seeds every ID and is the `tenantId` of Bridges, Routers and Chains.
-    pub tenant: String,
-    /// Translation version: seeds every versioned name and every ID.
-    pub version: String,
-}
-
-impl Default for TranslatorConfig {
-    fn default() -> Self {
-        Self {
-            tenant: DEFAULT_TENANT.to_string(),
-            version: TRANSLATION_VERSION.to_string(),
-        }
-    }
-}
 
 /// One Translation the translator wants to exist. The runner adds the owner reference, the
 /// owner-uid label and the finalizer.
@@ -83,6 +64,8 @@ pub mod reason {
     pub const INVALID_ENDPOINT_ADDRESS: &str = "InvalidEndpointAddress";
     /// IPv6 where MidoNet's REST API only takes IPv4.
     pub const UNSUPPORTED_IP_FAMILY: &str = "UnsupportedIPFamily";
+    /// An external IP or load-balancer ingress IP that is not an IP address.
+    pub const INVALID_SERVICE_IP: &str = "InvalidServiceIP";
 }
 
 impl TranslationWarning {
@@ -107,13 +90,13 @@ impl DesiredTranslation {
         kind: &str,
         key: &str,
         namespace: &str,
-        resources: Vec<TranslationResource>,
+        resources: Vec<Resource>,
     ) -> Self {
         Self {
             name: translation_name(kind, &cfg.version, key),
             namespace: namespace.to_string(),
             labels: BTreeMap::from([(VERSION_LABEL.to_string(), cfg.version.clone())]),
-            resources,
+            resources: entries(resources),
         }
     }
 
@@ -122,31 +105,19 @@ impl DesiredTranslation {
         kind: &str,
         key: &str,
         namespace: &str,
-        resources: Vec<TranslationResource>,
+        resources: Vec<Resource>,
     ) -> Self {
         Self {
             name: unversioned_translation_name(kind, key),
             namespace: namespace.to_string(),
             labels: BTreeMap::new(),
-            resources,
+            resources: entries(resources),
         }
     }
+}
 
-    /// A global Translation (no owner) in `kube-system`.
-    pub(crate) fn global(
-        cfg: &TranslatorConfig,
-        key: &str,
-        resources: Vec<TranslationResource>,
-    ) -> Self {
-        let mut tr = Self::versioned(
-            cfg,
-            crate::global::GLOBAL_KIND,
-            key,
-            GLOBAL_TRANSLATION_NAMESPACE,
-            resources,
-        );
-        tr.labels
-            .insert(GLOBAL_LABEL.to_string(), "true".to_string());
-        tr
-    }
+/// The Translation entries of typed resources, in the same order: the model's writer is the
+/// one serialiser of every body a translator emits.
+fn entries(resources: Vec<Resource>) -> Vec<TranslationResource> {
+    resources.iter().map(Resource::to_entry).collect()
 }

@@ -2,9 +2,11 @@
 //! byte for byte, with `tests/golden/<case>.expected.json`.
 //!
 //! An input file holds:
-//! - `translator`: `global`, `node`, `pod`, `service`, `endpoints` or `networkpolicy`;
+//! - `translator`: `global`, `node`, `pod`, `service`, `endpoints`, `endpointslices` or
+//!   `networkpolicy`;
 //! - `object`: the Kubernetes object (absent for `global`);
-//! - `dependency` (optional): the Pod's Node or the Endpoints' Service; for a NetworkPolicy
+//! - `dependency` (optional): the Pod's Node or the Endpoints' Service; for
+//!   `endpointslices` (object: the Service) the list of EndpointSlices; for a NetworkPolicy
 //!   `{"namespaces": [Namespace…], "pods": [Pod…]}`;
 //! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`.
 //!
@@ -15,8 +17,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use midonet_translators::naming::is_dns1123_subdomain;
-use midonet_translators::{Translated, TranslatorConfig};
+use midonet_translators::{SliceView, Translated, TranslatorConfig};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -73,6 +76,14 @@ fn run(case: Case) -> Translated {
             &parse::<Endpoints>(case.object, "object"),
             parse_opt::<Service>(case.dependency).as_ref(),
         ),
+        "endpointslices" => {
+            let slices: Vec<EndpointSlice> = parse(case.dependency, "dependency");
+            midonet_translators::endpoint_slices(
+                &cfg,
+                &parse::<Service>(case.object, "object"),
+                slices.iter().map(SliceView::from),
+            )
+        }
         "networkpolicy" => {
             #[derive(Deserialize)]
             #[serde(deny_unknown_fields)]

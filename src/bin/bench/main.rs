@@ -184,11 +184,59 @@ where
         .buffer_unordered(16)
         .collect()
         .await;
-    let mut out = Vec::with_capacity(results.len());
-    for r in results {
-        out.push(r?);
-    }
-    Ok(out)
+    Ok(results
+        .into_iter()
+        .collect::<Result<Vec<K>, kube::Error>>()?)
+}
+
+/// Gives pods `range` their addresses through the status subresource, as a kubelet does
+/// once the CNI plugin has set them up (a create drops the status); returns them as
+/// stored.
+async fn set_pod_ips(
+    client: &Client,
+    scenario: &Scenario,
+    range: std::ops::Range<usize>,
+) -> Res<Vec<Pod>> {
+    let results: Vec<Result<Pod, kube::Error>> = stream::iter(range)
+        .map(|i| {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &scenario.namespace(i));
+            let status = Patch::Merge(scenario.pod_status(i));
+            async move {
+                api.patch_status(&Scenario::pod_name(i), &PatchParams::default(), &status)
+                    .await
+            }
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    Ok(results
+        .into_iter()
+        .collect::<Result<Vec<Pod>, kube::Error>>()?)
+}
+
+#[derive(Parser)]
+struct CheckCli {
+    #[command(flatten)]
+    run: midonet_kube_controllers::config::RunArgs,
+}
+
+/// `check` over the cluster and the simulator, in-process: what the `check` subcommand
+/// runs.
+async fn check(
+    kubeconfig: &Path,
+    api_url: &str,
+) -> Res<midonet_kube_controllers::netcheck::cli::Checked> {
+    let kubeconfig = kubeconfig.display().to_string();
+    let cfg = CheckCli::try_parse_from([
+        "check",
+        "--kubeconfig",
+        &kubeconfig,
+        "--midonet-api",
+        api_url,
+    ])?
+    .run
+    .validate()?;
+    Ok(midonet_kube_controllers::netcheck::cli::check_system(&cfg, &mut |_, _| {}).await?)
 }
 
 // ---------------------------------------------------------------- convergence checks
@@ -289,7 +337,10 @@ impl Controllers {
                 "--log-level",
                 &std::env::var("MIDONETKUBE_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
             ])
-            .args(["--controllers", "node,pod,service,endpoints,networkpolicy,pusher"])
+            .args([
+                "--controllers",
+                "node,pod,service,endpoints,networkpolicy,pusher",
+            ])
             .args(extra)
             .stdin(Stdio::null())
             .stderr(
@@ -671,7 +722,8 @@ async fn run(args: Args) -> Res<()> {
     let node_objs = (0..args.nodes).map(|i| scenario.node(i)).collect();
     let nodes = create_all(|_: &Node| Api::all(client.clone()), node_objs).await?;
     let pod_objs = (0..args.pods).map(|i| scenario.pod(i)).collect();
-    let pods = create_all(api_in_namespace_of(&client), pod_objs).await?;
+    create_all(api_in_namespace_of(&client), pod_objs).await?;
+    let pods = set_pod_ips(&client, &scenario, 0..args.pods).await?;
     let svc_objs = (0..args.services).map(|i| scenario.service(i)).collect();
     let services = create_all(api_in_namespace_of(&client), svc_objs).await?;
     let ep_objs = (0..args.services).map(|i| scenario.endpoints(i)).collect();
@@ -739,6 +791,20 @@ async fn run(args: Args) -> Res<()> {
         .metric("midonet_kube_controllers_events_dropped_total", "")
         .await?;
     ctl.stop().await?;
+    // After the sync and its counts: `check` reads the cluster and the backend.
+    eprintln!("bench: check");
+    let checked = check(&kubeconfig, &api_url).await?;
+    let check_failures = checked.report.failures.len();
+    if check_failures > 0 {
+        eprintln!(
+            "bench: check found {check_failures} failing flow(s), e.g. {:?}",
+            checked
+                .report
+                .failures
+                .first()
+                .map(|f| (&f.from, &f.to, &f.problem))
+        );
+    }
     // After the sync, so as not to change what it meets in the apiserver.
     tokio::time::sleep(SETTLE).await;
     eprintln!("bench: measuring the apiserver's cost per request");
@@ -828,6 +894,16 @@ async fn run(args: Args) -> Res<()> {
             value: format!("{:.1} MiB", peak_rss as f64 / 1024.0),
             target: "<= 100 MiB (scale S)",
         },
+        Row {
+            name: "check: flows (failed) / evaluation / read",
+            value: format!(
+                "{} ({check_failures}) / {} / {}",
+                checked.report.flows_checked,
+                secs(checked.evaluated),
+                secs(checked.read)
+            ),
+            target: "0 failed",
+        },
     ];
     let mut result = json!({
         "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
@@ -850,6 +926,12 @@ async fn run(args: Args) -> Res<()> {
                                      "statusWrite": ms(costs.status)},
         "eventsDropped": events_dropped,
         "apiserverRequestsSync": sync_requests,
+        "check": {"flows": checked.report.flows_checked, "failed": check_failures,
+                  "byKind": checked.report.by_kind,
+                  "unverifiableEndpoints": checked.report.unverifiable_endpoints.len(),
+                  "unplugged": checked.report.unplugged.len(),
+                  "evaluateSeconds": checked.evaluated.as_secs_f64(),
+                  "readSeconds": checked.read.as_secs_f64()},
     });
     if args.only_initial {
         report(&args, &initial_rows, &result)?;
@@ -900,6 +982,7 @@ async fn run(args: Args) -> Res<()> {
         .map(|i| scenario.pod(i))
         .collect();
     create_all(api_in_namespace_of(&client), new_pods).await?;
+    set_pod_ips(&client, &scenario, args.pods..args.pods + churn).await?;
     let churn_time =
         wait_converged(&tracker, &admin, None, n_translations, t_churn, "churn").await?;
     let after = admin.state().await?.translation_paths();

@@ -27,6 +27,8 @@ pub fn parse_uuid(s: &str) -> Option<Uuid> {
 /// Takes the typed fields out of one JSON object.
 pub(crate) struct Reader {
     kind: &'static str,
+    /// The entry's parent, for kinds that have one.
+    parent: Option<Uuid>,
     map: Map<String, Value>,
     /// Known fields that were present with an explicit `null`.
     nulls: Vec<String>,
@@ -37,11 +39,23 @@ impl Reader {
         match body {
             Value::Object(map) => Ok(Reader {
                 kind,
+                parent: None,
                 map,
                 nulls: Vec::new(),
             }),
             _ => Err(ModelError::NotAnObject { kind }),
         }
+    }
+
+    pub(crate) fn with_parent(mut self, parent: Option<Uuid>) -> Reader {
+        self.parent = parent;
+        self
+    }
+
+    /// The entry's parent, which the kind requires.
+    pub(crate) fn parent(&self) -> Result<Uuid, ModelError> {
+        self.parent
+            .ok_or(ModelError::MissingParent { kind: self.kind })
     }
 
     fn bad(&self, field: &str, reason: impl Into<String>) -> ModelError {
@@ -90,19 +104,153 @@ impl Reader {
             })
     }
 
-    /// The members not taken, plus the explicit nulls of known fields.
-    pub(crate) fn finish(mut self) -> Extra {
-        for key in self.nulls {
-            self.map.insert(key, Value::Null);
+    /// The members not taken so far, plus the explicit nulls of known fields.
+    pub(crate) fn rest(&mut self) -> Extra {
+        let mut map = std::mem::take(&mut self.map);
+        for key in self.nulls.drain(..) {
+            map.insert(key, Value::Null);
         }
-        self.map
+        map
     }
 }
 
-/// Builds a JSON object from typed fields and the `extra` members.
+/// A JSON value whose object members keep the order they were written in.
+///
+/// This is what makes a body's text a pure function of the typed object: the members come
+/// in the order the object's field table declares them (then the `extra` members), whatever
+/// `serde_json::Map` does with key order. The text is what Translations store and what
+/// `body_hash` is computed from, so that order is part of the contract.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Ordered {
+    Leaf(Value),
+    Array(Vec<Ordered>),
+    Object(Vec<(String, Ordered)>),
+}
+
+impl Ordered {
+    /// The same JSON as a plain `Value` (whose member order is `serde_json`'s own).
+    pub(crate) fn into_value(self) -> Value {
+        match self {
+            Ordered::Leaf(v) => v,
+            Ordered::Array(items) => {
+                Value::Array(items.into_iter().map(Self::into_value).collect())
+            }
+            Ordered::Object(members) => Value::Object(
+                members
+                    .into_iter()
+                    .map(|(k, v)| (k, v.into_value()))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Compact JSON text, members in written order.
+    pub(crate) fn to_text(&self) -> String {
+        // Serialising strings, numbers, booleans and nulls cannot fail.
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".to_string())
+    }
+}
+
+impl serde::Serialize for Ordered {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            Ordered::Leaf(v) => v.serialize(s),
+            Ordered::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Ordered::Object(members) => {
+                let mut map = s.serialize_map(Some(members.len()))?;
+                for (k, v) in members {
+                    map.serialize_entry(k, v)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
+/// A type that is read from and written to one body member.
+pub(crate) trait Wire: Sized {
+    /// Parses the member's value; the error explains what is wrong with it.
+    fn read(v: Value) -> Result<Self, String>;
+    fn write(&self) -> Ordered;
+}
+
+impl Wire for Uuid {
+    fn read(v: Value) -> Result<Self, String> {
+        uuid(v)
+    }
+    fn write(&self) -> Ordered {
+        Ordered::Leaf(uuid_value(*self))
+    }
+}
+
+impl Wire for String {
+    fn read(v: Value) -> Result<Self, String> {
+        string(v)
+    }
+    fn write(&self) -> Ordered {
+        Ordered::Leaf(Value::String(self.clone()))
+    }
+}
+
+impl Wire for bool {
+    fn read(v: Value) -> Result<Self, String> {
+        boolean(v)
+    }
+    fn write(&self) -> Ordered {
+        Ordered::Leaf(Value::Bool(*self))
+    }
+}
+
+/// Parsed from and written as their `Display`/`FromStr` text.
+macro_rules! wire_as_text {
+    ($($t:ty => $parse:path),+) => {$(
+        impl Wire for $t {
+            fn read(v: Value) -> Result<Self, String> {
+                $parse(v)
+            }
+            fn write(&self) -> Ordered {
+                Ordered::Leaf(text(self))
+            }
+        }
+    )+};
+}
+wire_as_text!(Ipv4Addr => ipv4, MacAddr => mac, Ipv4Cidr => cidr);
+
+/// Unsigned integers over their whole range; narrower ranges use a `via` parser.
+macro_rules! wire_uint {
+    ($($t:ty),+) => {$(
+        impl Wire for $t {
+            fn read(v: Value) -> Result<Self, String> {
+                uint(u64::from(<$t>::MAX))(v).map(|n| n as $t)
+            }
+            fn write(&self) -> Ordered {
+                Ordered::Leaf(Value::from(*self))
+            }
+        }
+    )+};
+}
+wire_uint!(u8, u16, u32);
+
+impl<T: Wire> Wire for Vec<T> {
+    fn read(v: Value) -> Result<Self, String> {
+        array(T::read)(v)
+    }
+    fn write(&self) -> Ordered {
+        Ordered::Array(self.iter().map(Wire::write).collect())
+    }
+}
+
+/// Builds a body from typed fields and the `extra` members, in written order.
 #[derive(Default)]
 pub(crate) struct Writer {
-    map: Map<String, Value>,
+    members: Vec<(String, Ordered)>,
 }
 
 impl Writer {
@@ -110,30 +258,35 @@ impl Writer {
         Writer::default()
     }
 
-    pub(crate) fn put(&mut self, key: &str, value: impl Into<Value>) -> &mut Self {
-        self.map.insert(key.to_string(), value.into());
+    pub(crate) fn put(&mut self, key: &str, value: &impl Wire) -> &mut Self {
+        self.members.push((key.to_string(), value.write()));
         self
     }
 
-    pub(crate) fn opt<T: Into<Value>>(&mut self, key: &str, value: Option<T>) -> &mut Self {
+    pub(crate) fn opt(&mut self, key: &str, value: Option<&impl Wire>) -> &mut Self {
         if let Some(v) = value {
-            self.map.insert(key.to_string(), v.into());
+            self.put(key, v);
         }
         self
     }
 
-    /// Typed fields win over `extra` members of the same name (an explicit `null` kept in
-    /// `extra` only shows when the typed field is unset).
-    pub(crate) fn finish(&mut self, extra: &Extra) -> Value {
-        let mut map = std::mem::take(&mut self.map);
+    /// Appends the `extra` members. Typed fields win over `extra` members of the same name
+    /// (an explicit `null` kept in `extra` only shows when the typed field is unset).
+    pub(crate) fn extra(&mut self, extra: &Extra) -> &mut Self {
         for (k, v) in extra {
-            map.entry(k.clone()).or_insert_with(|| v.clone());
+            if !self.members.iter().any(|(have, _)| have == k) {
+                self.members.push((k.clone(), Ordered::Leaf(v.clone())));
+            }
         }
-        Value::Object(map)
+        self
+    }
+
+    pub(crate) fn finish(&mut self) -> Ordered {
+        Ordered::Object(std::mem::take(&mut self.members))
     }
 }
 
-// --- Parsers for `Reader::opt` / `Reader::req` -------------------------------------------
+// --- Parsers of member values ------------------------------------------------------------
 
 pub(crate) fn string(v: Value) -> Result<String, String> {
     match v {
@@ -179,16 +332,9 @@ pub(crate) fn uint(max: u64) -> impl FnOnce(Value) -> Result<u64, String> {
     }
 }
 
+/// A `u8` no larger than `max`.
 pub(crate) fn u8_max(max: u8) -> impl FnOnce(Value) -> Result<u8, String> {
     move |v| uint(u64::from(max))(v).map(|n| n as u8)
-}
-
-pub(crate) fn u16_any(v: Value) -> Result<u16, String> {
-    uint(u64::from(u16::MAX))(v).map(|n| n as u16)
-}
-
-pub(crate) fn u32_any(v: Value) -> Result<u32, String> {
-    uint(u64::from(u32::MAX))(v).map(|n| n as u32)
 }
 
 /// A prefix length: 0..=32.
@@ -240,9 +386,4 @@ pub(crate) fn uuid_value(id: Uuid) -> Value {
 /// JSON string of anything `Display`.
 pub(crate) fn text(v: impl ToString) -> Value {
     Value::String(v.to_string())
-}
-
-/// JSON array of UUID strings.
-pub(crate) fn uuid_list(ids: &[Uuid]) -> Value {
-    Value::Array(ids.iter().copied().map(uuid_value).collect())
 }

@@ -3,138 +3,111 @@
 
 use std::fmt;
 
-/// A kind of MidoNet backend resource, as named in a Translation entry's `kind`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    TunnelZone,
-    TunnelZoneHost,
-    Router,
-    Bridge,
-    Port,
-    PortLink,
-    Route,
-    Chain,
-    Rule,
-    Host,
-    HostInterfacePort,
-    /// Translation name `MACPort`: an entry of a bridge's MAC table.
-    MacPort,
-    /// Translation name `IPv4MACPair`: an entry of a bridge's ARP table.
-    Ipv4MacPair,
-    /// A set of ports rules can match by (`portGroup`): the port the packet entered through.
-    PortGroup,
-    /// Membership of a port in a port group.
-    PortGroupPort,
-    /// A set of addresses rules can match by (`ipAddrGroupSrc`/`ipAddrGroupDst`).
-    IpAddrGroup,
-    /// One address of an IP address group.
-    IpAddrGroupAddr,
+/// The one list of backend kinds. Each row is
+///
+/// ```text
+/// Variant = "TranslationName", "MediaType-vN", ["CollectionMediaType-vN"];
+/// ```
+///
+/// where `Variant` names the [`Kind`] variant, the [`crate::model::Resource`] variant and the
+/// object struct of `objects.rs` alike, and the collection media type is `[]` when MidoNet
+/// does not list the kind. Everything that enumerates kinds (`Kind`, its names and media
+/// types, the `Resource` enum, its parser and `From` impls, the unknown-kind error) is
+/// generated from this list by passing a macro name to `for_each_kind!`.
+macro_rules! for_each_kind {
+    ($callback:ident) => {
+        $callback! {
+            TunnelZone = "TunnelZone", "TunnelZone-v1", ["TunnelZone-v1"];
+            TunnelZoneHost = "TunnelZoneHost", "TunnelZoneHost-v1", ["TunnelZoneHost-v1"];
+            Router = "Router", "Router-v3", ["Router-v3"];
+            Bridge = "Bridge", "Bridge-v4", ["Bridge-v4"];
+            Port = "Port", "Port-v3", ["Port-v3"];
+            PortLink = "PortLink", "PortLink-v1", [];
+            Route = "Route", "Route-v1", ["Route-v1"];
+            Chain = "Chain", "Chain-v1", ["Chain-v1"];
+            Rule = "Rule", "Rule-v2", ["Rule-v2"];
+            Host = "Host", "Host-v3", ["Host-v3"];
+            HostInterfacePort = "HostInterfacePort", "HostInterfacePort-v1", ["HostInterfacePort-v1"];
+            /// Translation name `MACPort`: an entry of a bridge's MAC table.
+            ///
+            /// `MACPort-v2` is spelt as the original controller spelt it; MidoNet declares
+            /// `MacPort-v2` and compares media types case-insensitively, so both are accepted.
+            MacPort = "MACPort", "MACPort-v2", ["MacPort-v2"];
+            /// Translation name `IPv4MACPair`: an entry of a bridge's ARP table.
+            Ipv4MacPair = "IPv4MACPair", "IP4Mac-v1", ["IP4Mac-v1"];
+            /// A set of ports rules can match by (`portGroup`): the port the packet entered
+            /// through.
+            PortGroup = "PortGroup", "PortGroup-v1", ["PortGroup-v1"];
+            /// Membership of a port in a port group.
+            PortGroupPort = "PortGroupPort", "PortGroupPort-v1", ["PortGroupPort-v1"];
+            /// A set of addresses rules can match by (`ipAddrGroupSrc`/`ipAddrGroupDst`).
+            IpAddrGroup = "IpAddrGroup", "IpAddrGroup-v1", ["IpAddrGroup-v1"];
+            /// One address of an IP address group.
+            IpAddrGroupAddr = "IpAddrGroupAddr", "IpAddrGroupAddr-v1", ["IpAddrGroupAddr-v1"];
+        }
+    };
 }
+pub(crate) use for_each_kind;
+
+macro_rules! declare_kinds {
+    ($(
+        $(#[$meta:meta])*
+        $variant:ident = $name:literal, $media:literal, [$($collection:literal)?];
+    )+) => {
+        /// A kind of MidoNet backend resource, as named in a Translation entry's `kind`.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Kind {
+            $($(#[$meta])* $variant,)+
+        }
+
+        const KIND_COUNT: usize = [$($name),+].len();
+
+        impl Kind {
+            /// Every kind, in a fixed order.
+            pub const ALL: [Kind; KIND_COUNT] = [$(Kind::$variant),+];
+
+            /// The name used in Translation entries (and by the original Go controller).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Kind::$variant => $name,)+
+                }
+            }
+
+            /// The vendor media type sent as `Content-Type` on POST/PUT and as `Accept` on
+            /// GET.
+            pub fn media_type(self) -> &'static str {
+                match self {
+                    $(Kind::$variant => concat!("application/vnd.org.midonet.", $media, "+json"),)+
+                }
+            }
+
+            /// The media type of a list of this kind (`Accept` of a collection GET), if
+            /// MidoNet lists the kind at all.
+            pub fn collection_media_type(self) -> Option<&'static str> {
+                match self {
+                    $(Kind::$variant => None$(.or(Some(concat!(
+                        "application/vnd.org.midonet.collection.",
+                        $collection,
+                        "+json"
+                    ))))?,)+
+                }
+            }
+        }
+    };
+}
+for_each_kind!(declare_kinds);
 
 const VND: &str = "application/vnd.org.midonet.";
 
 impl Kind {
-    /// Every kind, in a fixed order.
-    pub const ALL: [Kind; 17] = [
-        Kind::TunnelZone,
-        Kind::TunnelZoneHost,
-        Kind::Router,
-        Kind::Bridge,
-        Kind::Port,
-        Kind::PortLink,
-        Kind::Route,
-        Kind::Chain,
-        Kind::Rule,
-        Kind::Host,
-        Kind::HostInterfacePort,
-        Kind::MacPort,
-        Kind::Ipv4MacPair,
-        Kind::PortGroup,
-        Kind::PortGroupPort,
-        Kind::IpAddrGroup,
-        Kind::IpAddrGroupAddr,
-    ];
-
-    /// The name used in Translation entries (and by the original Go controller).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::TunnelZone => "TunnelZone",
-            Kind::TunnelZoneHost => "TunnelZoneHost",
-            Kind::Router => "Router",
-            Kind::Bridge => "Bridge",
-            Kind::Port => "Port",
-            Kind::PortLink => "PortLink",
-            Kind::Route => "Route",
-            Kind::Chain => "Chain",
-            Kind::Rule => "Rule",
-            Kind::Host => "Host",
-            Kind::HostInterfacePort => "HostInterfacePort",
-            Kind::MacPort => "MACPort",
-            Kind::Ipv4MacPair => "IPv4MACPair",
-            Kind::PortGroup => "PortGroup",
-            Kind::PortGroupPort => "PortGroupPort",
-            Kind::IpAddrGroup => "IpAddrGroup",
-            Kind::IpAddrGroupAddr => "IpAddrGroupAddr",
-        }
-    }
-
     /// The kind with this Translation name (exact, case-sensitive).
     pub fn from_name(s: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.name() == s)
     }
 
-    /// The vendor media type sent as `Content-Type` on POST/PUT and as `Accept` on GET.
-    ///
-    /// `MACPort-v2` is spelt as the original controller spelt it; MidoNet declares
-    /// `MacPort-v2` and compares media types case-insensitively, so both are accepted.
-    pub fn media_type(self) -> &'static str {
-        match self {
-            Kind::TunnelZone => "application/vnd.org.midonet.TunnelZone-v1+json",
-            Kind::TunnelZoneHost => "application/vnd.org.midonet.TunnelZoneHost-v1+json",
-            Kind::Router => "application/vnd.org.midonet.Router-v3+json",
-            Kind::Bridge => "application/vnd.org.midonet.Bridge-v4+json",
-            Kind::Port => "application/vnd.org.midonet.Port-v3+json",
-            Kind::PortLink => "application/vnd.org.midonet.PortLink-v1+json",
-            Kind::Route => "application/vnd.org.midonet.Route-v1+json",
-            Kind::Chain => "application/vnd.org.midonet.Chain-v1+json",
-            Kind::Rule => "application/vnd.org.midonet.Rule-v2+json",
-            Kind::Host => "application/vnd.org.midonet.Host-v3+json",
-            Kind::HostInterfacePort => "application/vnd.org.midonet.HostInterfacePort-v1+json",
-            Kind::MacPort => "application/vnd.org.midonet.MACPort-v2+json",
-            Kind::Ipv4MacPair => "application/vnd.org.midonet.IP4Mac-v1+json",
-            Kind::PortGroup => "application/vnd.org.midonet.PortGroup-v1+json",
-            Kind::PortGroupPort => "application/vnd.org.midonet.PortGroupPort-v1+json",
-            Kind::IpAddrGroup => "application/vnd.org.midonet.IpAddrGroup-v1+json",
-            Kind::IpAddrGroupAddr => "application/vnd.org.midonet.IpAddrGroupAddr-v1+json",
-        }
-    }
-
-    /// The media type of a list of this kind (`Accept` of a collection GET), if MidoNet
-    /// lists the kind at all.
-    pub fn collection_media_type(self) -> Option<&'static str> {
-        Some(match self {
-            Kind::TunnelZone => "application/vnd.org.midonet.collection.TunnelZone-v1+json",
-            Kind::TunnelZoneHost => "application/vnd.org.midonet.collection.TunnelZoneHost-v1+json",
-            Kind::Router => "application/vnd.org.midonet.collection.Router-v3+json",
-            Kind::Bridge => "application/vnd.org.midonet.collection.Bridge-v4+json",
-            Kind::Port => "application/vnd.org.midonet.collection.Port-v3+json",
-            Kind::PortLink => return None,
-            Kind::Route => "application/vnd.org.midonet.collection.Route-v1+json",
-            Kind::Chain => "application/vnd.org.midonet.collection.Chain-v1+json",
-            Kind::Rule => "application/vnd.org.midonet.collection.Rule-v2+json",
-            Kind::Host => "application/vnd.org.midonet.collection.Host-v3+json",
-            Kind::HostInterfacePort => {
-                "application/vnd.org.midonet.collection.HostInterfacePort-v1+json"
-            }
-            Kind::MacPort => "application/vnd.org.midonet.collection.MacPort-v2+json",
-            Kind::Ipv4MacPair => "application/vnd.org.midonet.collection.IP4Mac-v1+json",
-            Kind::PortGroup => "application/vnd.org.midonet.collection.PortGroup-v1+json",
-            Kind::PortGroupPort => "application/vnd.org.midonet.collection.PortGroupPort-v1+json",
-            Kind::IpAddrGroup => "application/vnd.org.midonet.collection.IpAddrGroup-v1+json",
-            Kind::IpAddrGroupAddr => {
-                "application/vnd.org.midonet.collection.IpAddrGroupAddr-v1+json"
-            }
-        })
+    /// Every Translation name, comma-separated (for error messages).
+    pub fn expected_names() -> String {
+        Kind::ALL.map(Kind::name).join(", ")
     }
 
     /// True if MidoNet updates this kind in place with PUT on its item path.
@@ -216,5 +189,30 @@ mod tests {
             Some("application/vnd.org.midonet.collection.Host-v3+json")
         );
         assert_eq!(Kind::PortLink.collection_media_type(), None);
+        assert_eq!(
+            Kind::MacPort.media_type(),
+            "application/vnd.org.midonet.MACPort-v2+json"
+        );
+        assert_eq!(
+            Kind::MacPort.collection_media_type(),
+            Some("application/vnd.org.midonet.collection.MacPort-v2+json")
+        );
+        assert_eq!(
+            Kind::Ipv4MacPair.media_type(),
+            "application/vnd.org.midonet.IP4Mac-v1+json"
+        );
+    }
+
+    #[test]
+    fn the_expected_names_list_every_kind() {
+        assert_eq!(
+            Kind::expected_names(),
+            "TunnelZone, TunnelZoneHost, Router, Bridge, Port, PortLink, Route, Chain, Rule, \
+             Host, HostInterfacePort, MACPort, IPv4MACPair, PortGroup, PortGroupPort, \
+             IpAddrGroup, IpAddrGroupAddr"
+        );
+        let err = crate::model::ModelError::UnknownKind("Switch".into()).to_string();
+        assert!(err.starts_with("unknown backend kind \"Switch\" (expected one of: TunnelZone,"));
+        assert!(err.ends_with("IpAddrGroup, IpAddrGroupAddr)"), "{err}");
     }
 }

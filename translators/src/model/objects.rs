@@ -8,13 +8,18 @@
 //! Objects that hang below another one (a port below its bridge, a rule below its chain)
 //! carry that owner's id in `parent`: it is the Translation entry's `parent`, not a body
 //! member.
+//!
+//! Each object is declared once, as a field table (`backend_object!`): the table gives
+//! the struct, the body reader and the body writer. The writer emits the members in table
+//! order, then the `extra` members; the table order is therefore the byte layout of every
+//! body a translator writes (and of its `body_hash`), and must not be reordered.
 
 use std::net::Ipv4Addr;
 
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::json::{self, uuid_list, uuid_value, Extra, Reader, Writer};
+use super::json::{self, Extra, Ordered, Reader, Wire, Writer};
 use super::values::{FlowAction, Ipv4Cidr, MacAddr, PortType, RouteType, RuleType, TunnelZoneType};
 use super::{Kind, ModelError};
 
@@ -25,16 +30,15 @@ pub trait BackendObject: Sized {
     fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError>;
     /// The JSON body (what is POSTed or PUT).
     fn to_body(&self) -> Value;
+    /// The body as compact JSON text, members in the object's declared order: the form a
+    /// Translation stores (see [`crate::model::Resource::to_entry`]).
+    fn to_body_text(&self) -> String;
     /// The owner's id for kinds with a parent.
     fn parent(&self) -> Option<Uuid>;
     /// Where a POST creates it, relative to the API base.
     fn post_path(&self) -> String;
     /// Its own path (PUT/GET/DELETE), relative to the API base.
     fn item_path(&self) -> String;
-}
-
-fn require_parent(kind: Kind, parent: Option<Uuid>) -> Result<Uuid, ModelError> {
-    parent.ok_or(ModelError::MissingParent { kind: kind.name() })
 }
 
 fn forbid_parent(kind: Kind, parent: Option<Uuid>) -> Result<(), ModelError> {
@@ -47,17 +51,179 @@ fn forbid_parent(kind: Kind, parent: Option<Uuid>) -> Result<(), ModelError> {
     }
 }
 
-/// Implements `Serialize` as the body, and for parent-less kinds `Deserialize` from it.
-macro_rules! serde_via_body {
-    ($ty:ty) => {
-        impl serde::Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                serde::Serialize::serialize(&self.to_body(), s)
+// --- The field-table macros ----------------------------------------------------------------
+//
+// A field table is a list of `name: mode Type = "wireName"` rows (`;`-separated). Modes:
+//
+// - `req`: a required member, typed `Type`;
+// - `opt`: an optional member, typed `Option<Type>`;
+// - `parent`: the entry's parent (no `= "…"`), typed `Type` (always `Uuid`);
+// - `flat`: another field table whose members sit in this same body (no `= "…"`);
+// - `extra`: the members no row takes (no `= "…"`), typed `Extra`; must be the last row.
+//
+// `req`/`opt` rows parse with `<Type as Wire>::read` unless they name a parser with
+// `, via path::to::parser`.
+
+macro_rules! field_ty {
+    (req $t:ty) => { $t };
+    (opt $t:ty) => { Option<$t> };
+    (parent $t:ty) => { $t };
+    (flat $t:ty) => { $t };
+    (extra $t:ty) => { $t };
+}
+
+macro_rules! read_field {
+    ($r:ident, req, $t:ty, $key:literal) => {
+        $r.req($key, <$t as Wire>::read)?
+    };
+    ($r:ident, req, $t:ty, $key:literal, $parse:expr) => {
+        $r.req($key, $parse)?
+    };
+    ($r:ident, opt, $t:ty, $key:literal) => {
+        $r.opt($key, <$t as Wire>::read)?
+    };
+    ($r:ident, opt, $t:ty, $key:literal, $parse:expr) => {
+        $r.opt($key, $parse)?
+    };
+    ($r:ident, parent, $t:ty) => {
+        $r.parent()?
+    };
+    ($r:ident, flat, $t:ty) => {
+        <$t>::read_fields($r)?
+    };
+    ($r:ident, extra, $t:ty) => {
+        $r.rest()
+    };
+}
+
+macro_rules! write_field {
+    ($w:ident, req, $v:expr, $key:literal) => {{
+        $w.put($key, &$v);
+    }};
+    ($w:ident, opt, $v:expr, $key:literal) => {{
+        $w.opt($key, $v.as_ref());
+    }};
+    ($w:ident, parent, $v:expr) => {{}};
+    ($w:ident, flat, $v:expr) => {{
+        $v.write_fields($w);
+    }};
+    ($w:ident, extra, $v:expr) => {{
+        $w.extra(&$v);
+    }};
+}
+
+macro_rules! parent_field {
+    (parent, $v:expr) => {
+        Some($v)
+    };
+    ($mode:ident, $v:expr) => {
+        None
+    };
+}
+
+/// Declares a struct from its field table, with `read_fields`/`write_fields`.
+macro_rules! body_struct {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $(
+                $(#[$fmeta:meta])*
+                $field:ident : $mode:ident $ty:ty $(= $key:literal)? $(, via $parse:expr)?
+            );* $(;)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: field_ty!($mode $ty), )*
+        }
+
+        impl $name {
+            fn read_fields(r: &mut Reader) -> Result<Self, ModelError> {
+                Ok($name {
+                    $( $field: read_field!(r, $mode, $ty $(, $key)? $(, $parse)?), )*
+                })
+            }
+
+            fn write_fields(&self, w: &mut Writer) {
+                $( write_field!(w, $mode, self.$field $(, $key)?); )*
+            }
+
+            #[allow(dead_code)]
+            fn parent_id(&self) -> Option<Uuid> {
+                None$(.or(parent_field!($mode, self.$field)))*
+            }
+
+            /// The body, members in table order.
+            #[allow(dead_code)]
+            pub(crate) fn ordered(&self) -> Ordered {
+                let mut w = Writer::new();
+                self.write_fields(&mut w);
+                w.finish()
             }
         }
     };
-    ($ty:ty, deserialize) => {
-        serde_via_body!($ty);
+}
+
+/// Declares a backend object: its field table (see above), its kind and its REST paths.
+/// `paths(o)` binds `o` to the object in the two path expressions.
+macro_rules! backend_object {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident: $kind:ident { $($fields:tt)* }
+        paths($o:ident) { post: $post:expr, item: $item:expr $(,)? }
+    ) => {
+        body_struct! {
+            $(#[$meta])*
+            #[derive(Clone, Debug, PartialEq)]
+            pub struct $name { $($fields)* }
+        }
+
+        impl BackendObject for $name {
+            const KIND: Kind = Kind::$kind;
+
+            fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
+                if !Self::KIND.has_parent() {
+                    forbid_parent(Self::KIND, parent)?;
+                }
+                let mut r = Reader::new(Self::KIND.name(), body)?.with_parent(parent);
+                Self::read_fields(&mut r)
+            }
+
+            fn to_body(&self) -> Value {
+                self.ordered().into_value()
+            }
+
+            fn to_body_text(&self) -> String {
+                self.ordered().to_text()
+            }
+
+            fn parent(&self) -> Option<Uuid> {
+                self.parent_id()
+            }
+
+            fn post_path(&self) -> String {
+                #[allow(unused_variables)]
+                let $o = self;
+                $post
+            }
+
+            fn item_path(&self) -> String {
+                let $o = self;
+                $item
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                serde::Serialize::serialize(&self.ordered(), s)
+            }
+        }
+    };
+}
+
+/// `Deserialize` from a body, for parent-less kinds.
+macro_rules! deserialize_via_body {
+    ($ty:ty) => {
         impl<'de> serde::Deserialize<'de> for $ty {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let v = <Value as serde::Deserialize>::deserialize(d)?;
@@ -67,18 +233,43 @@ macro_rules! serde_via_body {
     };
 }
 
-/// `Serialize`/`Deserialize` for the nested value objects of a rule.
-macro_rules! serde_plain {
-    ($ty:ty) => {
-        impl serde::Serialize for $ty {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                serde::Serialize::serialize(&self.to_value(), s)
+/// A JSON object nested inside a body (a rule's NAT target, a port range): its field table,
+/// read and written as one member value, and serde through the same.
+macro_rules! nested_value {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident { $($fields:tt)* }
+    ) => {
+        body_struct! {
+            $(#[$meta])*
+            #[derive(Clone, Debug, Default, PartialEq)]
+            pub struct $name { $($fields)* }
+        }
+
+        impl Wire for $name {
+            fn read(v: Value) -> Result<Self, String> {
+                let read = || -> Result<$name, ModelError> {
+                    let mut r = Reader::new(stringify!($name), v)?;
+                    $name::read_fields(&mut r)
+                };
+                read().map_err(|e| e.to_string())
+            }
+
+            fn write(&self) -> Ordered {
+                self.ordered()
             }
         }
-        impl<'de> serde::Deserialize<'de> for $ty {
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                serde::Serialize::serialize(&self.ordered(), s)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let v = <Value as serde::Deserialize>::deserialize(d)?;
-                <$ty>::parse(v).map_err(serde::de::Error::custom)
+                <$name as Wire>::read(v).map_err(serde::de::Error::custom)
             }
         }
     };
@@ -86,15 +277,21 @@ macro_rules! serde_plain {
 
 // --- TunnelZone -------------------------------------------------------------------------
 
-/// `TunnelZone {id, name, type}`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TunnelZone {
-    pub id: Uuid,
-    pub name: Option<String>,
-    /// `type`: `vxlan` for Kubernetes clusters.
-    pub zone_type: Option<TunnelZoneType>,
-    pub extra: Extra,
+backend_object! {
+    /// `TunnelZone {id, name, type}`.
+    pub struct TunnelZone: TunnelZone {
+        id: req Uuid = "id";
+        name: opt String = "name";
+        /// `type`: `vxlan` for Kubernetes clusters.
+        zone_type: opt TunnelZoneType = "type";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: "/tunnel_zones".to_string(),
+        item: format!("/tunnel_zones/{}", o.id),
+    }
 }
+deserialize_via_body!(TunnelZone);
 
 impl TunnelZone {
     pub fn new(id: Uuid, name: impl Into<String>, zone_type: TunnelZoneType) -> Self {
@@ -107,64 +304,31 @@ impl TunnelZone {
     }
 }
 
-impl BackendObject for TunnelZone {
-    const KIND: Kind = Kind::TunnelZone;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        forbid_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(TunnelZone {
-            id: r.req("id", json::uuid)?,
-            name: r.opt("name", json::string)?,
-            zone_type: r.opt(
-                "type",
-                json::wire(TunnelZoneType::from_wire, TunnelZoneType::expected()),
-            )?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .opt("name", self.name.clone())
-            .opt("type", self.zone_type.map(|t| t.as_str()))
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        None
-    }
-
-    fn post_path(&self) -> String {
-        "/tunnel_zones".to_string()
-    }
-
-    fn item_path(&self) -> String {
-        format!("/tunnel_zones/{}", self.id)
-    }
-}
-serde_via_body!(TunnelZone, deserialize);
-
 // --- TunnelZoneHost ---------------------------------------------------------------------
 
-/// Membership of a host in a tunnel zone: `TunnelZoneHost {tunnelZoneId, hostId, ipAddress}`.
-/// `parent` is the tunnel zone.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TunnelZoneHost {
-    pub parent: Uuid,
-    pub tunnel_zone_id: Option<Uuid>,
-    pub host_id: Uuid,
-    /// The host's tunnel endpoint address.
-    pub ip_address: Option<Ipv4Addr>,
-    pub extra: Extra,
+backend_object! {
+    /// Membership of a host in a tunnel zone: `TunnelZoneHost {tunnelZoneId, hostId,
+    /// ipAddress}`. `parent` is the tunnel zone.
+    pub struct TunnelZoneHost: TunnelZoneHost {
+        parent: parent Uuid;
+        tunnel_zone_id: opt Uuid = "tunnelZoneId";
+        host_id: req Uuid = "hostId";
+        /// The host's tunnel endpoint address.
+        ip_address: opt Ipv4Addr = "ipAddress";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/tunnel_zones/{}/hosts", o.parent),
+        item: format!("/tunnel_zones/{}/hosts/{}", o.parent, o.host_id),
+    }
 }
 
 impl TunnelZoneHost {
+    /// Membership of `host_id` in `tunnel_zone`; the body names the zone too.
     pub fn new(tunnel_zone: Uuid, host_id: Uuid, ip_address: Ipv4Addr) -> Self {
         TunnelZoneHost {
             parent: tunnel_zone,
-            tunnel_zone_id: None,
+            tunnel_zone_id: Some(tunnel_zone),
             host_id,
             ip_address: Some(ip_address),
             extra: Extra::new(),
@@ -172,152 +336,96 @@ impl TunnelZoneHost {
     }
 }
 
-impl BackendObject for TunnelZoneHost {
-    const KIND: Kind = Kind::TunnelZoneHost;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(TunnelZoneHost {
-            parent,
-            tunnel_zone_id: r.opt("tunnelZoneId", json::uuid)?,
-            host_id: r.req("hostId", json::uuid)?,
-            ip_address: r.opt("ipAddress", json::ipv4)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .opt("tunnelZoneId", self.tunnel_zone_id.map(uuid_value))
-            .put("hostId", uuid_value(self.host_id))
-            .opt("ipAddress", self.ip_address.map(json::text))
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/tunnel_zones/{}/hosts", self.parent)
-    }
-
-    fn item_path(&self) -> String {
-        format!("/tunnel_zones/{}/hosts/{}", self.parent, self.host_id)
-    }
-}
-serde_via_body!(TunnelZoneHost);
-
 // --- Bridge and Router ------------------------------------------------------------------
 
 /// Declares the two L2/L3 devices, which share their REST fields.
 macro_rules! device {
-    ($(#[$meta:meta])* $name:ident, $kind:expr, $collection:literal) => {
-        $(#[$meta])*
-        #[derive(Clone, Debug, PartialEq)]
-        pub struct $name {
-            pub id: Uuid,
-            pub tenant_id: Option<String>,
-            pub name: Option<String>,
-            pub admin_state_up: Option<bool>,
-            /// Chain applied to traffic entering the device.
-            pub inbound_filter_id: Option<Uuid>,
-            /// Chain applied to traffic leaving the device.
-            pub outbound_filter_id: Option<Uuid>,
-            pub extra: Extra,
+    ($(#[$meta:meta])* $name:ident, $collection:literal) => {
+        backend_object! {
+            $(#[$meta])*
+            pub struct $name: $name {
+                id: req Uuid = "id";
+                name: opt String = "name";
+                tenant_id: opt String = "tenantId";
+                admin_state_up: opt bool = "adminStateUp";
+                /// Chain applied to traffic entering the device.
+                inbound_filter_id: opt Uuid = "inboundFilterId";
+                /// Chain applied to traffic leaving the device.
+                outbound_filter_id: opt Uuid = "outboundFilterId";
+                extra: extra Extra;
+            }
+            paths(o) {
+                post: format!("/{}", $collection),
+                item: format!("/{}/{}", $collection, o.id),
+            }
         }
+        deserialize_via_body!($name);
 
         impl $name {
             pub fn new(id: Uuid) -> Self {
                 $name {
                     id,
-                    tenant_id: None,
                     name: None,
+                    tenant_id: None,
                     admin_state_up: None,
                     inbound_filter_id: None,
                     outbound_filter_id: None,
                     extra: Extra::new(),
                 }
             }
-        }
 
-        impl BackendObject for $name {
-            const KIND: Kind = $kind;
-
-            fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-                forbid_parent(Self::KIND, parent)?;
-                let mut r = Reader::new(Self::KIND.name(), body)?;
-                Ok($name {
-                    id: r.req("id", json::uuid)?,
-                    tenant_id: r.opt("tenantId", json::string)?,
-                    name: r.opt("name", json::string)?,
-                    admin_state_up: r.opt("adminStateUp", json::boolean)?,
-                    inbound_filter_id: r.opt("inboundFilterId", json::uuid)?,
-                    outbound_filter_id: r.opt("outboundFilterId", json::uuid)?,
-                    extra: r.finish(),
-                })
-            }
-
-            fn to_body(&self) -> Value {
-                Writer::new()
-                    .put("id", uuid_value(self.id))
-                    .opt("tenantId", self.tenant_id.clone())
-                    .opt("name", self.name.clone())
-                    .opt("adminStateUp", self.admin_state_up)
-                    .opt("inboundFilterId", self.inbound_filter_id.map(uuid_value))
-                    .opt("outboundFilterId", self.outbound_filter_id.map(uuid_value))
-                    .finish(&self.extra)
-            }
-
-            fn parent(&self) -> Option<Uuid> {
-                None
-            }
-
-            fn post_path(&self) -> String {
-                format!("/{}", $collection)
-            }
-
-            fn item_path(&self) -> String {
-                format!("/{}/{}", $collection, self.id)
+            /// A device named `name`, owned by `tenant`.
+            pub fn named(id: Uuid, tenant: impl Into<String>, name: impl Into<String>) -> Self {
+                $name {
+                    name: Some(name.into()),
+                    tenant_id: Some(tenant.into()),
+                    ..$name::new(id)
+                }
             }
         }
-        serde_via_body!($name, deserialize);
     };
 }
 
 device!(
-    /// A virtual router: `Router {id, tenantId, name, adminStateUp, inboundFilterId, outboundFilterId}`.
-    Router, Kind::Router, "routers"
+    /// A virtual router: `Router {id, name, tenantId, adminStateUp, inboundFilterId, outboundFilterId}`.
+    Router, "routers"
 );
 device!(
-    /// A virtual bridge (MidoNet "network"): `Bridge {id, tenantId, name, adminStateUp,
+    /// A virtual bridge (MidoNet "network"): `Bridge {id, name, tenantId, adminStateUp,
     /// inboundFilterId, outboundFilterId}`.
-    Bridge, Kind::Bridge, "bridges"
+    Bridge, "bridges"
 );
 
 // --- Port -------------------------------------------------------------------------------
 
-/// A bridge or router port. `parent` is the bridge or router, per `port_type`.
-///
-/// Router ports carry their address either as `portSubnet` (`["10.0.0.1/24"]`, what the
-/// original controller sends) or as `portAddress` + `networkAddress` + `networkLength`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Port {
-    pub parent: Uuid,
-    pub id: Uuid,
-    /// `type`: `Bridge` or `Router`.
-    pub port_type: PortType,
-    pub admin_state_up: Option<bool>,
-    pub inbound_filter_id: Option<Uuid>,
-    pub outbound_filter_id: Option<Uuid>,
-    pub port_address: Option<Ipv4Addr>,
-    pub network_address: Option<Ipv4Addr>,
-    pub network_length: Option<u8>,
-    pub port_subnet: Option<Vec<Ipv4Cidr>>,
-    pub port_mac: Option<MacAddr>,
-    pub vlan_id: Option<u16>,
-    pub extra: Extra,
+backend_object! {
+    /// A bridge or router port. `parent` is the bridge or router, per `port_type`.
+    ///
+    /// Router ports carry their address either as `portSubnet` (`["10.0.0.1/24"]`, what the
+    /// original controller sends) or as `portAddress` + `networkAddress` + `networkLength`.
+    pub struct Port: Port {
+        parent: parent Uuid;
+        id: req Uuid = "id";
+        /// `type`: `Bridge` or `Router`.
+        port_type: req PortType = "type";
+        admin_state_up: opt bool = "adminStateUp";
+        inbound_filter_id: opt Uuid = "inboundFilterId";
+        outbound_filter_id: opt Uuid = "outboundFilterId";
+        port_address: opt Ipv4Addr = "portAddress";
+        network_address: opt Ipv4Addr = "networkAddress";
+        network_length: opt u8 = "networkLength", via json::prefix_len;
+        port_subnet: opt Vec<Ipv4Cidr> = "portSubnet";
+        port_mac: opt MacAddr = "portMac";
+        vlan_id: opt u16 = "vlanId";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: match o.port_type {
+            PortType::Bridge => format!("/bridges/{}/ports", o.parent),
+            PortType::Router => format!("/routers/{}/ports", o.parent),
+        },
+        item: format!("/ports/{}", o.id),
+    }
 }
 
 impl Port {
@@ -344,89 +452,44 @@ impl Port {
         Port::new(bridge, id, PortType::Bridge)
     }
 
-    /// A port of router `router`.
+    /// A port of router `router` with address `address` in `network`.
+    ///
+    /// Give it a MAC ([`Port::port_mac`]): MidoNet randomises a missing `portMac` on POST
+    /// and clears it on PUT (MNA-1251), so only an explicit one survives re-pushes.
     pub fn router_port(router: Uuid, id: Uuid) -> Self {
         Port::new(router, id, PortType::Router)
     }
-}
 
-impl BackendObject for Port {
-    const KIND: Kind = Kind::Port;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(Port {
-            parent,
-            id: r.req("id", json::uuid)?,
-            port_type: r.req(
-                "type",
-                json::wire(PortType::from_wire, PortType::expected()),
-            )?,
-            admin_state_up: r.opt("adminStateUp", json::boolean)?,
-            inbound_filter_id: r.opt("inboundFilterId", json::uuid)?,
-            outbound_filter_id: r.opt("outboundFilterId", json::uuid)?,
-            port_address: r.opt("portAddress", json::ipv4)?,
-            network_address: r.opt("networkAddress", json::ipv4)?,
-            network_length: r.opt("networkLength", json::prefix_len)?,
-            port_subnet: r.opt("portSubnet", json::array(json::cidr))?,
-            port_mac: r.opt("portMac", json::mac)?,
-            vlan_id: r.opt("vlanId", json::u16_any)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .put("type", self.port_type.as_str())
-            .opt("adminStateUp", self.admin_state_up)
-            .opt("inboundFilterId", self.inbound_filter_id.map(uuid_value))
-            .opt("outboundFilterId", self.outbound_filter_id.map(uuid_value))
-            .opt("portAddress", self.port_address.map(json::text))
-            .opt("networkAddress", self.network_address.map(json::text))
-            .opt("networkLength", self.network_length)
-            .opt(
-                "portSubnet",
-                self.port_subnet
-                    .as_ref()
-                    .map(|s| s.iter().map(json::text).collect::<Vec<_>>()),
-            )
-            .opt("portMac", self.port_mac.map(json::text))
-            .opt("vlanId", self.vlan_id)
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        match self.port_type {
-            PortType::Bridge => format!("/bridges/{}/ports", self.parent),
-            PortType::Router => format!("/routers/{}/ports", self.parent),
-        }
-    }
-
-    fn item_path(&self) -> String {
-        format!("/ports/{}", self.id)
+    /// Sets `portAddress`, `networkAddress` and `networkLength` from `address` inside
+    /// `network`.
+    pub fn with_address(mut self, address: Ipv4Addr, network: Ipv4Cidr) -> Self {
+        self.port_address = Some(address);
+        self.network_address = Some(network.network());
+        self.network_length = Some(network.prefix_len);
+        self
     }
 }
-serde_via_body!(Port);
 
 // --- PortLink ---------------------------------------------------------------------------
 
-/// A link between two interior ports: `PortLink {portId, peerId}`. `parent` is the port the
-/// link is created on; `portId` may be left out (the original controller leaves it out).
-#[derive(Clone, Debug, PartialEq)]
-pub struct PortLink {
-    pub parent: Uuid,
-    pub port_id: Option<Uuid>,
-    pub peer_id: Uuid,
-    pub extra: Extra,
+backend_object! {
+    /// A link between two interior ports: `PortLink {portId, peerId}`. `parent` is the port
+    /// the link is created on; `portId` may be left out (the original controller leaves it
+    /// out).
+    pub struct PortLink: PortLink {
+        parent: parent Uuid;
+        port_id: opt Uuid = "portId";
+        peer_id: req Uuid = "peerId";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/ports/{}/link", o.parent),
+        item: format!("/ports/{}/link", o.parent),
+    }
 }
 
 impl PortLink {
+    /// A link from `port` to `peer` whose body leaves `portId` out.
     pub fn new(port: Uuid, peer: Uuid) -> Self {
         PortLink {
             parent: port,
@@ -435,60 +498,38 @@ impl PortLink {
             extra: Extra::new(),
         }
     }
-}
 
-impl BackendObject for PortLink {
-    const KIND: Kind = Kind::PortLink;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(PortLink {
-            parent,
-            port_id: r.opt("portId", json::uuid)?,
-            peer_id: r.req("peerId", json::uuid)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .opt("portId", self.port_id.map(uuid_value))
-            .put("peerId", uuid_value(self.peer_id))
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/ports/{}/link", self.parent)
-    }
-
-    fn item_path(&self) -> String {
-        format!("/ports/{}/link", self.parent)
+    /// A link from `port` to `peer` whose body names both.
+    pub fn between(port: Uuid, peer: Uuid) -> Self {
+        PortLink {
+            port_id: Some(port),
+            ..PortLink::new(port, peer)
+        }
     }
 }
-serde_via_body!(PortLink);
 
 // --- Route ------------------------------------------------------------------------------
 
-/// A route of router `parent`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Route {
-    pub parent: Uuid,
-    pub id: Uuid,
-    /// `type`: `Normal` routes need a `nextHopPort` on the same router.
-    pub route_type: Option<RouteType>,
-    pub src_network_addr: Option<Ipv4Addr>,
-    pub src_network_length: Option<u8>,
-    pub dst_network_addr: Option<Ipv4Addr>,
-    pub dst_network_length: Option<u8>,
-    pub next_hop_port: Option<Uuid>,
-    pub next_hop_gateway: Option<Ipv4Addr>,
-    pub weight: Option<u32>,
-    pub extra: Extra,
+backend_object! {
+    /// A route of router `parent`.
+    pub struct Route: Route {
+        parent: parent Uuid;
+        id: req Uuid = "id";
+        src_network_addr: opt Ipv4Addr = "srcNetworkAddr";
+        src_network_length: opt u8 = "srcNetworkLength", via json::prefix_len;
+        dst_network_addr: opt Ipv4Addr = "dstNetworkAddr";
+        dst_network_length: opt u8 = "dstNetworkLength", via json::prefix_len;
+        next_hop_port: opt Uuid = "nextHopPort";
+        next_hop_gateway: opt Ipv4Addr = "nextHopGateway";
+        weight: opt u32 = "weight";
+        /// `type`: `Normal` routes need a `nextHopPort` on the same router.
+        route_type: opt RouteType = "type";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/routers/{}/routes", o.parent),
+        item: format!("/routes/{}", o.id),
+    }
 }
 
 impl Route {
@@ -497,7 +538,6 @@ impl Route {
         Route {
             parent: router,
             id,
-            route_type: Some(RouteType::Normal),
             src_network_addr: Some(Ipv4Addr::UNSPECIFIED),
             src_network_length: Some(0),
             dst_network_addr: Some(dst.addr),
@@ -505,129 +545,58 @@ impl Route {
             next_hop_port: Some(next_hop_port),
             next_hop_gateway: None,
             weight: None,
+            route_type: Some(RouteType::Normal),
             extra: Extra::new(),
         }
     }
 }
 
-impl BackendObject for Route {
-    const KIND: Kind = Kind::Route;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(Route {
-            parent,
-            id: r.req("id", json::uuid)?,
-            route_type: r.opt(
-                "type",
-                json::wire(RouteType::from_wire, RouteType::expected()),
-            )?,
-            src_network_addr: r.opt("srcNetworkAddr", json::ipv4)?,
-            src_network_length: r.opt("srcNetworkLength", json::prefix_len)?,
-            dst_network_addr: r.opt("dstNetworkAddr", json::ipv4)?,
-            dst_network_length: r.opt("dstNetworkLength", json::prefix_len)?,
-            next_hop_port: r.opt("nextHopPort", json::uuid)?,
-            next_hop_gateway: r.opt("nextHopGateway", json::ipv4)?,
-            weight: r.opt("weight", json::u32_any)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .opt("type", self.route_type.map(|t| t.as_str()))
-            .opt("srcNetworkAddr", self.src_network_addr.map(json::text))
-            .opt("srcNetworkLength", self.src_network_length)
-            .opt("dstNetworkAddr", self.dst_network_addr.map(json::text))
-            .opt("dstNetworkLength", self.dst_network_length)
-            .opt("nextHopPort", self.next_hop_port.map(uuid_value))
-            .opt("nextHopGateway", self.next_hop_gateway.map(json::text))
-            .opt("weight", self.weight)
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/routers/{}/routes", self.parent)
-    }
-
-    fn item_path(&self) -> String {
-        format!("/routes/{}", self.id)
-    }
-}
-serde_via_body!(Route);
-
 // --- Chain ------------------------------------------------------------------------------
 
-/// A rule chain: `Chain {id, tenantId, name}`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Chain {
-    pub id: Uuid,
-    pub tenant_id: Option<String>,
-    pub name: Option<String>,
-    pub extra: Extra,
+backend_object! {
+    /// A rule chain: `Chain {id, name, tenantId}`.
+    pub struct Chain: Chain {
+        id: req Uuid = "id";
+        name: opt String = "name";
+        tenant_id: opt String = "tenantId";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: "/chains".to_string(),
+        item: format!("/chains/{}", o.id),
+    }
 }
+deserialize_via_body!(Chain);
 
 impl Chain {
     pub fn new(id: Uuid) -> Self {
         Chain {
             id,
-            tenant_id: None,
             name: None,
+            tenant_id: None,
             extra: Extra::new(),
+        }
+    }
+
+    /// A chain named `name`, owned by `tenant`.
+    pub fn named(id: Uuid, tenant: impl Into<String>, name: impl Into<String>) -> Self {
+        Chain {
+            name: Some(name.into()),
+            tenant_id: Some(tenant.into()),
+            ..Chain::new(id)
         }
     }
 }
 
-impl BackendObject for Chain {
-    const KIND: Kind = Kind::Chain;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        forbid_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(Chain {
-            id: r.req("id", json::uuid)?,
-            tenant_id: r.opt("tenantId", json::string)?,
-            name: r.opt("name", json::string)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .opt("tenantId", self.tenant_id.clone())
-            .opt("name", self.name.clone())
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        None
-    }
-
-    fn post_path(&self) -> String {
-        "/chains".to_string()
-    }
-
-    fn item_path(&self) -> String {
-        format!("/chains/{}", self.id)
-    }
-}
-serde_via_body!(Chain, deserialize);
-
 // --- Rule -------------------------------------------------------------------------------
 
-/// A transport port range of a rule condition: `{start, end}`.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct PortRange {
-    pub start: Option<u16>,
-    pub end: Option<u16>,
-    pub extra: Extra,
+nested_value! {
+    /// A transport port range of a rule condition: `{start, end}`.
+    pub struct PortRange {
+        start: opt u16 = "start";
+        end: opt u16 = "end";
+        extra: extra Extra;
+    }
 }
 
 impl PortRange {
@@ -639,139 +608,105 @@ impl PortRange {
             extra: Extra::new(),
         }
     }
-
-    fn parse(v: Value) -> Result<PortRange, String> {
-        let read = || -> Result<PortRange, ModelError> {
-            let mut r = Reader::new("PortRange", v)?;
-            let start = r.opt("start", json::u16_any)?;
-            let end = r.opt("end", json::u16_any)?;
-            Ok(PortRange {
-                start,
-                end,
-                extra: r.finish(),
-            })
-        };
-        read().map_err(|e| e.to_string())
-    }
-
-    fn to_value(&self) -> Value {
-        Writer::new()
-            .opt("start", self.start)
-            .opt("end", self.end)
-            .finish(&self.extra)
-    }
 }
-serde_plain!(PortRange);
 
-/// A target of a forward NAT rule: `{addressFrom, addressTo, portFrom, portTo}`.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct NatTarget {
-    pub address_from: Option<Ipv4Addr>,
-    pub address_to: Option<Ipv4Addr>,
-    pub port_from: Option<u16>,
-    pub port_to: Option<u16>,
-    pub extra: Extra,
+nested_value! {
+    /// A target of a forward NAT rule: `{addressFrom, addressTo, portFrom, portTo}`.
+    pub struct NatTarget {
+        address_from: opt Ipv4Addr = "addressFrom";
+        address_to: opt Ipv4Addr = "addressTo";
+        port_from: opt u16 = "portFrom";
+        port_to: opt u16 = "portTo";
+        extra: extra Extra;
+    }
 }
 
 impl NatTarget {
     /// Translate to exactly `addr` (and `port`, if given).
     pub fn to(addr: Ipv4Addr, port: Option<u16>) -> Self {
+        NatTarget::to_ports(addr, port, port)
+    }
+
+    /// Translate to exactly `addr` and a port in `from..=to` (a source port range for SNAT).
+    pub fn to_ports(addr: Ipv4Addr, from: Option<u16>, to: Option<u16>) -> Self {
         NatTarget {
             address_from: Some(addr),
             address_to: Some(addr),
-            port_from: port,
-            port_to: port,
+            port_from: from,
+            port_to: to,
             extra: Extra::new(),
         }
     }
+}
 
-    fn parse(v: Value) -> Result<NatTarget, String> {
-        let read = || -> Result<NatTarget, ModelError> {
-            let mut r = Reader::new("NatTarget", v)?;
-            let address_from = r.opt("addressFrom", json::ipv4)?;
-            let address_to = r.opt("addressTo", json::ipv4)?;
-            let port_from = r.opt("portFrom", json::u16_any)?;
-            let port_to = r.opt("portTo", json::u16_any)?;
-            Ok(NatTarget {
-                address_from,
-                address_to,
-                port_from,
-                port_to,
-                extra: r.finish(),
-            })
-        };
-        read().map_err(|e| e.to_string())
+body_struct! {
+    /// The condition fields of a Rule beyond the L3/L4 match of [`Rule`], named as MidoNet's
+    /// REST `Condition` names them. An absent flag is `false`, an absent set is empty.
+    #[derive(Clone, Debug, Default, PartialEq)]
+    pub struct ConditionExtras {
+        /// `condInvert`: the whole condition is negated.
+        cond_invert: opt bool = "condInvert";
+        /// Match only packets of a forward flow (not a tracked reply).
+        match_forward_flow: opt bool = "matchForwardFlow";
+        /// Match only replies of a tracked connection.
+        match_return_flow: opt bool = "matchReturnFlow";
+        in_ports: opt Vec<Uuid> = "inPorts";
+        inv_in_ports: opt bool = "invInPorts";
+        out_ports: opt Vec<Uuid> = "outPorts";
+        inv_out_ports: opt bool = "invOutPorts";
+        /// Matches when the packet entered the virtual network through a port of this group.
+        port_group: opt Uuid = "portGroup";
+        inv_port_group: opt bool = "invPortGroup";
+        ip_addr_group_src: opt Uuid = "ipAddrGroupSrc";
+        inv_ip_addr_group_src: opt bool = "invIpAddrGroupSrc";
+        ip_addr_group_dst: opt Uuid = "ipAddrGroupDst";
+        inv_ip_addr_group_dst: opt bool = "invIpAddrGroupDst";
+        inv_dl_type: opt bool = "invDlType";
+        inv_nw_proto: opt bool = "invNwProto";
+        inv_nw_src: opt bool = "invNwSrc";
+        inv_nw_dst: opt bool = "invNwDst";
+        inv_tp_src: opt bool = "invTpSrc";
+        inv_tp_dst: opt bool = "invTpDst";
     }
+}
 
-    fn to_value(&self) -> Value {
-        Writer::new()
-            .opt("addressFrom", self.address_from.map(json::text))
-            .opt("addressTo", self.address_to.map(json::text))
-            .opt("portFrom", self.port_from)
-            .opt("portTo", self.port_to)
-            .finish(&self.extra)
+backend_object! {
+    /// A rule of chain `parent`. Which fields matter depends on `rule_type`: `jump` needs
+    /// `jumpChainId`; NAT rules need `flowAction`; `dnat`/`snat` need `natTargets`.
+    pub struct Rule: Rule {
+        parent: parent Uuid;
+        id: req Uuid = "id";
+        /// `type`.
+        rule_type: req RuleType = "type";
+        /// 1-based insertion position in the chain; MidoNet defaults to 1 (the head).
+        position: opt u32 = "position";
+        flow_action: opt FlowAction = "flowAction";
+        jump_chain_id: opt Uuid = "jumpChainId";
+        /// Ethertype to match, e.g. 0x0800 for IPv4.
+        dl_type: opt u16 = "dlType";
+        nw_src_address: opt Ipv4Addr = "nwSrcAddress";
+        nw_src_length: opt u8 = "nwSrcLength", via json::prefix_len;
+        nw_dst_address: opt Ipv4Addr = "nwDstAddress";
+        nw_dst_length: opt u8 = "nwDstLength", via json::prefix_len;
+        /// IP protocol number to match, e.g. 6 for TCP.
+        nw_proto: opt u8 = "nwProto";
+        tp_src: opt PortRange = "tpSrc";
+        tp_dst: opt PortRange = "tpDst";
+        nat_targets: opt Vec<NatTarget> = "natTargets";
+        /// The rest of MidoNet's rule condition (`condInvert`, inversions, ports, groups,
+        /// connection direction). None of the current translators sets them; the data-plane
+        /// model evaluates them.
+        condition: flat ConditionExtras;
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/chains/{}/rules", o.parent),
+        item: format!("/rules/{}", o.id),
     }
 }
-serde_plain!(NatTarget);
 
-/// A rule of chain `parent`. Which fields matter depends on `rule_type`: `jump` needs
-/// `jumpChainId`; NAT rules need `flowAction`; `dnat`/`snat` need `natTargets`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Rule {
-    pub parent: Uuid,
-    pub id: Uuid,
-    /// `type`.
-    pub rule_type: RuleType,
-    /// 1-based insertion position in the chain; MidoNet defaults to 1 (the head).
-    pub position: Option<u32>,
-    pub flow_action: Option<FlowAction>,
-    pub nat_targets: Option<Vec<NatTarget>>,
-    pub jump_chain_id: Option<Uuid>,
-    /// Ethertype to match, e.g. 0x0800 for IPv4.
-    pub dl_type: Option<u16>,
-    /// IP protocol number to match, e.g. 6 for TCP.
-    pub nw_proto: Option<u8>,
-    pub nw_src_address: Option<Ipv4Addr>,
-    pub nw_src_length: Option<u8>,
-    pub nw_dst_address: Option<Ipv4Addr>,
-    pub nw_dst_length: Option<u8>,
-    pub tp_src: Option<PortRange>,
-    pub tp_dst: Option<PortRange>,
-    /// The rest of MidoNet's rule condition (`condInvert`, inversions, ports, groups,
-    /// connection direction). None of the current translators sets them; the data-plane
-    /// model evaluates them.
-    pub condition: ConditionExtras,
-    pub extra: Extra,
-}
-
-/// The condition fields of a Rule beyond the L3/L4 match above, named as MidoNet's REST
-/// `Condition` names them. An absent flag is `false`, an absent set is empty.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ConditionExtras {
-    /// `condInvert`: the whole condition is negated.
-    pub cond_invert: Option<bool>,
-    /// Match only packets of a forward flow (not a tracked reply).
-    pub match_forward_flow: Option<bool>,
-    /// Match only replies of a tracked connection.
-    pub match_return_flow: Option<bool>,
-    pub in_ports: Option<Vec<Uuid>>,
-    pub inv_in_ports: Option<bool>,
-    pub out_ports: Option<Vec<Uuid>>,
-    pub inv_out_ports: Option<bool>,
-    /// Matches when the packet entered the virtual network through a port of this group.
-    pub port_group: Option<Uuid>,
-    pub inv_port_group: Option<bool>,
-    pub ip_addr_group_src: Option<Uuid>,
-    pub inv_ip_addr_group_src: Option<bool>,
-    pub ip_addr_group_dst: Option<Uuid>,
-    pub inv_ip_addr_group_dst: Option<bool>,
-    pub inv_dl_type: Option<bool>,
-    pub inv_nw_proto: Option<bool>,
-    pub inv_nw_src: Option<bool>,
-    pub inv_nw_dst: Option<bool>,
-    pub inv_tp_src: Option<bool>,
-    pub inv_tp_dst: Option<bool>,
-}
+/// EtherType of IPv4, for rules that match on IPv4 header fields.
+pub const DL_TYPE_IPV4: u16 = 0x0800;
 
 impl Rule {
     pub fn new(chain: Uuid, id: Uuid, rule_type: RuleType) -> Self {
@@ -781,16 +716,16 @@ impl Rule {
             rule_type,
             position: None,
             flow_action: None,
-            nat_targets: None,
             jump_chain_id: None,
             dl_type: None,
-            nw_proto: None,
             nw_src_address: None,
             nw_src_length: None,
             nw_dst_address: None,
             nw_dst_length: None,
+            nw_proto: None,
             tp_src: None,
             tp_dst: None,
+            nat_targets: None,
             condition: ConditionExtras::default(),
             extra: Extra::new(),
         }
@@ -803,129 +738,64 @@ impl Rule {
             ..Rule::new(chain, id, RuleType::Jump)
         }
     }
-}
 
-impl BackendObject for Rule {
-    const KIND: Kind = Kind::Rule;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(Rule {
-            parent,
-            id: r.req("id", json::uuid)?,
-            rule_type: r.req(
-                "type",
-                json::wire(RuleType::from_wire, RuleType::expected()),
-            )?,
-            position: r.opt("position", json::u32_any)?,
-            flow_action: r.opt(
-                "flowAction",
-                json::wire(FlowAction::from_wire, FlowAction::expected()),
-            )?,
-            nat_targets: r.opt("natTargets", json::array(NatTarget::parse))?,
-            jump_chain_id: r.opt("jumpChainId", json::uuid)?,
-            dl_type: r.opt("dlType", json::u16_any)?,
-            nw_proto: r.opt("nwProto", json::u8_max(u8::MAX))?,
-            nw_src_address: r.opt("nwSrcAddress", json::ipv4)?,
-            nw_src_length: r.opt("nwSrcLength", json::prefix_len)?,
-            nw_dst_address: r.opt("nwDstAddress", json::ipv4)?,
-            nw_dst_length: r.opt("nwDstLength", json::prefix_len)?,
-            tp_src: r.opt("tpSrc", PortRange::parse)?,
-            tp_dst: r.opt("tpDst", PortRange::parse)?,
-            condition: ConditionExtras {
-                cond_invert: r.opt("condInvert", json::boolean)?,
-                match_forward_flow: r.opt("matchForwardFlow", json::boolean)?,
-                match_return_flow: r.opt("matchReturnFlow", json::boolean)?,
-                in_ports: r.opt("inPorts", json::array(json::uuid))?,
-                inv_in_ports: r.opt("invInPorts", json::boolean)?,
-                out_ports: r.opt("outPorts", json::array(json::uuid))?,
-                inv_out_ports: r.opt("invOutPorts", json::boolean)?,
-                port_group: r.opt("portGroup", json::uuid)?,
-                inv_port_group: r.opt("invPortGroup", json::boolean)?,
-                ip_addr_group_src: r.opt("ipAddrGroupSrc", json::uuid)?,
-                inv_ip_addr_group_src: r.opt("invIpAddrGroupSrc", json::boolean)?,
-                ip_addr_group_dst: r.opt("ipAddrGroupDst", json::uuid)?,
-                inv_ip_addr_group_dst: r.opt("invIpAddrGroupDst", json::boolean)?,
-                inv_dl_type: r.opt("invDlType", json::boolean)?,
-                inv_nw_proto: r.opt("invNwProto", json::boolean)?,
-                inv_nw_src: r.opt("invNwSrc", json::boolean)?,
-                inv_nw_dst: r.opt("invNwDst", json::boolean)?,
-                inv_tp_src: r.opt("invTpSrc", json::boolean)?,
-                inv_tp_dst: r.opt("invTpDst", json::boolean)?,
-            },
-            extra: r.finish(),
-        })
+    /// Inserted at `position` (1-based) of the chain.
+    pub fn at(mut self, position: u32) -> Self {
+        self.position = Some(position);
+        self
     }
 
-    fn to_body(&self) -> Value {
-        let c = &self.condition;
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .put("type", self.rule_type.as_str())
-            .opt("position", self.position)
-            .opt("flowAction", self.flow_action.map(|a| a.as_str()))
-            .opt(
-                "natTargets",
-                self.nat_targets
-                    .as_ref()
-                    .map(|t| t.iter().map(NatTarget::to_value).collect::<Vec<_>>()),
-            )
-            .opt("jumpChainId", self.jump_chain_id.map(uuid_value))
-            .opt("dlType", self.dl_type)
-            .opt("nwProto", self.nw_proto)
-            .opt("nwSrcAddress", self.nw_src_address.map(json::text))
-            .opt("nwSrcLength", self.nw_src_length)
-            .opt("nwDstAddress", self.nw_dst_address.map(json::text))
-            .opt("nwDstLength", self.nw_dst_length)
-            .opt("tpSrc", self.tp_src.as_ref().map(PortRange::to_value))
-            .opt("tpDst", self.tp_dst.as_ref().map(PortRange::to_value))
-            .opt("condInvert", c.cond_invert)
-            .opt("matchForwardFlow", c.match_forward_flow)
-            .opt("matchReturnFlow", c.match_return_flow)
-            .opt("inPorts", c.in_ports.as_deref().map(uuid_list))
-            .opt("invInPorts", c.inv_in_ports)
-            .opt("outPorts", c.out_ports.as_deref().map(uuid_list))
-            .opt("invOutPorts", c.inv_out_ports)
-            .opt("portGroup", c.port_group.map(uuid_value))
-            .opt("invPortGroup", c.inv_port_group)
-            .opt("ipAddrGroupSrc", c.ip_addr_group_src.map(uuid_value))
-            .opt("invIpAddrGroupSrc", c.inv_ip_addr_group_src)
-            .opt("ipAddrGroupDst", c.ip_addr_group_dst.map(uuid_value))
-            .opt("invIpAddrGroupDst", c.inv_ip_addr_group_dst)
-            .opt("invDlType", c.inv_dl_type)
-            .opt("invNwProto", c.inv_nw_proto)
-            .opt("invNwSrc", c.inv_nw_src)
-            .opt("invNwDst", c.inv_nw_dst)
-            .opt("invTpSrc", c.inv_tp_src)
-            .opt("invTpDst", c.inv_tp_dst)
-            .finish(&self.extra)
+    pub fn with_flow_action(mut self, action: FlowAction) -> Self {
+        self.flow_action = Some(action);
+        self
     }
 
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
+    pub fn with_nat_targets(mut self, targets: Vec<NatTarget>) -> Self {
+        self.nat_targets = Some(targets);
+        self
     }
 
-    fn post_path(&self) -> String {
-        format!("/chains/{}/rules", self.parent)
+    /// Matches IPv4 packets from exactly `ip`.
+    pub fn from_host(mut self, ip: Ipv4Addr) -> Self {
+        self.dl_type = Some(DL_TYPE_IPV4);
+        self.nw_src_address = Some(ip);
+        self.nw_src_length = Some(32);
+        self
     }
 
-    fn item_path(&self) -> String {
-        format!("/rules/{}", self.id)
+    /// Matches IPv4 packets to exactly `ip` (as rewritten by the rules before, if any).
+    pub fn to_host(mut self, ip: Ipv4Addr) -> Self {
+        self.dl_type = Some(DL_TYPE_IPV4);
+        self.nw_dst_address = Some(ip);
+        self.nw_dst_length = Some(32);
+        self
+    }
+
+    /// Matches IPv4 packets to exactly `ip`, L4 protocol `proto`, destination port `port`.
+    pub fn to_service(self, ip: Ipv4Addr, proto: u8, port: u16) -> Self {
+        let mut rule = self.to_host(ip);
+        rule.nw_proto = Some(proto);
+        rule.tp_dst = Some(PortRange::single(port));
+        rule
     }
 }
-serde_via_body!(Rule);
 
 // --- Host -------------------------------------------------------------------------------
 
-/// A MidoNet host (an agent). Read-only: hosts register themselves; we only list them to
-/// resolve Kubernetes node names.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Host {
-    pub id: Uuid,
-    pub name: Option<String>,
-    pub extra: Extra,
+backend_object! {
+    /// A MidoNet host (an agent). Read-only: hosts register themselves; we only list them to
+    /// resolve Kubernetes node names.
+    pub struct Host: Host {
+        id: req Uuid = "id";
+        name: opt String = "name";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: "/hosts".to_string(),
+        item: format!("/hosts/{}", o.id),
+    }
 }
+deserialize_via_body!(Host);
 
 impl Host {
     pub fn new(id: Uuid, name: impl Into<String>) -> Self {
@@ -937,50 +807,21 @@ impl Host {
     }
 }
 
-impl BackendObject for Host {
-    const KIND: Kind = Kind::Host;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        forbid_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(Host {
-            id: r.req("id", json::uuid)?,
-            name: r.opt("name", json::string)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .opt("name", self.name.clone())
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        None
-    }
-
-    fn post_path(&self) -> String {
-        "/hosts".to_string()
-    }
-
-    fn item_path(&self) -> String {
-        format!("/hosts/{}", self.id)
-    }
-}
-serde_via_body!(Host, deserialize);
-
 // --- HostInterfacePort ------------------------------------------------------------------
 
-/// Binding of port `portId` to interface `interfaceName` on host `parent`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HostInterfacePort {
-    pub parent: Uuid,
-    pub host_id: Option<Uuid>,
-    pub port_id: Uuid,
-    pub interface_name: Option<String>,
-    pub extra: Extra,
+backend_object! {
+    /// Binding of port `portId` to interface `interfaceName` on host `parent`.
+    pub struct HostInterfacePort: HostInterfacePort {
+        parent: parent Uuid;
+        host_id: opt Uuid = "hostId";
+        port_id: req Uuid = "portId";
+        interface_name: opt String = "interfaceName";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/hosts/{}/ports", o.parent),
+        item: format!("/hosts/{}/ports/{}", o.parent, o.port_id),
+    }
 }
 
 impl HostInterfacePort {
@@ -995,54 +836,31 @@ impl HostInterfacePort {
     }
 }
 
-impl BackendObject for HostInterfacePort {
-    const KIND: Kind = Kind::HostInterfacePort;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(HostInterfacePort {
-            parent,
-            host_id: r.opt("hostId", json::uuid)?,
-            port_id: r.req("portId", json::uuid)?,
-            interface_name: r.opt("interfaceName", json::string)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .opt("hostId", self.host_id.map(uuid_value))
-            .put("portId", uuid_value(self.port_id))
-            .opt("interfaceName", self.interface_name.clone())
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/hosts/{}/ports", self.parent)
-    }
-
-    fn item_path(&self) -> String {
-        format!("/hosts/{}/ports/{}", self.parent, self.port_id)
-    }
-}
-serde_via_body!(HostInterfacePort);
-
 // --- MACPort ----------------------------------------------------------------------------
 
-/// An entry `macAddr → portId` of bridge `parent`'s MAC table.
-#[derive(Clone, Debug, PartialEq)]
-pub struct MacPort {
-    pub parent: Uuid,
-    pub mac_addr: MacAddr,
-    pub port_id: Uuid,
-    /// VLAN of the entry; absent or 0 means untagged.
-    pub vlan_id: Option<u16>,
-    pub extra: Extra,
+backend_object! {
+    /// An entry `macAddr → portId` of bridge `parent`'s MAC table.
+    pub struct MacPort: MacPort {
+        parent: parent Uuid;
+        mac_addr: req MacAddr = "macAddr";
+        port_id: req Uuid = "portId";
+        /// VLAN of the entry; absent or 0 means untagged.
+        vlan_id: opt u16 = "vlanId";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/bridges/{}/mac_table", o.parent),
+        // Untagged entries live under `mac_table`; tagged ones under `vlans/{vlan}/mac_table`.
+        item: {
+            let entry = format!("{}_{}", o.mac_addr.to_dashed(), o.port_id);
+            match o.vlan_id {
+                Some(vlan) if vlan != 0 => {
+                    format!("/bridges/{}/vlans/{vlan}/mac_table/{entry}", o.parent)
+                }
+                _ => format!("/bridges/{}/mac_table/{entry}", o.parent),
+            }
+        },
+    }
 }
 
 impl MacPort {
@@ -1057,59 +875,25 @@ impl MacPort {
     }
 }
 
-impl BackendObject for MacPort {
-    const KIND: Kind = Kind::MacPort;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(MacPort {
-            parent,
-            mac_addr: r.req("macAddr", json::mac)?,
-            port_id: r.req("portId", json::uuid)?,
-            vlan_id: r.opt("vlanId", json::u16_any)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("macAddr", self.mac_addr.to_string())
-            .put("portId", uuid_value(self.port_id))
-            .opt("vlanId", self.vlan_id)
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/bridges/{}/mac_table", self.parent)
-    }
-
-    /// Untagged entries live under `mac_table`; tagged ones under `vlans/{vlan}/mac_table`.
-    fn item_path(&self) -> String {
-        let entry = format!("{}_{}", self.mac_addr.to_dashed(), self.port_id);
-        match self.vlan_id {
-            Some(vlan) if vlan != 0 => {
-                format!("/bridges/{}/vlans/{vlan}/mac_table/{entry}", self.parent)
-            }
-            _ => format!("/bridges/{}/mac_table/{entry}", self.parent),
-        }
-    }
-}
-serde_via_body!(MacPort);
-
 // --- IPv4MACPair ------------------------------------------------------------------------
 
-/// An entry `ip → mac` of bridge `parent`'s ARP table.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Ipv4MacPair {
-    pub parent: Uuid,
-    pub ip: Ipv4Addr,
-    pub mac: MacAddr,
-    pub extra: Extra,
+backend_object! {
+    /// An entry `ip → mac` of bridge `parent`'s ARP table.
+    pub struct Ipv4MacPair: Ipv4MacPair {
+        parent: parent Uuid;
+        ip: req Ipv4Addr = "ip";
+        mac: req MacAddr = "mac";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/bridges/{}/arp_table", o.parent),
+        item: format!(
+            "/bridges/{}/arp_table/{}_{}",
+            o.parent,
+            o.ip,
+            o.mac.to_dashed()
+        ),
+    }
 }
 
 impl Ipv4MacPair {
@@ -1123,58 +907,24 @@ impl Ipv4MacPair {
     }
 }
 
-impl BackendObject for Ipv4MacPair {
-    const KIND: Kind = Kind::Ipv4MacPair;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(Ipv4MacPair {
-            parent,
-            ip: r.req("ip", json::ipv4)?,
-            mac: r.req("mac", json::mac)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("ip", self.ip.to_string())
-            .put("mac", self.mac.to_string())
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/bridges/{}/arp_table", self.parent)
-    }
-
-    fn item_path(&self) -> String {
-        format!(
-            "/bridges/{}/arp_table/{}_{}",
-            self.parent,
-            self.ip,
-            self.mac.to_dashed()
-        )
-    }
-}
-serde_via_body!(Ipv4MacPair);
-
 // --- PortGroup --------------------------------------------------------------------------
 
-/// A set of ports: `PortGroup {id, tenantId, name, stateful}`. A rule condition's
-/// `portGroup` matches packets that entered the virtual network through a member port.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PortGroup {
-    pub id: Uuid,
-    pub tenant_id: Option<String>,
-    pub name: Option<String>,
-    pub stateful: Option<bool>,
-    pub extra: Extra,
+backend_object! {
+    /// A set of ports: `PortGroup {id, tenantId, name, stateful}`. A rule condition's
+    /// `portGroup` matches packets that entered the virtual network through a member port.
+    pub struct PortGroup: PortGroup {
+        id: req Uuid = "id";
+        tenant_id: opt String = "tenantId";
+        name: opt String = "name";
+        stateful: opt bool = "stateful";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: "/port_groups".to_string(),
+        item: format!("/port_groups/{}", o.id),
+    }
 }
+deserialize_via_body!(PortGroup);
 
 impl PortGroup {
     pub fn new(id: Uuid, name: impl Into<String>) -> Self {
@@ -1188,53 +938,21 @@ impl PortGroup {
     }
 }
 
-impl BackendObject for PortGroup {
-    const KIND: Kind = Kind::PortGroup;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        forbid_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(PortGroup {
-            id: r.req("id", json::uuid)?,
-            tenant_id: r.opt("tenantId", json::string)?,
-            name: r.opt("name", json::string)?,
-            stateful: r.opt("stateful", json::boolean)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .opt("tenantId", self.tenant_id.clone())
-            .opt("name", self.name.clone())
-            .opt("stateful", self.stateful)
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        None
-    }
-
-    fn post_path(&self) -> String {
-        "/port_groups".to_string()
-    }
-
-    fn item_path(&self) -> String {
-        format!("/port_groups/{}", self.id)
-    }
-}
-serde_via_body!(PortGroup, deserialize);
-
 // --- PortGroupPort ----------------------------------------------------------------------
 
-/// Membership of port `portId` in port group `parent`: `PortGroupPort {portGroupId, portId}`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PortGroupPort {
-    pub parent: Uuid,
-    pub port_group_id: Option<Uuid>,
-    pub port_id: Uuid,
-    pub extra: Extra,
+backend_object! {
+    /// Membership of port `portId` in port group `parent`: `PortGroupPort {portGroupId,
+    /// portId}`.
+    pub struct PortGroupPort: PortGroupPort {
+        parent: parent Uuid;
+        port_group_id: opt Uuid = "portGroupId";
+        port_id: req Uuid = "portId";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/port_groups/{}/ports", o.parent),
+        item: format!("/port_groups/{}/ports/{}", o.parent, o.port_id),
+    }
 }
 
 impl PortGroupPort {
@@ -1248,51 +966,22 @@ impl PortGroupPort {
     }
 }
 
-impl BackendObject for PortGroupPort {
-    const KIND: Kind = Kind::PortGroupPort;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(PortGroupPort {
-            parent,
-            port_group_id: r.opt("portGroupId", json::uuid)?,
-            port_id: r.req("portId", json::uuid)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .opt("portGroupId", self.port_group_id.map(uuid_value))
-            .put("portId", uuid_value(self.port_id))
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/port_groups/{}/ports", self.parent)
-    }
-
-    fn item_path(&self) -> String {
-        format!("/port_groups/{}/ports/{}", self.parent, self.port_id)
-    }
-}
-serde_via_body!(PortGroupPort);
-
 // --- IpAddrGroup ------------------------------------------------------------------------
 
-/// A set of addresses: `IpAddrGroup {id, name}` (MidoNet requires a name of 1 to 255
-/// characters). Rule conditions match it by source or destination address.
-#[derive(Clone, Debug, PartialEq)]
-pub struct IpAddrGroup {
-    pub id: Uuid,
-    pub name: Option<String>,
-    pub extra: Extra,
+backend_object! {
+    /// A set of addresses: `IpAddrGroup {id, name}` (MidoNet requires a name of 1 to 255
+    /// characters). Rule conditions match it by source or destination address.
+    pub struct IpAddrGroup: IpAddrGroup {
+        id: req Uuid = "id";
+        name: opt String = "name";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: "/ip_addr_groups".to_string(),
+        item: format!("/ip_addr_groups/{}", o.id),
+    }
 }
+deserialize_via_body!(IpAddrGroup);
 
 impl IpAddrGroup {
     pub fn new(id: Uuid, name: impl Into<String>) -> Self {
@@ -1304,52 +993,23 @@ impl IpAddrGroup {
     }
 }
 
-impl BackendObject for IpAddrGroup {
-    const KIND: Kind = Kind::IpAddrGroup;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        forbid_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(IpAddrGroup {
-            id: r.req("id", json::uuid)?,
-            name: r.opt("name", json::string)?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .put("id", uuid_value(self.id))
-            .opt("name", self.name.clone())
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        None
-    }
-
-    fn post_path(&self) -> String {
-        "/ip_addr_groups".to_string()
-    }
-
-    fn item_path(&self) -> String {
-        format!("/ip_addr_groups/{}", self.id)
-    }
-}
-serde_via_body!(IpAddrGroup, deserialize);
-
 // --- IpAddrGroupAddr --------------------------------------------------------------------
 
-/// Address `addr` of IP address group `parent`: `IpAddrGroupAddr {ipAddrGroupId, addr,
-/// version}`. `version` is MidoNet's type discriminator (4 for IPv4, the only family
-/// Kubernetes pods get here). Only single addresses, no prefixes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct IpAddrGroupAddr {
-    pub parent: Uuid,
-    pub ip_addr_group_id: Option<Uuid>,
-    pub addr: Ipv4Addr,
-    pub version: Option<u8>,
-    pub extra: Extra,
+backend_object! {
+    /// Address `addr` of IP address group `parent`: `IpAddrGroupAddr {ipAddrGroupId, addr,
+    /// version}`. `version` is MidoNet's type discriminator (4 for IPv4, the only family
+    /// Kubernetes pods get here). Only single addresses, no prefixes.
+    pub struct IpAddrGroupAddr: IpAddrGroupAddr {
+        parent: parent Uuid;
+        ip_addr_group_id: opt Uuid = "ipAddrGroupId";
+        addr: req Ipv4Addr = "addr";
+        version: opt u8 = "version", via json::u8_max(4);
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/ip_addr_groups/{}/ip_addrs", o.parent),
+        item: format!("/ip_addr_groups/{}/versions/4/ip_addrs/{}", o.parent, o.addr),
+    }
 }
 
 impl IpAddrGroupAddr {
@@ -1363,43 +1023,3 @@ impl IpAddrGroupAddr {
         }
     }
 }
-
-impl BackendObject for IpAddrGroupAddr {
-    const KIND: Kind = Kind::IpAddrGroupAddr;
-
-    fn from_body(parent: Option<Uuid>, body: Value) -> Result<Self, ModelError> {
-        let parent = require_parent(Self::KIND, parent)?;
-        let mut r = Reader::new(Self::KIND.name(), body)?;
-        Ok(IpAddrGroupAddr {
-            parent,
-            ip_addr_group_id: r.opt("ipAddrGroupId", json::uuid)?,
-            addr: r.req("addr", json::ipv4)?,
-            version: r.opt("version", json::u8_max(4))?,
-            extra: r.finish(),
-        })
-    }
-
-    fn to_body(&self) -> Value {
-        Writer::new()
-            .opt("ipAddrGroupId", self.ip_addr_group_id.map(uuid_value))
-            .put("addr", self.addr.to_string())
-            .opt("version", self.version)
-            .finish(&self.extra)
-    }
-
-    fn parent(&self) -> Option<Uuid> {
-        Some(self.parent)
-    }
-
-    fn post_path(&self) -> String {
-        format!("/ip_addr_groups/{}/ip_addrs", self.parent)
-    }
-
-    fn item_path(&self) -> String {
-        format!(
-            "/ip_addr_groups/{}/versions/4/ip_addrs/{}",
-            self.parent, self.addr
-        )
-    }
-}
-serde_via_body!(IpAddrGroupAddr);

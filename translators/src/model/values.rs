@@ -20,6 +20,11 @@ impl MacAddr {
         (mac.to_string() == s).then_some(mac)
     }
 
+    /// Bare lowercase hex (`aabbccddeeff`), e.g. for use inside Kubernetes object names.
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
     /// The form MidoNet uses inside URL paths: dashes instead of colons.
     pub fn to_dashed(&self) -> String {
         self.to_string().replace(':', "-")
@@ -45,19 +50,29 @@ pub struct BadMac(pub String);
 impl FromStr for MacAddr {
     type Err = BadMac;
 
-    /// Accepts six two-digit hex octets separated by `:` or `-`, in any case.
+    /// Accepts the 48-bit forms Go's `net.ParseMAC` takes, in any case:
+    /// `xx:xx:xx:xx:xx:xx`, `xx-xx-xx-xx-xx-xx` and `xxxx.xxxx.xxxx`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || BadMac(s.to_string());
-        let parts: Vec<&str> = s.split([':', '-']).collect();
-        if parts.len() != 6 {
+        let groups: Vec<&str> = if s.contains(':') {
+            s.split(':').collect()
+        } else if s.contains('-') {
+            s.split('-').collect()
+        } else {
+            s.split('.').collect()
+        };
+        let hex: String = match groups.len() {
+            6 if groups.iter().all(|g| g.len() == 2) => groups.concat(),
+            3 if groups.iter().all(|g| g.len() == 4) => groups.concat(),
+            _ => return Err(bad()),
+        };
+        if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(bad());
         }
         let mut out = [0u8; 6];
-        for (slot, part) in out.iter_mut().zip(&parts) {
-            if part.len() != 2 || !part.bytes().all(|c| c.is_ascii_hexdigit()) {
-                return Err(bad());
-            }
-            *slot = u8::from_str_radix(part, 16).map_err(|_| bad())?;
+        for (i, byte) in out.iter_mut().enumerate() {
+            let pair = hex.get(2 * i..2 * i + 2).ok_or_else(bad)?;
+            *byte = u8::from_str_radix(pair, 16).map_err(|_| bad())?;
         }
         Ok(MacAddr(out))
     }
@@ -84,6 +99,15 @@ impl Ipv4Cidr {
             u32::MAX << (32 - u32::from(self.prefix_len))
         };
         Ipv4Addr::from(u32::from(self.addr) & mask)
+    }
+
+    /// The address `n` places after the network address, if it is still inside the network.
+    pub fn nth(&self, n: u32) -> Option<Ipv4Addr> {
+        let size = 1u64 << (32 - u32::from(self.prefix_len.min(32)));
+        if u64::from(n) >= size {
+            return None;
+        }
+        Some(Ipv4Addr::from(u32::from(self.network()).checked_add(n)?))
     }
 }
 
@@ -142,6 +166,15 @@ macro_rules! wire_enum {
             /// The accepted spellings, for error messages.
             pub fn expected() -> String {
                 [$($wire),+].join(", ")
+            }
+        }
+
+        impl super::json::Wire for $name {
+            fn read(v: serde_json::Value) -> Result<Self, String> {
+                super::json::wire($name::from_wire, $name::expected())(v)
+            }
+            fn write(&self) -> super::json::Ordered {
+                super::json::Ordered::Leaf(serde_json::Value::from(self.as_str()))
             }
         }
 
@@ -220,12 +253,19 @@ mod tests {
         assert_eq!(mac.to_dashed(), "aa-bb-0c-dd-ee-0f");
         assert!(MacAddr::parse_canonical("aa:bb:0c:dd:ee:0f").is_some());
         assert!(MacAddr::parse_canonical("AA:bb:0c:dd:ee:0f").is_none());
+        assert!(MacAddr::parse_canonical("aabb.0cdd.ee0f").is_none());
+        let dotted: MacAddr = "02ab.CDEF.0123".parse().unwrap();
+        assert_eq!(dotted, MacAddr([0x02, 0xab, 0xcd, 0xef, 0x01, 0x23]));
+        assert_eq!(dotted.to_hex(), "02abcdef0123");
         for bad in [
             "",
             "aa:bb:cc:dd:ee",
             "aa:bb:cc:dd:ee:fg",
             "aaa:bb:cc:dd:ee:f",
             "+a:bb:cc:dd:ee:ff",
+            "aa:bb-cc:dd:ee:ff",
+            "02abcdef0123",
+            "é1:ab:cd:ef:01:23",
         ] {
             assert!(bad.parse::<MacAddr>().is_err(), "{bad}");
         }
@@ -241,6 +281,14 @@ mod tests {
                 .network(),
             Ipv4Addr::UNSPECIFIED
         );
+        assert_eq!(c.nth(1), Some(Ipv4Addr::new(10, 1, 2, 1)));
+        assert_eq!(c.nth(255), Some(Ipv4Addr::new(10, 1, 2, 255)));
+        assert_eq!(c.nth(256), None);
+        let all: Ipv4Cidr = "0.0.0.0/0".parse().unwrap();
+        assert_eq!(all.nth(1), Some(Ipv4Addr::new(0, 0, 0, 1)));
+        let host: Ipv4Cidr = "255.255.255.255/32".parse().unwrap();
+        assert_eq!(host.nth(0), Some(Ipv4Addr::BROADCAST));
+        assert_eq!(host.nth(1), None);
         for bad in [
             "10.0.0.1",
             "10.0.0.1/33",

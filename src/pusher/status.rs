@@ -1,0 +1,316 @@
+//! The status the pusher records on a Translation, decided without I/O.
+//!
+//! `status.pushed` is the record of what exists in the backend because of the Translation
+//! (deletion deletes exactly that); `pushedHash` and `observedGeneration` say which spec was
+//! pushed completely; the `Ready` condition says why not when it was not.
+
+use crate::crd::{Condition, PushedResource, TranslationStatus};
+
+use super::plan::{ApplyPlan, InvalidTranslation};
+
+/// Reasons of the `Ready` condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadyReason {
+    Pushed,
+    WaitingForReferent,
+    BackendError,
+    InvalidTranslation,
+    ImmutableResourceChanged,
+    DeletionFailed,
+    /// MidoNet refuses to bind a port on a host that is in no tunnel zone.
+    HostNotInTunnelZone,
+    /// MidoNet refused a port binding for another reason (port or interface bound already).
+    BindingRefused,
+}
+
+impl ReadyReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReadyReason::Pushed => "Pushed",
+            ReadyReason::WaitingForReferent => "WaitingForReferent",
+            ReadyReason::BackendError => "BackendError",
+            ReadyReason::InvalidTranslation => "InvalidTranslation",
+            ReadyReason::ImmutableResourceChanged => "ImmutableResourceChanged",
+            ReadyReason::DeletionFailed => "DeletionFailed",
+            ReadyReason::HostNotInTunnelZone => "HostNotInTunnelZone",
+            ReadyReason::BindingRefused => "BindingRefused",
+        }
+    }
+}
+
+pub fn ready_condition(status: &TranslationStatus) -> Option<&Condition> {
+    status.conditions.iter().find(|c| c.type_ == "Ready")
+}
+
+/// Sets the Ready condition, keeping its transition time when the status did not flip.
+pub fn set_ready(
+    status: &mut TranslationStatus,
+    ready: bool,
+    reason: ReadyReason,
+    message: String,
+    generation: Option<i64>,
+    now: &str,
+) {
+    let value = if ready { "True" } else { "False" };
+    let transition = match ready_condition(status) {
+        Some(c) if c.status == value => c.last_transition_time.clone(),
+        _ => Some(now.to_string()),
+    };
+    status.conditions.retain(|c| c.type_ != "Ready");
+    status.conditions.push(Condition {
+        type_: "Ready".into(),
+        status: value.into(),
+        reason: reason.as_str().into(),
+        message,
+        last_transition_time: transition,
+        observed_generation: generation,
+    });
+}
+
+/// An invalid spec is recorded as handled (its hash and generation), so it is not retried
+/// until it changes.
+pub fn invalid(
+    before: &TranslationStatus,
+    error: &InvalidTranslation,
+    hash: String,
+    resource_count: usize,
+    generation: Option<i64>,
+    now: &str,
+) -> (TranslationStatus, String) {
+    let mut status = before.clone();
+    status.resource_count = Some(resource_count as i64);
+    let message = format!("not pushed: {error}");
+    set_ready(
+        &mut status,
+        false,
+        ReadyReason::InvalidTranslation,
+        message.clone(),
+        generation,
+        now,
+    );
+    status.pushed_hash = Some(hash);
+    status.observed_generation = generation;
+    (status, message)
+}
+
+/// Adds or replaces the record of one pushed resource.
+pub fn upsert(record: &mut Vec<PushedResource>, entry: PushedResource) {
+    match record.iter_mut().find(|p| p.path == entry.path) {
+        Some(existing) => *existing = entry,
+        None => record.push(entry),
+    }
+}
+
+/// Progress of a push that stopped at a failure: what was pushed is recorded (it must stay
+/// deletable), the spec is not marked as pushed.
+pub fn failed(
+    before: &TranslationStatus,
+    record: Vec<PushedResource>,
+    resource_count: usize,
+    reason: ReadyReason,
+    message: String,
+    generation: Option<i64>,
+    now: &str,
+) -> TranslationStatus {
+    let mut status = before.clone();
+    status.resource_count = Some(resource_count as i64);
+    status.pushed = record;
+    set_ready(&mut status, false, reason, message, generation, now);
+    status
+}
+
+/// The status after every step of `plan` went through. `immutable` are the paths MidoNet
+/// could not update in place; the Translation is Ready only without them. Returns the
+/// status and, when not Ready, the message of the condition.
+pub fn pushed(
+    before: &TranslationStatus,
+    mut record: Vec<PushedResource>,
+    plan: &ApplyPlan,
+    hash: String,
+    generation: Option<i64>,
+    immutable: &[String],
+    now: &str,
+) -> (TranslationStatus, Option<String>) {
+    let mut status = before.clone();
+    status.resource_count = Some(plan.steps.len() as i64);
+    // Creation order: desired order first (parents before children).
+    let order: std::collections::HashMap<&str, usize> = plan
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, (d, _))| (d.path.as_str(), i))
+        .collect();
+    record.sort_by_key(|p| order.get(p.path.as_str()).copied().unwrap_or(usize::MAX));
+    status.pushed = record;
+    status.pushed_hash = Some(hash);
+    status.observed_generation = generation;
+    if plan.backend_changes() > 0 {
+        status.last_push_time = Some(now.to_string());
+    }
+    if immutable.is_empty() {
+        set_ready(
+            &mut status,
+            true,
+            ReadyReason::Pushed,
+            format!("{} backend resources in sync", plan.steps.len()),
+            generation,
+            now,
+        );
+        (status, None)
+    } else {
+        let message = format!(
+            "backend left as is: MidoNet cannot update {}; a changed body needs a new resource (new ID)",
+            immutable.join(", ")
+        );
+        set_ready(
+            &mut status,
+            false,
+            ReadyReason::ImmutableResourceChanged,
+            message.clone(),
+            generation,
+            now,
+        );
+        (status, Some(message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pusher::plan::{parse_all, plan_apply};
+    use midonet_translators::TranslationResource;
+
+    const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
+    const PORT: &str = "22222222-2222-4222-8222-222222222222";
+
+    fn entries() -> Vec<TranslationResource> {
+        vec![
+            TranslationResource::new(
+                "Bridge",
+                "",
+                format!(r#"{{"id":"{BRIDGE}","name":"b","tenantId":"t"}}"#),
+            ),
+            TranslationResource::new(
+                "Port",
+                BRIDGE,
+                format!(r#"{{"id":"{PORT}","type":"Bridge"}}"#),
+            ),
+        ]
+    }
+
+    fn record_of(plan: &ApplyPlan) -> Vec<PushedResource> {
+        plan.steps
+            .iter()
+            .map(|(d, _)| PushedResource {
+                kind: d.resource.kind().name().into(),
+                path: d.path.clone(),
+                body_hash: d.body_hash.clone(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_complete_push_is_ready_with_the_record_in_creation_order() {
+        let plan = plan_apply(parse_all(&entries()).unwrap(), &[]);
+        let mut record = record_of(&plan);
+        record.reverse();
+        let (status, message) = pushed(
+            &TranslationStatus::default(),
+            record,
+            &plan,
+            "h".into(),
+            Some(3),
+            &[],
+            "t1",
+        );
+        assert_eq!(message, None);
+        let paths: Vec<&str> = status.pushed.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [format!("/bridges/{BRIDGE}"), format!("/ports/{PORT}")]
+        );
+        assert_eq!(status.pushed_hash.as_deref(), Some("h"));
+        assert_eq!(status.observed_generation, Some(3));
+        assert_eq!(status.last_push_time.as_deref(), Some("t1"));
+        let ready = ready_condition(&status).unwrap();
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Pushed")
+        );
+    }
+
+    #[test]
+    fn an_immutable_change_is_not_ready_and_says_which_path() {
+        let plan = plan_apply(parse_all(&entries()).unwrap(), &[]);
+        let record = record_of(&plan);
+        let (status, message) = pushed(
+            &TranslationStatus::default(),
+            record,
+            &plan,
+            "h".into(),
+            Some(1),
+            &["/rules/x".into()],
+            "t1",
+        );
+        assert!(message.unwrap().contains("/rules/x"));
+        let ready = ready_condition(&status).unwrap();
+        assert_eq!(ready.reason, "ImmutableResourceChanged");
+    }
+
+    #[test]
+    fn an_unchanged_push_keeps_the_last_push_time_and_the_transition_time() {
+        let plan = plan_apply(parse_all(&entries()).unwrap(), &[]);
+        let (first, _) = pushed(
+            &TranslationStatus::default(),
+            record_of(&plan),
+            &plan,
+            "h".into(),
+            Some(1),
+            &[],
+            "t1",
+        );
+        let again = plan_apply(parse_all(&entries()).unwrap(), &first.pushed);
+        let (second, _) = pushed(
+            &first,
+            first.pushed.clone(),
+            &again,
+            "h".into(),
+            Some(2),
+            &[],
+            "t2",
+        );
+        assert_eq!(second.last_push_time.as_deref(), Some("t1"));
+        assert_eq!(
+            ready_condition(&second)
+                .unwrap()
+                .last_transition_time
+                .as_deref(),
+            Some("t1")
+        );
+        assert_eq!(
+            ready_condition(&second).unwrap().observed_generation,
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn a_failure_records_progress_but_not_the_spec() {
+        let before = TranslationStatus {
+            pushed_hash: Some("old".into()),
+            ..TranslationStatus::default()
+        };
+        let plan = plan_apply(parse_all(&entries()).unwrap(), &[]);
+        let status = failed(
+            &before,
+            record_of(&plan)[..1].to_vec(),
+            2,
+            ReadyReason::BackendError,
+            "boom".into(),
+            Some(1),
+            "t1",
+        );
+        assert_eq!(status.pushed.len(), 1);
+        assert_eq!(status.pushed_hash.as_deref(), Some("old"));
+        assert_eq!(ready_condition(&status).unwrap().reason, "BackendError");
+    }
+}

@@ -1,0 +1,232 @@
+//! What the pusher remembers per Translation between reconciles, in one place.
+//!
+//! The informer's object is the source of truth for the spec and, eventually, the status;
+//! this is what it cannot tell yet or at all:
+//! - the status this process last wrote (the cache may not show our own write yet, and
+//!   acting on the stale status would repeat backend calls);
+//! - consecutive failures, for backoff and for not repeating the same Warning event;
+//! - pushed paths found gone from the backend (drift, another Translation's cascade), to
+//!   create again.
+//!
+//! One lock guards it all, so each rule about a Translation's bookkeeping reads one entry.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use crate::crd::TranslationStatus;
+use crate::locks::lock;
+
+/// How a pushed resource went missing from the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// Deleted out of band: found by the periodic verification.
+    Drift,
+    /// Deleted by MidoNet along with another Translation's resources.
+    Cascade,
+}
+
+/// Pushed paths found missing, with how they went missing.
+pub type Missing = HashMap<String, Cause>;
+
+#[derive(Debug, Default)]
+struct Tracked {
+    written: Option<TranslationStatus>,
+    failures: u32,
+    last_warning: Option<String>,
+    /// The failures are of deleting (not of applying) the Translation.
+    deleting: bool,
+    missing: Missing,
+}
+
+impl Tracked {
+    fn is_empty(&self) -> bool {
+        self.written.is_none()
+            && self.failures == 0
+            && self.last_warning.is_none()
+            && !self.deleting
+            && self.missing.is_empty()
+    }
+}
+
+/// Per Translation UID.
+#[derive(Debug, Default)]
+pub struct Tracker {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    by_uid: HashMap<String, Tracked>,
+    /// UIDs with at least one failure (the retry queue gauge).
+    retrying: usize,
+}
+
+impl State {
+    fn entry(&mut self, uid: &str) -> &mut Tracked {
+        self.by_uid.entry(uid.to_string()).or_default()
+    }
+
+    /// Drops the entry once it holds nothing.
+    fn tidy(&mut self, uid: &str) {
+        if self.by_uid.get(uid).is_some_and(Tracked::is_empty) {
+            self.by_uid.remove(uid);
+        }
+    }
+
+    fn set_failures(&mut self, uid: &str, failures: u32) {
+        let entry = self.entry(uid);
+        let was = entry.failures;
+        entry.failures = failures;
+        match (was, failures) {
+            (0, n) if n > 0 => self.retrying += 1,
+            (w, 0) if w > 0 => self.retrying -= 1,
+            _ => {}
+        }
+    }
+}
+
+impl Tracker {
+    /// The status this process last wrote, if any.
+    pub fn written(&self, uid: &str) -> Option<TranslationStatus> {
+        lock(&self.state)
+            .by_uid
+            .get(uid)
+            .and_then(|t| t.written.clone())
+    }
+
+    pub fn remember_status(&self, uid: &str, status: TranslationStatus) {
+        lock(&self.state).entry(uid).written = Some(status);
+    }
+
+    /// The Translation is gone: nothing about it is kept.
+    pub fn forget(&self, uid: &str) {
+        let mut state = lock(&self.state);
+        state.set_failures(uid, 0);
+        state.by_uid.remove(uid);
+    }
+
+    /// Records a failure; returns the consecutive count.
+    pub fn failed(&self, uid: &str) -> u32 {
+        let mut state = lock(&self.state);
+        let count = state.entry(uid).failures.saturating_add(1);
+        state.set_failures(uid, count);
+        count
+    }
+
+    /// A deletion starts afresh: the backoff that failed pushes built up must not delay
+    /// it (a Translation that could never be pushed is often deleted for that reason).
+    pub fn begin_deletion(&self, uid: &str) {
+        let mut state = lock(&self.state);
+        if !state.entry(uid).deleting {
+            state.set_failures(uid, 0);
+            let entry = state.entry(uid);
+            entry.last_warning = None;
+            entry.deleting = true;
+        }
+    }
+
+    pub fn succeeded(&self, uid: &str) {
+        let mut state = lock(&self.state);
+        state.set_failures(uid, 0);
+        let entry = state.entry(uid);
+        entry.last_warning = None;
+        entry.deleting = false;
+        state.tidy(uid);
+    }
+
+    /// Translations waiting for a retry after a failure.
+    pub fn retrying(&self) -> usize {
+        lock(&self.state).retrying
+    }
+
+    /// True when this warning differs from the last one emitted for the Translation, so the
+    /// same failure repeated on every retry yields one event, not one per attempt.
+    pub fn should_warn(&self, uid: &str, message: &str) -> bool {
+        let mut state = lock(&self.state);
+        let entry = state.entry(uid);
+        if entry.last_warning.as_deref() == Some(message) {
+            return false;
+        }
+        entry.last_warning = Some(message.to_string());
+        true
+    }
+
+    /// The paths to create again; each stays marked until [`Self::recreated`] says it was,
+    /// so a push that fails or is held before getting to it does not forget it.
+    pub fn missing(&self, uid: &str) -> Missing {
+        lock(&self.state)
+            .by_uid
+            .get(uid)
+            .map(|t| t.missing.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn recreated(&self, uid: &str, path: &str) {
+        let mut state = lock(&self.state);
+        if let Some(entry) = state.by_uid.get_mut(uid) {
+            entry.missing.remove(path);
+        }
+        state.tidy(uid);
+    }
+
+    pub fn mark_missing(&self, uid: &str, paths: HashSet<String>, cause: Cause) {
+        lock(&self.state)
+            .entry(uid)
+            .missing
+            .extend(paths.into_iter().map(|p| (p, cause)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_count_up_and_the_retry_gauge_follows() {
+        let t = Tracker::default();
+        assert_eq!(t.failed("a"), 1);
+        assert_eq!(t.failed("a"), 2);
+        assert_eq!(t.failed("b"), 1);
+        assert_eq!(t.retrying(), 2);
+        t.succeeded("a");
+        assert_eq!(t.retrying(), 1);
+        assert_eq!(t.failed("a"), 1);
+        t.forget("a");
+        t.forget("b");
+        assert_eq!(t.retrying(), 0);
+        assert!(lock(&t.state).by_uid.is_empty());
+    }
+
+    #[test]
+    fn a_deletion_resets_the_backoff_once() {
+        let t = Tracker::default();
+        t.failed("a");
+        t.failed("a");
+        t.begin_deletion("a");
+        assert_eq!(t.failed("a"), 1);
+        // A retried deletion keeps counting.
+        t.begin_deletion("a");
+        assert_eq!(t.failed("a"), 2);
+    }
+
+    #[test]
+    fn the_same_warning_is_emitted_once_until_success() {
+        let t = Tracker::default();
+        assert!(t.should_warn("a", "boom"));
+        assert!(!t.should_warn("a", "boom"));
+        assert!(t.should_warn("a", "other"));
+        t.succeeded("a");
+        assert!(t.should_warn("a", "other"));
+    }
+
+    #[test]
+    fn missing_paths_stay_until_recreated() {
+        let t = Tracker::default();
+        t.mark_missing("a", HashSet::from(["/x".into(), "/y".into()]), Cause::Drift);
+        t.recreated("a", "/x");
+        assert_eq!(t.missing("a"), Missing::from([("/y".into(), Cause::Drift)]));
+        t.recreated("a", "/y");
+        assert!(t.missing("a").is_empty());
+        assert!(lock(&t.state).by_uid.is_empty());
+    }
+}
