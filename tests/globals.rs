@@ -188,6 +188,9 @@ async fn deleted_or_edited_global_translations_are_restored_with_what_hung_off_t
     let expected_repairs = |name: &str| -> Vec<(&'static str, f64)> {
         if name.ends_with(".tunnel-zone") {
             vec![("TunnelZoneHost", nodes)]
+        } else if name.ends_with(".network-policy") {
+            // Every pod port's filters (one pod per node) name the NetworkPolicy chains.
+            vec![("Port", nodes)]
         } else if name.ends_with(".cluster-router") {
             // The node's router port, its link and its route.
             vec![("Port", nodes), ("PortLink", nodes), ("Route", nodes)]
