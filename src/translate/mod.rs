@@ -243,25 +243,47 @@ async fn reconcile<K: TranslatorKind>(
     };
     let translated = K::translate_all(&ctx.shared.config, &obj, &deps);
     let oref = obj.object_ref(&());
-    publish_warnings::<K>(&ctx.shared, &uid, &oref, &translated).await;
     let inherited = K::inherited(&obj, &ctx.shared.index);
-    let outcome = sync_translations(
+    let action = apply_translated(
         &ctx.shared,
         K::NAME,
-        Some((owner, oref)),
+        (owner, oref),
         &uid,
         &inherited,
-        translated.translations,
+        translated,
     )
     .await?;
     timer.observe_duration();
-    ctx.shared
+    Ok(action)
+}
+
+/// The end of every translator's reconcile: report the translation's warnings, make the
+/// owner's Translations the translated ones, count the outcome and say when to look again.
+pub(crate) async fn apply_translated(
+    shared: &Shared,
+    kind: &str,
+    (owner, oref): (OwnerReference, k8s_openapi::api::core::v1::ObjectReference),
+    uid: &str,
+    inherited: &[(String, String)],
+    translated: Translated,
+) -> Result<Action, RunnerError> {
+    publish_warnings(shared, kind, uid, &oref, &translated).await;
+    let outcome = sync_translations(
+        shared,
+        kind,
+        Some((owner, oref)),
+        uid,
+        inherited,
+        translated.translations,
+    )
+    .await?;
+    shared
         .metrics
         .reconciles
-        .with_label_values(&[K::NAME, outcome.result()])
+        .with_label_values(&[kind, outcome.result()])
         .inc();
     Ok(match outcome {
-        // An old Translation of the same name is still being deleted: check back soon (its
+        // A desired name is held by a Translation being deleted: look again soon (its
         // deletion also triggers this owner).
         SyncOutcome::WaitingForDeletion => Action::requeue(Duration::from_secs(2)),
         // The replaced Translation goes once its replacement is pushed (or stuck).
@@ -270,8 +292,9 @@ async fn reconcile<K: TranslatorKind>(
     })
 }
 
-async fn publish_warnings<K: TranslatorKind>(
+async fn publish_warnings(
     shared: &Shared,
+    kind: &str,
     uid: &str,
     oref: &k8s_openapi::api::core::v1::ObjectReference,
     translated: &Translated,
@@ -291,7 +314,7 @@ async fn publish_warnings<K: TranslatorKind>(
         shared
             .metrics
             .warnings
-            .with_label_values(&[K::NAME, &w.reason])
+            .with_label_values(&[kind, &w.reason])
             .inc();
         shared
             .events
@@ -305,13 +328,24 @@ fn error_policy<K: TranslatorKind>(
     err: &RunnerError,
     ctx: Arc<KindContext<K>>,
 ) -> Action {
+    translation_failed(&ctx.shared, K::NAME, &*obj, err)
+}
+
+/// Every translator's error policy: log (an authorization error once, as such), count,
+/// retry.
+pub(crate) fn translation_failed<O: Resource<DynamicType = ()>>(
+    shared: &Shared,
+    kind: &'static str,
+    obj: &O,
+    err: &RunnerError,
+) -> Action {
     // Outside the reconcile's span: name the object here.
-    let span = crate::logfields::object_span(K::NAME, &*obj);
+    let span = crate::logfields::object_span(kind, obj);
     let _entered = span.enter();
     let denied = match err {
         // The Translations it writes are mostly in the object's namespace; the API
         // server's message names the exact request.
-        RunnerError::Kube(e) => ctx.shared.authz.report(
+        RunnerError::Kube(e) => shared.authz.report(
             Attempt::new("patch", "translations", obj.namespace().as_deref()),
             e,
         ),
@@ -323,10 +357,10 @@ fn error_policy<K: TranslatorKind>(
     } else {
         tracing::warn!(error = %err, "translation failed; retrying");
     }
-    ctx.shared
+    shared
         .metrics
         .reconciles
-        .with_label_values(&[K::NAME, "error"])
+        .with_label_values(&[kind, "error"])
         .inc();
     Action::requeue(RETRY.delay(1))
 }

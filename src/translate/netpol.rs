@@ -31,7 +31,7 @@ use midonet_translators::policy::PolicyCluster;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use super::{owner_reference, sync_translations, RunnerConfig, RunnerError, Shared, SyncOutcome};
+use super::{owner_reference, RunnerConfig, RunnerError, Shared};
 use crate::health::Health;
 
 /// Controller name as used in `--controllers`.
@@ -143,68 +143,14 @@ async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<Ctx>) -> Result<Action, Runn
     let cluster = PolicyCluster::new(namespaces.iter().map(|n| &**n), pods.iter().map(|p| &**p));
     let translated = midonet_translators::network_policy(&ctx.shared.config, &np, &cluster);
     let oref = np.object_ref(&());
-    publish(&ctx.shared, &uid, &oref, &translated).await;
-    let outcome = sync_translations(
-        &ctx.shared,
-        NAME,
-        Some((owner, oref)),
-        &uid,
-        &[],
-        translated.translations,
-    )
-    .await?;
+    let action =
+        super::apply_translated(&ctx.shared, NAME, (owner, oref), &uid, &[], translated).await?;
     timer.observe_duration();
-    ctx.shared
-        .metrics
-        .reconciles
-        .with_label_values(&[NAME, outcome.result()])
-        .inc();
-    Ok(match outcome {
-        SyncOutcome::WaitingForDeletion => Action::requeue(Duration::from_secs(2)),
-        SyncOutcome::WaitingForPush => Action::requeue(Duration::from_millis(500)),
-        _ => Action::await_change(),
-    })
-}
-
-async fn publish(
-    shared: &Shared,
-    uid: &str,
-    oref: &k8s_openapi::api::core::v1::ObjectReference,
-    translated: &midonet_translators::Translated,
-) {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for w in &translated.warnings {
-        w.reason.hash(&mut h);
-        w.message.hash(&mut h);
-    }
-    if !shared.warnings_changed(uid, h.finish()) {
-        return;
-    }
-    for w in &translated.warnings {
-        tracing::warn!(reason = %w.reason, "{}", w.message);
-        shared
-            .metrics
-            .warnings
-            .with_label_values(&[NAME, &w.reason])
-            .inc();
-        shared
-            .events
-            .warning(oref, &w.reason, w.message.clone())
-            .await;
-    }
+    Ok(action)
 }
 
 fn error_policy(np: Arc<NetworkPolicy>, err: &RunnerError, ctx: Arc<Ctx>) -> Action {
-    let span = crate::logfields::object_span(NAME, &*np);
-    let _entered = span.enter();
-    tracing::warn!(error = %err, "translation failed; retrying");
-    ctx.shared
-        .metrics
-        .reconciles
-        .with_label_values(&[NAME, "error"])
-        .inc();
-    Action::requeue(Duration::from_millis(500 + rand::random::<u64>() % 2000))
+    super::translation_failed(&ctx.shared, NAME, &*np, err)
 }
 
 /// Runs the NetworkPolicy controller until `shutdown` resolves.
