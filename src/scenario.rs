@@ -40,6 +40,10 @@ where
     }
 }
 
+/// Node `i`'s pod CIDR is `10.(POD_NET_OCTET + i / 256).(i % 256).0/24`: outside the test
+/// apiserver's service range (10.96.0.0/12), since a cluster IP inside a node's pod CIDR
+/// would be on-link for its pods.
+const POD_NET_OCTET: usize = 200;
 #[derive(Clone, Copy, Debug)]
 pub struct Scale {
     pub nodes: usize,
@@ -122,7 +126,7 @@ impl Scenario {
         Node {
             metadata,
             spec: Some(NodeSpec {
-                pod_cidr: Some(format!("10.{}.{}.0/24", 100 + i / 256, i % 256)),
+                pod_cidr: Some(format!("10.{}.{}.0/24", POD_NET_OCTET + i / 256, i % 256)),
                 ..NodeSpec::default()
             }),
             status: Some(NodeStatus {
@@ -151,7 +155,7 @@ impl Scenario {
         let k = i / self.scale.nodes.max(1);
         Ipv4Addr::new(
             10,
-            u8::try_from(100 + n / 256).unwrap_or(u8::MAX),
+            u8::try_from(POD_NET_OCTET + n / 256).unwrap_or(u8::MAX),
             (n % 256) as u8,
             10 + (k % 244) as u8,
         )
@@ -312,10 +316,10 @@ mod tests {
         // on node 2, 6 the third on node 0.
         assert_eq!(
             ips,
-            vec!["10.100.0.12", "10.100.1.11", "10.100.1.12", "10.100.2.11"]
+            vec!["10.200.0.12", "10.200.1.11", "10.200.1.12", "10.200.2.11"]
         );
-        assert_eq!(s.pod_ip(4).to_string(), "10.100.1.11");
-        assert_eq!(s.pod_mac(4).as_deref(), Some("0a:58:0a:64:01:0b"));
+        assert_eq!(s.pod_ip(4).to_string(), "10.200.1.11");
+        assert_eq!(s.pod_mac(4).as_deref(), Some("0a:58:0a:c8:01:0b"));
         assert_eq!(s.pod_mac(5), None);
         let pod = s.pod(4);
         assert_eq!(
@@ -324,8 +328,8 @@ mod tests {
                 .unwrap_or_default()
                 .get(MAC_ADDRESS_ANNOTATION)
                 .map(String::as_str),
-            Some("0a:58:0a:64:01:0b")
+            Some("0a:58:0a:c8:01:0b")
         );
-        assert_eq!(s.pod_status(4)["status"]["podIP"], "10.100.1.11");
+        assert_eq!(s.pod_status(4)["status"]["podIP"], "10.200.1.11");
     }
 }
