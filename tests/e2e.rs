@@ -19,34 +19,9 @@ use midonet_translators::Kind;
 use serde_json::json;
 use support::check::assert_check_passes;
 use support::objects::{endpoints, node_at, pod, service, set_pod_ip, wait_host_ids};
-use support::stack::{wait_converged, Controllers};
+use support::stack::{dnat_targets, wait_converged, Controllers};
 use support::*;
 use uuid::Uuid;
-
-/// natTargets of every DNAT rule in the simulator whose targets use port 8080.
-async fn dnat_targets(admin: &midonet_kube_controllers::sim::admin::AdminClient) -> Vec<String> {
-    let state = admin.state().await.unwrap();
-    let mut out: Vec<String> = state
-        .entries_of(Kind::Rule)
-        .iter()
-        .filter(|r| r.body.get("type").and_then(|t| t.as_str()) == Some("dnat"))
-        .flat_map(|r| {
-            r.body
-                .get("natTargets")
-                .and_then(|t| t.as_array())
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter(|t| t.get("portFrom").and_then(|p| p.as_u64()) == Some(8080))
-        .filter_map(|t| {
-            t.get("addressFrom")
-                .and_then(|a| a.as_str())
-                .map(String::from)
-        })
-        .collect();
-    out.sort();
-    out
-}
 
 #[tokio::test]
 async fn whole_system_lifecycles_as_least_privilege_user() {
@@ -151,7 +126,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     ] {
         assert!(state.count(kind) > 0, "no {kind:?} in the backend");
     }
-    assert_eq!(dnat_targets(&admin).await, vec!["10.244.1.5"]);
+    assert_eq!(dnat_targets(&admin, 8080).await, vec!["10.244.1.5"]);
 
     // Endpoints scale 1 → 3 → 0: the load-balanced DNAT rule's targets follow. A changed
     // endpoint set is a new generation (a new Translation); the old one is deleted only once
@@ -202,7 +177,8 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     .await
     .unwrap();
     wait_until("3 DNAT targets", Duration::from_secs(60), || async {
-        (dnat_targets(&admin).await == vec!["10.244.1.5", "10.244.1.6", "10.244.2.5"]).then_some(())
+        (dnat_targets(&admin, 8080).await == vec!["10.244.1.5", "10.244.1.6", "10.244.2.5"])
+            .then_some(())
     })
     .await;
     wait_converged(&client, &admin, "scaled to 3").await;
@@ -240,7 +216,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     .await
     .unwrap();
     wait_until("no DNAT targets", Duration::from_secs(60), || async {
-        dnat_targets(&admin).await.is_empty().then_some(())
+        dnat_targets(&admin, 8080).await.is_empty().then_some(())
     })
     .await;
     wait_converged(&client, &admin, "scaled to 0").await;

@@ -24,7 +24,6 @@ use kube::{Client, ResourceExt};
 use midonet_dataplane::{check, FlowKind, Report};
 use midonet_kube_controllers::config::{Config, RunArgs};
 use midonet_kube_controllers::netcheck::cli::{load, trace_live};
-use midonet_kube_controllers::sim::admin::AdminClient;
 use midonet_translators::meta::HOST_ID_ANNOTATION;
 use midonet_translators::model::Kind;
 use serde_json::{json, Value};
@@ -195,25 +194,6 @@ fn describe(r: &Report) -> String {
         .map(|f| format!("{:?} {} → {}: {}", f.kind, f.from, f.to, f.problem))
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// natTargets `address:port` of the simulator's DNAT rules that use `port`.
-async fn dnat_targets(admin: &AdminClient, port: u64) -> BTreeSet<String> {
-    let state = admin.state().await.unwrap();
-    state
-        .entries_of(Kind::Rule)
-        .iter()
-        .filter(|r| r.body.get("type").and_then(|t| t.as_str()) == Some("dnat"))
-        .flat_map(|r| {
-            r.body
-                .get("natTargets")
-                .and_then(|t| t.as_array())
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter(|t| t.get("portFrom").and_then(|p| p.as_u64()) == Some(port))
-        .filter_map(|t| Some(t.get("addressFrom")?.as_str()?.to_string()))
-        .collect()
 }
 
 #[tokio::test]
@@ -426,7 +406,12 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     }
     let want: BTreeSet<String> = all.iter().cloned().collect();
     wait_until("1,030 DNAT targets", Duration::from_secs(120), || async {
-        (dnat_targets(&admin, 9090).await == want).then_some(())
+        (stack::dnat_targets(&admin, 9090)
+            .await
+            .into_iter()
+            .collect::<BTreeSet<_>>()
+            == want)
+            .then_some(())
     })
     .await;
     wait_converged(&client, &admin, "big service").await;

@@ -492,3 +492,25 @@ pub async fn wait_exact_except(
         tokio::time::sleep(Duration::from_millis(1000)).await;
     }
 }
+
+/// The `addressFrom` of every natTarget of the simulator's DNAT rules whose targets use
+/// `port`, sorted (a target in several rules is listed once per rule).
+pub async fn dnat_targets(admin: &AdminClient, port: u64) -> Vec<String> {
+    let state = admin.state().await.unwrap();
+    let mut out: Vec<String> = state
+        .entries_of(midonet_translators::Kind::Rule)
+        .iter()
+        .filter(|r| r.body.get("type").and_then(|t| t.as_str()) == Some("dnat"))
+        .flat_map(|r| {
+            r.body
+                .get("natTargets")
+                .and_then(|t| t.as_array())
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|t| t.get("portFrom").and_then(|p| p.as_u64()) == Some(port))
+        .filter_map(|t| Some(t.get("addressFrom")?.as_str()?.to_string()))
+        .collect();
+    out.sort();
+    out
+}
