@@ -266,6 +266,7 @@ async fn start_controllers(
                 resync: cfg.resync_period,
                 verify_period: cfg.verify_period,
                 verify_rate: cfg.verify_rate,
+                version: cfg.translation_version.clone(),
                 ..PusherConfig::default()
             },
             authz.clone(),

@@ -1,7 +1,7 @@
 //! Prometheus metrics of the pusher.
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
 };
 
 const NS: &str = "midonet_kube_controllers";
@@ -26,6 +26,13 @@ pub struct PusherMetrics {
     /// Backend resources MidoNet deleted (or cleared the filter references of) along with
     /// another Translation's, re-created.
     pub cascade_repaired: IntCounterVec,
+    /// A version bump's phase: 1 for the current one (see [`super::rollout::Phase`]).
+    pub rollout_phase: IntGaugeVec,
+    /// A version bump's Translation counts, by what they count (see
+    /// [`super::rollout::counts`]).
+    pub rollout_translations: IntGaugeVec,
+    /// Host interface bindings moved to a new Translation version's port.
+    pub bindings_cut_over: IntCounter,
 }
 
 impl PusherMetrics {
@@ -88,8 +95,35 @@ impl PusherMetrics {
                 .namespace(NS),
                 &["kind"],
             )?,
+            rollout_phase: IntGaugeVec::new(
+                Opts::new(
+                    "rollout_phase",
+                    "Phase of a Translation version bump: 1 for the current phase.",
+                )
+                .namespace(NS),
+                &["phase"],
+            )?,
+            rollout_translations: IntGaugeVec::new(
+                Opts::new(
+                    "rollout_translations",
+                    "Translations of a version bump: the new version's (total, unsettled, \
+                     awaiting the cutover) and the old versions' (total, being deleted).",
+                )
+                .namespace(NS),
+                &["count"],
+            )?,
+            bindings_cut_over: IntCounter::with_opts(
+                Opts::new(
+                    "rollout_bindings_cut_over_total",
+                    "Host interface bindings moved to a new Translation version's port.",
+                )
+                .namespace(NS),
+            )?,
         };
         registry.register(Box::new(m.reconcile_duration.clone()))?;
+        registry.register(Box::new(m.rollout_phase.clone()))?;
+        registry.register(Box::new(m.rollout_translations.clone()))?;
+        registry.register(Box::new(m.bindings_cut_over.clone()))?;
         registry.register(Box::new(m.reconciles.clone()))?;
         registry.register(Box::new(m.in_flight.clone()))?;
         registry.register(Box::new(m.retry_queue.clone()))?;

@@ -10,6 +10,7 @@ mod deps;
 pub mod metrics;
 pub mod plan;
 mod reconcile;
+pub mod rollout;
 pub mod status;
 mod tracked;
 pub mod verify;
@@ -54,6 +55,8 @@ pub struct PusherConfig {
     pub verify_period: Option<Duration>,
     /// Upper bound of backend GETs per second spent on drift verification.
     pub verify_rate: u32,
+    /// The configured Translation version (see [`rollout`]).
+    pub version: String,
 }
 
 impl Default for PusherConfig {
@@ -65,6 +68,7 @@ impl Default for PusherConfig {
             retry_cap: Duration::from_secs(60),
             verify_period: None,
             verify_rate: 50,
+            version: midonet_translators::TranslatorConfig::default().version,
         }
     }
 }
@@ -81,6 +85,8 @@ pub struct PusherContext {
     tracker: tracked::Tracker,
     /// Which Translation provides which referent, and who waits for it.
     deps: deps::Dependencies,
+    /// Where a version bump stands.
+    rollout: rollout::Rollout,
     /// Translations to reconcile now: woken dependents, drift repairs.
     wake_tx: mpsc::UnboundedSender<ObjectRef<Translation>>,
     wake_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<Translation>>>>,
@@ -103,10 +109,11 @@ impl PusherContext {
             kube,
             backend,
             metrics,
-            config,
+            config: config.clone(),
             authz,
             tracker: tracked::Tracker::default(),
             deps: deps::Dependencies::new(informer.store.clone()),
+            rollout: rollout::Rollout::new(config.version.clone()),
             wake_tx,
             wake_rx: Mutex::new(Some(wake_rx)),
         });
@@ -114,6 +121,7 @@ impl PusherContext {
         informer.observe(Box::new(move |event| {
             if let Some(ctx) = observer.upgrade() {
                 ctx.deps.observe(event);
+                ctx.rollout.observe(event);
             }
         }));
         ctx
@@ -219,6 +227,7 @@ pub async fn run(
     // Owned here and stopped together when the controller stops.
     let mut background = tokio::task::JoinSet::new();
     background.spawn(gauge_loop(store.clone(), ctx.clone()));
+    background.spawn(rollout_loop(store.clone(), ctx.clone()));
     if let Some(period) = ctx.config.verify_period {
         background.spawn(verify::verify_loop(store.clone(), ctx.clone(), period));
     }
@@ -365,4 +374,142 @@ mod tests {
             ));
         assert_eq!(sync_state(&deleted), SyncState::Terminating);
     }
+}
+
+/// Event reasons of a version bump, one per phase entered.
+pub mod rollout_event {
+    pub const BUILDING: &str = "VersionBumpBuilding";
+    pub const CUTTING_OVER: &str = "VersionBumpCuttingOver";
+    pub const RETIRING: &str = "VersionBumpRetiring";
+    pub const COMPLETE: &str = "VersionBumpComplete";
+}
+
+/// How often the bump's phase is assessed.
+const ROLLOUT_TICK: Duration = Duration::from_millis(500);
+
+/// Drives a version bump (see [`rollout`]): reports each phase (log line, Event on the
+/// configured version's global Translations, metrics), wakes the Translations awaiting the
+/// cutover when it begins, and deletes the old versions' Translations once it is over.
+async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
+    let mut last = rollout::Phase::Steady;
+    let mut asked: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut ticks = 0u64;
+    loop {
+        tokio::time::sleep(ROLLOUT_TICK).await;
+        ticks += 1;
+        let progress = ctx.rollout.progress();
+        let phase = progress.phase;
+        for p in rollout::Phase::ALL {
+            ctx.metrics
+                .rollout_phase
+                .with_label_values(&[p.as_str()])
+                .set(i64::from(p == phase));
+        }
+        for (what, n) in rollout::counts(&progress) {
+            ctx.metrics
+                .rollout_translations
+                .with_label_values(&[what])
+                .set(n as i64);
+        }
+        if phase != last {
+            let message = rollout::describe(&progress);
+            tracing::info!(phase = phase.as_str(), progress = %message, "Translation version bump");
+            let reason = match phase {
+                rollout::Phase::Building => rollout_event::BUILDING,
+                rollout::Phase::CuttingOver => rollout_event::CUTTING_OVER,
+                rollout::Phase::Retiring => rollout_event::RETIRING,
+                rollout::Phase::Steady => rollout_event::COMPLETE,
+            };
+            if let Some(global) = store.state().into_iter().find(|t| {
+                t.labels()
+                    .contains_key(midonet_translators::meta::GLOBAL_LABEL)
+                    && !ctx.rollout.is_old(t)
+            }) {
+                use kube::Resource;
+                ctx.events
+                    .normal(&global.object_ref(&()), reason, message)
+                    .await;
+            }
+            last = phase;
+            asked.clear();
+        }
+        match phase {
+            // Entering the cutover wakes every withheld binding; stragglers every few
+            // seconds (a wake lost to a restart of the queue costs a tick, not the bump).
+            rollout::Phase::CuttingOver if asked.is_empty() || ticks % 10 == 0 => {
+                asked.insert(String::new());
+                ctx.wake(
+                    store
+                        .state()
+                        .iter()
+                        .filter(|t| {
+                            !ctx.rollout.is_old(t)
+                                && rollout::Member::of(t).settled
+                                    == rollout::Settled::AwaitingCutover
+                        })
+                        .map(|t| ObjectRef::from_obj(&**t)),
+                );
+            }
+            rollout::Phase::Retiring => retire(&store, &ctx, &mut asked).await,
+            _ => {}
+        }
+    }
+}
+
+/// Deletes the old versions' Translations, parents first: a Translation once none of the
+/// old Translations it builds on is left undeleted (global, then Node, then Pod, then its
+/// MAC and ARP entries), so that each deletion finds its parents going and leaves their
+/// children to MidoNet's cascades (a cycle, which nothing produces, is deleted at once).
+/// `asked` holds the UIDs already asked for in this phase.
+async fn retire(
+    store: &Store<Translation>,
+    ctx: &PusherContext,
+    asked: &mut std::collections::HashSet<String>,
+) {
+    let undeleted = |t: &Translation| {
+        ctx.rollout.is_old(t)
+            && t.metadata.deletion_timestamp.is_none()
+            && t.uid().is_some_and(|u| !asked.contains(&u))
+    };
+    let old: Vec<Arc<Translation>> = store.state().into_iter().filter(|t| undeleted(t)).collect();
+    if old.is_empty() {
+        return;
+    }
+    let mut batch: Vec<Arc<Translation>> = old
+        .iter()
+        .filter(|t| {
+            ctx.deps
+                .providers_of(&ObjectRef::from_obj(&***t))
+                .iter()
+                .all(|p| store.get(p).is_none_or(|p| !undeleted(&p)))
+        })
+        .cloned()
+        .collect();
+    if batch.is_empty() {
+        batch = old;
+    }
+    let deletes = batch.into_iter().map(|t| async move {
+        let api: kube::Api<Translation> =
+            kube::Api::namespaced(ctx.kube.clone(), &t.namespace().unwrap_or_default());
+        let params = kube::api::DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: t.uid(),
+                resource_version: None,
+            }),
+            ..kube::api::DeleteParams::default()
+        };
+        match api.delete(&t.name_any(), &params).await {
+            Ok(_) => t.uid(),
+            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => t.uid(),
+            Err(err) => {
+                tracing::warn!(translation = %t.name_any(), namespace = ?t.namespace(), error = %err, "cannot delete an old version's Translation; retrying");
+                None
+            }
+        }
+    });
+    let done: Vec<Option<String>> = futures::stream::iter(deletes)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    asked.extend(done.into_iter().flatten());
 }

@@ -99,6 +99,9 @@ pub enum Step {
     Update,
     /// Pushed with other content but MidoNet cannot update this kind.
     ImmutableChanged,
+    /// Not pushed yet, and held back: a host interface binding that waits for a version
+    /// bump's cutover (see [`super::rollout`]).
+    Withheld,
 }
 
 /// The whole plan for applying a Translation.
@@ -117,6 +120,24 @@ impl ApplyPlan {
             .iter()
             .filter(|(_, step)| *step == Step::Create)
             .map(|(d, _)| d)
+            .collect()
+    }
+
+    /// Holds back the creation of these paths (see [`Step::Withheld`]).
+    pub fn withhold(&mut self, paths: &HashSet<String>) {
+        for (d, step) in &mut self.steps {
+            if *step == Step::Create && paths.contains(&d.path) {
+                *step = Step::Withheld;
+            }
+        }
+    }
+
+    /// Paths held back.
+    pub fn withheld(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .filter(|(_, s)| *s == Step::Withheld)
+            .map(|(d, _)| d.path.as_str())
             .collect()
     }
 
@@ -207,10 +228,34 @@ pub fn decide_apply(
     }
 }
 
+/// What deleting a Translation sends, and what it leaves to others.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DeletePlan {
+    /// DELETEs to send, in order (reverse creation order).
+    pub requests: Vec<(Kind, String)>,
+    /// Paths MidoNet's cascades delete along with one of `requests` or with another
+    /// Translation's deletion: no request of their own.
+    pub cascaded: Vec<String>,
+    /// Paths another live Translation claims (the same backend resource under a new
+    /// name): left in place, or the deletion would take what that one stands for.
+    pub claimed: Vec<String>,
+}
+
 /// What to delete when a Translation goes away: everything recorded as pushed, plus any
 /// desired resource not recorded (it may have been created just before a crash, before its
-/// record was written). Reverse creation order; DELETE of an absent resource is harmless.
-pub fn plan_delete(pushed: &[PushedResource], desired: &[Desired]) -> Vec<(Kind, String)> {
+/// record was written), minus what another live Translation claims (`claimed`), minus what
+/// MidoNet's cascades delete anyway: a resource goes with its parent or whatever else it is
+/// deleted with ([`Resource::deleted_with`]) when that is deleted here too, or by another
+/// Translation's deletion (`taken_elsewhere`, the IDs such deletions remove). A DELETE of
+/// an absent resource is harmless, so the cascades are an economy, never a correctness
+/// rule: anything the model cannot place (a record whose spec entry is gone, a cycle) is
+/// deleted explicitly.
+pub fn plan_delete(
+    pushed: &[PushedResource],
+    desired: &[Desired],
+    taken_elsewhere: &HashSet<uuid::Uuid>,
+    claimed: impl Fn(&str) -> bool,
+) -> DeletePlan {
     let mut order: Vec<(Kind, String)> = Vec::new();
     let mut seen = HashSet::new();
     for p in pushed {
@@ -226,7 +271,65 @@ pub fn plan_delete(pushed: &[PushedResource], desired: &[Desired]) -> Vec<(Kind,
         }
     }
     order.reverse();
-    order
+    let mut plan = DeletePlan::default();
+    let (kept, removed): (Vec<_>, Vec<_>) = order.into_iter().partition(|(_, p)| claimed(p));
+    plan.claimed = kept.into_iter().map(|(_, p)| p).collect();
+
+    let by_path: HashMap<&str, &Resource> = desired
+        .iter()
+        .map(|d| (d.path.as_str(), &d.resource))
+        .collect();
+    let removed_ids: HashSet<uuid::Uuid> = removed
+        .iter()
+        .filter_map(|(_, p)| by_path.get(p.as_str())?.own_id())
+        .collect();
+    let goes_with = |path: &str, gone: &HashSet<uuid::Uuid>| {
+        by_path.get(path).is_some_and(|r| {
+            r.deleted_with()
+                .iter()
+                .any(|id| gone.contains(id) && r.own_id() != Some(*id))
+        })
+    };
+    // A first guess: everything that goes with something removed. Then only what is
+    // reachable from what is deleted explicitly (a cycle of resources each going with
+    // the other would otherwise be deleted by nobody).
+    let mut all_gone: HashSet<uuid::Uuid> = taken_elsewhere.clone();
+    all_gone.extend(removed_ids.iter().copied());
+    let guess: HashSet<&str> = removed
+        .iter()
+        .map(|(_, p)| p.as_str())
+        .filter(|p| goes_with(p, &all_gone))
+        .collect();
+    let mut gone: HashSet<uuid::Uuid> = taken_elsewhere.clone();
+    gone.extend(
+        removed
+            .iter()
+            .filter(|(_, p)| !guess.contains(p.as_str()))
+            .filter_map(|(_, p)| by_path.get(p.as_str())?.own_id()),
+    );
+    let mut cascaded: HashSet<&str> = HashSet::new();
+    loop {
+        let more: Vec<&str> = guess
+            .iter()
+            .copied()
+            .filter(|p| !cascaded.contains(p) && goes_with(p, &gone))
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        for p in more {
+            cascaded.insert(p);
+            gone.extend(by_path.get(p).and_then(|r| r.own_id()));
+        }
+    }
+    for (kind, path) in &removed {
+        if cascaded.contains(path.as_str()) {
+            plan.cascaded.push(path.clone());
+        } else {
+            plan.requests.push((*kind, path.clone()));
+        }
+    }
+    plan
 }
 
 /// Parses what can be parsed, for deletion of a Translation whose spec may be broken.
@@ -365,18 +468,80 @@ mod tests {
         assert!(parse_all(&[TranslationResource::new("Router2", "", "{}")]).is_err());
     }
 
+    fn requests(plan: &DeletePlan) -> Vec<&str> {
+        plan.requests.iter().map(|(_, p)| p.as_str()).collect()
+    }
+
     #[test]
-    fn deletion_covers_recorded_and_unrecorded_in_reverse() {
+    fn deletion_covers_recorded_and_unrecorded_and_leaves_cascades_to_midonet() {
+        // The port was created but not recorded yet; MidoNet deletes it with its bridge.
         let pushed = pushed_of(&[bridge("a")]);
         let desired =
             parse_lenient(&[bridge("a"), port(), TranslationResource::new("X", "", "{}")]);
-        let order: Vec<_> = plan_delete(&pushed, &desired)
-            .into_iter()
-            .map(|(_, p)| p)
-            .collect();
+        let plan = plan_delete(&pushed, &desired, &HashSet::new(), |_| false);
+        let bridge_path = format!("/bridges/{BRIDGE}");
+        assert_eq!(requests(&plan), vec![bridge_path.as_str()]);
+        assert_eq!(plan.cascaded, vec![format!("/ports/{PORT}")]);
+    }
+
+    #[test]
+    fn a_chain_takes_its_rules() {
+        let entries = [chain(), rule(6)];
+        let plan = plan_delete(
+            &pushed_of(&entries),
+            &parse_all(&entries).unwrap(),
+            &HashSet::new(),
+            |_| false,
+        );
+        assert_eq!(requests(&plan), vec![format!("/chains/{CHAIN}").as_str()]);
+        assert_eq!(plan.cascaded, vec![format!("/rules/{RULE}")]);
+    }
+
+    #[test]
+    fn what_another_deletion_takes_needs_no_request() {
+        let entries = [port()];
+        let gone = HashSet::from([BRIDGE.parse().unwrap()]);
+        let plan = plan_delete(
+            &pushed_of(&entries),
+            &parse_all(&entries).unwrap(),
+            &gone,
+            |_| false,
+        );
+        assert!(plan.requests.is_empty(), "{plan:?}");
+        // Without it, the port is deleted like any other resource.
+        let plan = plan_delete(
+            &pushed_of(&entries),
+            &parse_all(&entries).unwrap(),
+            &HashSet::new(),
+            |_| false,
+        );
+        assert_eq!(requests(&plan), vec![format!("/ports/{PORT}").as_str()]);
+    }
+
+    #[test]
+    fn a_claimed_resource_stays_and_its_children_are_deleted() {
+        let entries = [bridge("a"), port()];
+        let bridge_path = format!("/bridges/{BRIDGE}");
+        let plan = plan_delete(
+            &pushed_of(&entries),
+            &parse_all(&entries).unwrap(),
+            &HashSet::new(),
+            |p| p == bridge_path,
+        );
+        assert_eq!(plan.claimed, vec![bridge_path.clone()]);
+        assert_eq!(requests(&plan), vec![format!("/ports/{PORT}").as_str()]);
+    }
+
+    #[test]
+    fn a_record_without_its_entry_is_deleted_explicitly() {
+        // The spec lost the port; only the record says it exists.
+        let pushed = pushed_of(&[bridge("a"), port()]);
+        let desired = parse_all(&[bridge("a")]).unwrap();
+        let plan = plan_delete(&pushed, &desired, &HashSet::new(), |_| false);
+        let (port_path, bridge_path) = (format!("/ports/{PORT}"), format!("/bridges/{BRIDGE}"));
         assert_eq!(
-            order,
-            vec![format!("/ports/{PORT}"), format!("/bridges/{BRIDGE}")]
+            requests(&plan),
+            vec![port_path.as_str(), bridge_path.as_str()]
         );
     }
 

@@ -207,6 +207,12 @@ impl<'a> Reconciling<'a> {
             }
             ApplyDecision::Push { plan, settled } => (plan, settled),
         };
+        let mut plan = plan;
+        if let Err(stopped) = self.bindings_in_bump(&mut plan).await {
+            return self
+                .push_failed(self.before.pushed.clone(), entries.len(), stopped)
+                .await;
+        }
         for path in &settled {
             self.ctx.tracker.recreated(self.uid, path);
         }
@@ -273,6 +279,59 @@ impl<'a> Reconciling<'a> {
         Ok(outcome)
     }
 
+    /// A version bump's bindings (see [`super::rollout`]): a binding of an interface an
+    /// older version's Translation binds is withheld until the cutover; from then on, the
+    /// old binding is deleted right before the new one is created.
+    async fn bindings_in_bump(&self, plan: &mut ApplyPlan) -> Result<(), Stopped> {
+        let ctx = self.ctx;
+        if ctx.rollout.is_old(self.tr) {
+            return Ok(());
+        }
+        let mut withheld = std::collections::HashSet::new();
+        let mut phase = None;
+        for (desired, step) in &plan.steps {
+            if *step != Step::Create {
+                continue;
+            }
+            let Some(interface) = super::deps::interface_of(&desired.resource) else {
+                continue;
+            };
+            let old: Vec<(ObjectRef<Translation>, String)> = ctx
+                .deps
+                .other_binders(&self.key, &interface)
+                .into_iter()
+                .filter(|(k, _)| {
+                    ctx.deps
+                        .store()
+                        .get(k)
+                        .is_some_and(|t| ctx.rollout.is_old(&t))
+                })
+                .collect();
+            if old.is_empty() {
+                continue;
+            }
+            let phase = *phase.get_or_insert_with(|| ctx.rollout.phase());
+            if !phase.cut_over() {
+                withheld.insert(desired.path.clone());
+                continue;
+            }
+            for (from, path) in old {
+                if let Err(error) = ctx
+                    .backend
+                    .delete_path(Kind::HostInterfacePort, &path)
+                    .await
+                {
+                    return Err(Stopped { path, error });
+                }
+                ctx.deps.taken_over(&interface, &from);
+                ctx.metrics.bindings_cut_over.inc();
+                tracing::info!(translation = %self.name(), namespace = %self.namespace(), host = %interface.0, interface = %interface.1, from = %from, "binding cut over to the new Translation version");
+            }
+        }
+        plan.withhold(&withheld);
+        Ok(())
+    }
+
     /// Performs `plan`'s requests in order: creates and updates, then removals. Stops at
     /// the first failure and says which.
     async fn execute(&self, plan: &ApplyPlan, missing: &Missing) -> (Progress, Option<Stopped>) {
@@ -284,7 +343,7 @@ impl<'a> Reconciling<'a> {
         };
         for (desired, step) in &plan.steps {
             match step {
-                Step::Unchanged => continue,
+                Step::Unchanged | Step::Withheld => continue,
                 Step::ImmutableChanged => {
                     progress.immutable.push(desired.path.clone());
                     continue;
@@ -482,8 +541,27 @@ impl<'a> Reconciling<'a> {
     async fn delete(&self) -> Result<Outcome, PusherError> {
         let ctx = self.ctx;
         let desired = plan::parse_lenient(self.tr.desired_resources());
-        let targets = plan::plan_delete(&self.before.pushed, &desired);
-        for (kind, path) in &targets {
+        let taken = ctx.deps.taken_elsewhere(&self.key, &desired);
+        tracing::debug!(translation = %self.name(), taken = ?taken, "deleting; taken by other deletions");
+        let deletion = plan::plan_delete(&self.before.pushed, &desired, &taken, |path| {
+            ctx.deps.claimed(path)
+        });
+        // Who else binds this Translation's interfaces records a binding MidoNet holds for
+        // one port at a time: it must push its own again once this one's is gone.
+        let rebind: Vec<(ObjectRef<Translation>, String)> = ctx
+            .deps
+            .interfaces_of(&self.key)
+            .iter()
+            .flat_map(|i| ctx.deps.other_binders(&self.key, i))
+            .filter(|(k, _)| {
+                ctx.deps
+                    .store()
+                    .get(k)
+                    .is_some_and(|t| !ctx.rollout.is_old(&t))
+            })
+            .collect();
+        let targets = &deletion.requests;
+        for (kind, path) in targets {
             if let Err(err) = ctx.backend.delete_path(*kind, path).await {
                 let attempts = ctx.tracker.failed(self.uid);
                 let delay = ctx.retry_delay(attempts);
@@ -505,6 +583,15 @@ impl<'a> Reconciling<'a> {
         }
         // The interfaces this Translation bound are free: new bindings of them can go.
         ctx.wake(ctx.deps.bindings_deleted(&self.key));
+        for (other, path) in rebind {
+            if let Some(tr) = ctx.deps.store().get(&other) {
+                if let Some(uid) = tr.uid() {
+                    ctx.tracker
+                        .mark_missing(&uid, std::iter::once(path).collect(), Cause::Cascade);
+                    ctx.wake([other]);
+                }
+            }
+        }
         if let Err(err) = remove_finalizer(self.tr, ctx).await {
             let delay = ctx.retry_delay(ctx.tracker.failed(self.uid));
             let message = format!("cannot remove the finalizer: {err}");
@@ -515,7 +602,7 @@ impl<'a> Reconciling<'a> {
                 .await;
             return Ok(Outcome::Retry(delay));
         }
-        tracing::info!(translation = %self.name(), namespace = %self.namespace(), deleted = targets.len(), "deletion pushed; finalizer removed");
+        tracing::info!(translation = %self.name(), namespace = %self.namespace(), deleted = targets.len(), cascaded = deletion.cascaded.len(), claimed = deletion.claimed.len(), "deletion pushed; finalizer removed");
         ctx.events
             .normal(
                 &self.oref,
@@ -524,8 +611,11 @@ impl<'a> Reconciling<'a> {
             )
             .await;
         // What this deletion took out of the backend, to check who had built on it.
-        let deleted: std::collections::HashSet<&str> =
-            targets.iter().map(|(_, path)| path.as_str()).collect();
+        let deleted: std::collections::HashSet<&str> = targets
+            .iter()
+            .map(|(_, path)| path.as_str())
+            .chain(deletion.cascaded.iter().map(String::as_str))
+            .collect();
         let taken = desired
             .iter()
             .filter(|d| deleted.contains(d.path.as_str()))

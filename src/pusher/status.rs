@@ -21,6 +21,9 @@ pub enum ReadyReason {
     HostNotInTunnelZone,
     /// MidoNet refused a port binding for another reason (port or interface bound already).
     BindingRefused,
+    /// Everything is pushed but a host interface binding, which waits for a version bump's
+    /// cutover: the interface is bound by the previous version (see `pusher::rollout`).
+    AwaitingCutover,
 }
 
 impl ReadyReason {
@@ -34,6 +37,7 @@ impl ReadyReason {
             ReadyReason::DeletionFailed => "DeletionFailed",
             ReadyReason::HostNotInTunnelZone => "HostNotInTunnelZone",
             ReadyReason::BindingRefused => "BindingRefused",
+            ReadyReason::AwaitingCutover => "AwaitingCutover",
         }
     }
 }
@@ -142,12 +146,28 @@ pub fn pushed(
         .collect();
     record.sort_by_key(|p| order.get(p.path.as_str()).copied().unwrap_or(usize::MAX));
     status.pushed = record;
-    status.pushed_hash = Some(hash);
     status.observed_generation = generation;
     if plan.backend_changes() > 0 {
         status.last_push_time = Some(now.to_string());
     }
-    if immutable.is_empty() {
+    let withheld = plan.withheld();
+    // Not the whole spec: the next reconcile must push the rest.
+    status.pushed_hash = withheld.is_empty().then_some(hash);
+    if !withheld.is_empty() {
+        let message = format!(
+            "pushed but for {}: the interface is bound by the previous Translation version until the version bump cuts over",
+            withheld.join(", ")
+        );
+        set_ready(
+            &mut status,
+            false,
+            ReadyReason::AwaitingCutover,
+            message,
+            generation,
+            now,
+        );
+        (status, None)
+    } else if immutable.is_empty() {
         set_ready(
             &mut status,
             true,

@@ -200,8 +200,11 @@ pub trait View {
 
 /// Decides how to make the Translations of one owner exactly `desired` (built with
 /// [`build`]), given the ones it owns now (`owned`, inherited ones included), without I/O.
+/// Another Translation version's are left alone: a version bump keeps them until the new
+/// version has taken over, and then the pusher deletes them (see `pusher::rollout`).
 pub fn plan_sync(
     view: &impl View,
+    version: &str,
     desired: Vec<Translation>,
     owned: std::collections::BTreeSet<(String, String)>,
     now: k8s_openapi::jiff::Timestamp,
@@ -255,6 +258,9 @@ pub fn plan_sync(
             continue;
         };
         if cached.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        if version_of(&cached).is_some_and(|v| v != version) {
             continue;
         }
         if keep_for_handover(&cached, &replacements, now) {
@@ -316,6 +322,7 @@ pub async fn sync_translations(
     owned.extend(inherited.iter().cloned());
     let plan = plan_sync(
         &SharedView(shared),
+        &shared.config.version,
         desired,
         owned,
         k8s_openapi::jiff::Timestamp::now(),
@@ -509,6 +516,7 @@ mod tests {
         });
         let plan = plan_sync(
             &view,
+            "1",
             vec![current, changed, desired("new", "1")],
             Default::default(),
             Timestamp::now(),
@@ -536,7 +544,7 @@ mod tests {
         going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         view.cache.insert(key("going"), Arc::new(going));
         let owned = [key("stale"), key("going"), key("uncached")].into();
-        let plan = plan_sync(&view, vec![], owned, Timestamp::now());
+        let plan = plan_sync(&view, "1", vec![], owned, Timestamp::now());
         assert_eq!(
             plan.deletes,
             [Delete {
@@ -555,7 +563,7 @@ mod tests {
         let mut going = (*cached_as(&want, "old")).clone();
         going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         view.cache.insert(key("a"), Arc::new(going));
-        let plan = plan_sync(&view, vec![want], Default::default(), Timestamp::now());
+        let plan = plan_sync(&view, "1", vec![want], Default::default(), Timestamp::now());
         assert!(plan.writes.is_empty());
         assert_eq!(plan.outcome(), SyncOutcome::WaitingForDeletion);
     }
@@ -568,6 +576,7 @@ mod tests {
         };
         let plan = plan_sync(
             &view,
+            "1",
             vec![desired("a", "1")],
             Default::default(),
             Timestamp::now(),
@@ -583,6 +592,7 @@ mod tests {
         view.cache.insert(key("gen-a"), cached_as(&old, "u-old"));
         let plan = plan_sync(
             &view,
+            "1",
             vec![desired("gen-b", "1")],
             [key("gen-a")].into(),
             Timestamp::now(),
@@ -590,11 +600,31 @@ mod tests {
         assert_eq!(plan.writes.len(), 1);
         assert!(plan.deletes.is_empty());
         assert_eq!(plan.outcome(), SyncOutcome::WaitingForPush);
-        // Another version does not wait: a bump rebuilds everything.
+    }
+
+    #[test]
+    fn another_versions_translations_are_left_to_the_bump() {
+        let mut view = FakeView::default();
+        let old = desired("pod.1.a", "1");
+        view.cache.insert(key("pod.1.a"), cached_as(&old, "u-old"));
         let plan = plan_sync(
             &view,
-            vec![desired("gen-b", "2")],
-            [key("gen-a")].into(),
+            "2",
+            vec![desired("pod.2.a", "2")],
+            [key("pod.1.a")].into(),
+            Timestamp::now(),
+        );
+        assert_eq!(plan.writes.len(), 1);
+        assert!(plan.deletes.is_empty(), "{:?}", plan.deletes);
+        // Unlabelled ones (written by hand, by the original controller) are pruned.
+        let mut legacy = (*cached_as(&old, "u-legacy")).clone();
+        legacy.metadata.labels = None;
+        view.cache.insert(key("pod.1.a"), Arc::new(legacy));
+        let plan = plan_sync(
+            &view,
+            "2",
+            vec![desired("pod.2.a", "2")],
+            [key("pod.1.a")].into(),
             Timestamp::now(),
         );
         assert_eq!(plan.deletes.len(), 1);

@@ -55,6 +55,14 @@ pub struct Controllers {
 
 impl Controllers {
     pub async fn start(kubeconfig: &Path, sim: &SimHandle, extra: &[&str]) -> Controllers {
+        // The controllers' logs on the test's output, for a diagnosis run:
+        // MIDONETKUBE_TEST_LOG=midonet_kube_controllers=info cargo test --test … -- --nocapture
+        if let Ok(filter) = std::env::var("MIDONETKUBE_TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let metrics_port = free_port();
         let mut args = vec![
             "test".to_string(),

@@ -81,9 +81,11 @@ pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
         global_translation(
             cfg,
             "tunnel-zone",
+            // MidoNet refuses a second zone of the same name, and a version bump builds
+            // the new version's zone beside the old one: the name carries the version.
             vec![TunnelZone::new(
                 default_tunnel_zone_id(cfg),
-                "DefaultTunnelZone",
+                format!("DefaultTunnelZone-{}", cfg.version),
                 TunnelZoneType::Vxlan,
             )
             .into()],

@@ -15,14 +15,14 @@ pub fn translation_name(kind: &str, version: &str, key: &str) -> String {
     dnsify(&format!("{}.{version}.{key}", kind.to_lowercase()))
 }
 
-/// Name of a version-independent Translation: `<kind lowercased>.<key>`, made a valid
-/// DNS-1123 subdomain by [`dnsify`].
+/// Name of a Translation named by its backend entry alone: `<kind lowercased>.<key>`, made a
+/// valid DNS-1123 subdomain by [`dnsify`].
 ///
-/// Used for resources that have no ID and are identified by their content (MAC-table and ARP
-/// entries, tunnel-zone memberships). Were their names versioned, a version bump would make a
-/// "new" Translation for the very same backend entry and then prune the "old" one, deleting the
-/// entry the new one had just (re)created. The kinds using this never collide with versioned
-/// names because their kind segments differ.
+/// For an entry that has no ID and whose path may be the same in every version (a host's
+/// membership in a tunnel zone named by annotation): were its name versioned, a version bump
+/// would make a "new" Translation for the very same backend entry while the "old" one still
+/// claims it. The kinds using this never collide with versioned names because their kind
+/// segments differ.
 pub fn unversioned_translation_name(kind: &str, key: &str) -> String {
     dnsify(&format!("{}.{key}", kind.to_lowercase()))
 }

@@ -189,14 +189,16 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
         match parse_mac(raw) {
             Some(mac) => {
                 let hex = mac.to_hex();
-                out.translations.push(DesiredTranslation::unversioned(
+                out.translations.push(DesiredTranslation::versioned(
+                    cfg,
                     NODE_MAC_KIND,
                     &format!("{name}/mac/{hex}"),
                     NODE_TRANSLATION_NAMESPACE,
                     vec![MacPort::new(bridge, mac, node_port).into()],
                 ));
                 if let Some(s) = subnet {
-                    out.translations.push(DesiredTranslation::unversioned(
+                    out.translations.push(DesiredTranslation::versioned(
+                        cfg,
                         NODE_ARP_KIND,
                         &format!("{name}/ip/{}/{hex}", s.node_ip),
                         NODE_TRANSLATION_NAMESPACE,
@@ -326,10 +328,11 @@ fn node_addresses(node: &Node, out: &mut Translated) -> BTreeSet<Ipv4Addr> {
 
 /// The node's host joining its tunnel zone, from the tunnel annotations.
 ///
-/// Named by the membership's identity (tunnel zone, host) without the version: its backend
-/// path does not depend on the version when the zone is named by annotation, and a versioned
-/// name would have the pruning of the old-version Translation delete the very membership the
-/// new one stands for.
+/// Named by the membership's identity (tunnel zone, host) without the version: in a zone
+/// named by annotation its backend path is the same in every version, so a version bump
+/// relabels the one Translation instead of having an old-version one delete the very
+/// membership the new one stands for. The default zone is itself versioned, so there the
+/// name (by zone ID) differs per version and the old membership stays until the bump is over.
 fn tunnel_zone_membership(
     cfg: &TranslatorConfig,
     name: &str,
@@ -357,12 +360,10 @@ fn tunnel_zone_membership(
             return None;
         }
     };
-    // The key names the default zone "default" rather than by its (versioned) ID, so that
-    // the Translation's name stays the same across versions in that case too.
-    let (zone, zone_key) = match annotations.get(TUNNEL_ZONE_ID_ANNOTATION).map(|z| z.trim()) {
-        None | Some("") => (default_tunnel_zone_id(cfg), "default".to_string()),
+    let zone = match annotations.get(TUNNEL_ZONE_ID_ANNOTATION).map(|z| z.trim()) {
+        None | Some("") => default_tunnel_zone_id(cfg),
         Some(raw) => match Uuid::parse_str(raw) {
-            Ok(id) => (id, id.to_string()),
+            Ok(id) => id,
             Err(_) => {
                 out.warn(
                     reason::INVALID_TUNNEL_ZONE_ID,
@@ -372,9 +373,10 @@ fn tunnel_zone_membership(
             }
         },
     };
-    Some(DesiredTranslation::unversioned(
+    Some(DesiredTranslation::named_by_entry(
+        cfg,
         NODE_TUNNEL_ENDPOINT_KIND,
-        &format!("{name}/{zone_key}/{host}"),
+        &format!("{name}/{zone}/{host}"),
         NODE_TRANSLATION_NAMESPACE,
         vec![TunnelZoneHost::new(zone, host, ip).into()],
     ))

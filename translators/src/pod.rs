@@ -95,16 +95,18 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
         return out;
     };
     let hex = mac.to_hex();
-    // MAC and ARP entries are named by their content and not versioned: see
-    // `naming::unversioned_translation_name`.
-    out.translations.push(DesiredTranslation::unversioned(
+    // Versioned like the port: the entries live under the version's bridge, so the old
+    // version's stay (and keep the old topology working) until a bump has cut over.
+    out.translations.push(DesiredTranslation::versioned(
+        cfg,
         POD_MAC_KIND,
         &format!("{name}/mac/{hex}"),
         namespace,
         vec![MacPort::new(bridge, mac, port).into()],
     ));
     if let Some(ip) = pod_ipv4(pod, &mut out) {
-        out.translations.push(DesiredTranslation::unversioned(
+        out.translations.push(DesiredTranslation::versioned(
+            cfg,
             POD_ARP_KIND,
             &format!("{name}/ip/{ip}/{hex}"),
             namespace,

@@ -23,8 +23,9 @@ pub struct DesiredTranslation {
     pub name: String,
     /// The owner's namespace; `default` for Nodes, `kube-system` for globals.
     pub namespace: String,
-    /// [`VERSION_LABEL`] on versioned Translations, none on version-independent ones,
-    /// [`GLOBAL_LABEL`] on globals.
+    /// [`VERSION_LABEL`] on every Translation (the version whose topology it belongs to;
+    /// a version bump keeps the old version's Translations until the new one has taken
+    /// over), [`GLOBAL_LABEL`] on globals.
     pub labels: BTreeMap<String, String>,
     /// Backend resources in push order: every resource comes after the ones it refers to
     /// within this Translation.
@@ -100,8 +101,10 @@ impl DesiredTranslation {
         }
     }
 
-    /// A version-independent Translation named `<kind>.<key>`, without the version label.
-    pub(crate) fn unversioned(
+    /// A Translation named `<kind>.<key>` by its backend entry alone (see
+    /// [`unversioned_translation_name`]), labelled with the version like every other.
+    pub(crate) fn named_by_entry(
+        cfg: &TranslatorConfig,
         kind: &str,
         key: &str,
         namespace: &str,
@@ -110,7 +113,7 @@ impl DesiredTranslation {
         Self {
             name: unversioned_translation_name(kind, key),
             namespace: namespace.to_string(),
-            labels: BTreeMap::new(),
+            labels: BTreeMap::from([(VERSION_LABEL.to_string(), cfg.version.clone())]),
             resources: entries(resources),
         }
     }

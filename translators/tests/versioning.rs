@@ -1,5 +1,6 @@
-//! What a Translation version bump changes: every versioned name and every ID, but not the
-//! names of the content-identified Translations (MAC, ARP, tunnel-zone membership).
+//! What a Translation version bump changes: every name and every ID, so the new version can
+//! be built beside the old one; only a membership in a tunnel zone named by annotation, the
+//! same backend entry in every version, keeps its name.
 
 use std::collections::BTreeSet;
 
@@ -45,60 +46,59 @@ fn all(version: &str) -> Vec<DesiredTranslation> {
     out
 }
 
-fn split(trs: &[DesiredTranslation]) -> (BTreeSet<String>, BTreeSet<String>) {
-    let versioned = trs
-        .iter()
-        .filter(|t| t.labels.contains_key(VERSION_LABEL))
-        .map(|t| t.name.clone())
-        .collect();
-    let unversioned = trs
-        .iter()
-        .filter(|t| !t.labels.contains_key(VERSION_LABEL))
-        .map(|t| t.name.clone())
-        .collect();
-    (versioned, unversioned)
+fn names(trs: &[DesiredTranslation]) -> BTreeSet<String> {
+    trs.iter().map(|t| t.name.clone()).collect()
 }
 
+/// A version bump builds the new version beside the old one: the two may not share a
+/// Translation, or the new one's push would take the old one's resources away.
 #[test]
-fn bump_renames_versioned_translations_only() {
-    let (v1, u1) = split(&all("1"));
-    let (v2, u2) = split(&all("2"));
-    assert!(v1.is_disjoint(&v2), "versioned names must all change");
-    assert_eq!(u1, u2, "content-identified names must not change");
-    // node MAC, node ARP, node tunnel-zone membership, pod MAC, pod ARP
-    assert_eq!(u1.len(), 5);
-    for prefix in [
-        "node-mac.",
-        "node-arp.",
-        "node-tunnel-endpoint.",
-        "pod-mac.",
-        "pod-arp.",
-    ] {
-        assert!(u1.iter().any(|n| n.starts_with(prefix)), "{prefix}");
+fn a_bump_renames_every_translation() {
+    let (v1, v2) = (names(&all("1")), names(&all("2")));
+    assert!(
+        v1.is_disjoint(&v2),
+        "shared names: {:?}",
+        v1.intersection(&v2)
+    );
+    for prefix in ["node-mac.1.", "node-arp.1.", "pod-mac.1.", "pod-arp.1."] {
+        assert!(v1.iter().any(|n| n.starts_with(prefix)), "{prefix}");
     }
 }
 
+/// A membership in a tunnel zone the operator named is the same backend entry in every
+/// version: one Translation, relabelled by a bump, rather than two claiming one entry.
 #[test]
-fn unversioned_translations_carry_no_labels_and_versioned_carry_theirs() {
+fn a_membership_in_a_named_zone_keeps_its_name() {
+    let zone = "4b8c9f5e-1111-4222-8333-444455556666";
+    let mut n = node();
+    n.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("midonet.org/tunnel-zone-id".into(), zone.into());
+    let membership = |version: &str| {
+        midonet_translators::node(&cfg(version), &n)
+            .translations
+            .into_iter()
+            .find(|t| t.name.starts_with("node-tunnel-endpoint."))
+            .unwrap()
+    };
+    let (m1, m2) = (membership("1"), membership("2"));
+    assert_eq!(m1.name, m2.name);
+    assert_eq!(m1.resources, m2.resources);
+    assert_eq!(m2.labels.get(VERSION_LABEL).map(String::as_str), Some("2"));
+}
+
+#[test]
+fn every_translation_carries_its_version() {
     for tr in all("7") {
-        let kind = tr.name.split('.').next().unwrap_or_default().to_string();
-        if [
-            "node-mac",
-            "node-arp",
-            "node-tunnel-endpoint",
-            "pod-mac",
-            "pod-arp",
-        ]
-        .contains(&kind.as_str())
-        {
-            assert!(tr.labels.is_empty(), "{}", tr.name);
-        } else {
-            assert_eq!(
-                tr.labels.get(VERSION_LABEL).map(String::as_str),
-                Some("7"),
-                "{}",
-                tr.name
-            );
+        assert_eq!(
+            tr.labels.get(VERSION_LABEL).map(String::as_str),
+            Some("7"),
+            "{}",
+            tr.name
+        );
+        if !tr.name.starts_with("node-tunnel-endpoint.") {
+            let kind = tr.name.split('.').next().unwrap_or_default();
             assert!(tr.name.starts_with(&format!("{kind}.7.")), "{}", tr.name);
         }
     }

@@ -60,6 +60,27 @@ impl Resource {
 }
 
 impl Resource {
+    /// The resources whose deletion MidoNet's cascades take this one with (from its
+    /// storage bindings): its parent (a bridge its ports, MAC and ARP entries; a router its
+    /// ports and routes; a chain its rules; a group its members; a zone its memberships);
+    /// a route goes with its next-hop port, a rule with the chain it jumps to, a binding,
+    /// a link and a port-group membership with their port. Filter references are cleared,
+    /// not cascaded, and a rule naming an address group stays when the group goes.
+    pub fn deleted_with(&self) -> Vec<Uuid> {
+        let mut out: Vec<Uuid> = self.parent().into_iter().collect();
+        match self {
+            Resource::Route(r) => out.extend(r.next_hop_port),
+            Resource::Rule(r) => out.extend(r.jump_chain_id),
+            Resource::HostInterfacePort(b) => out.push(b.port_id),
+            Resource::PortLink(l) => out.push(l.peer_id),
+            Resource::PortGroupPort(m) => out.push(m.port_id),
+            _ => {}
+        }
+        out
+    }
+}
+
+impl Resource {
     /// The MidoNet hosts this resource names (a port binding's host, a tunnel zone member).
     /// Hosts are registered by MidoNet's agents: no Translation ever provides one, so the
     /// pusher never waits for a provider of these.

@@ -1,0 +1,441 @@
+//! A Translation version bump, blue/green.
+//!
+//! A bump names and IDs everything anew, so the new version's topology can be built beside
+//! the old one while the old one carries the traffic. What cannot coexist is a host
+//! interface's binding: MidoNet binds an interface to one port at a time. The bump
+//! therefore goes through these phases, derived from the Translations alone (so a restart
+//! in any phase picks up where it was):
+//!
+//! 1. [`Phase::Building`]: the translators write the new version's Translations; the pusher
+//!    pushes them *except* a binding whose interface an older version's Translation binds
+//!    (that Translation is `Ready=False`, reason `AwaitingCutover`). Nothing of the old
+//!    version is deleted.
+//! 2. [`Phase::CuttingOver`]: every new-version Translation is pushed (Ready, awaiting the
+//!    cutover, or invalid). Each withheld binding now replaces the old one: delete the old
+//!    binding, create the new one, a request apart.
+//! 3. [`Phase::Retiring`]: every new-version Translation is Ready. The old version's
+//!    Translations are deleted; their deletion sends only the DELETEs MidoNet's cascades do
+//!    not already do (see [`super::plan::plan_delete`]).
+//!
+//! Once reached, the cutover is not undone by a Translation that appears later (a pod
+//! created meanwhile): its binding conflicts with nobody's. Bumping back to the previous
+//! version (a rollback) is the same procedure with the roles swapped.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use midonet_translators::meta::VERSION_LABEL;
+
+use super::status::{ready_condition, ReadyReason};
+use crate::crd::Translation;
+
+/// Where a bump stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// Only the configured version's Translations exist.
+    #[default]
+    Steady,
+    /// The new version is being pushed beside the old one.
+    Building,
+    /// The bindings move from the old version's ports to the new one's.
+    CuttingOver,
+    /// The old version is being deleted.
+    Retiring,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [
+        Phase::Steady,
+        Phase::Building,
+        Phase::CuttingOver,
+        Phase::Retiring,
+    ];
+
+    /// As in metrics, events and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Steady => "steady",
+            Phase::Building => "building",
+            Phase::CuttingOver => "cutting_over",
+            Phase::Retiring => "retiring",
+        }
+    }
+
+    /// True when a withheld binding may replace the old version's.
+    pub fn cut_over(self) -> bool {
+        self >= Phase::CuttingOver
+    }
+}
+
+/// How far one Translation has got, as far as the bump is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Settled {
+    /// Ready for its current spec.
+    Ready,
+    /// Pushed but for a binding that waits for the cutover.
+    AwaitingCutover,
+    /// Its spec cannot be pushed at all: waiting for it would wait forever.
+    Invalid,
+    /// Not pushed yet, or failing for now.
+    No,
+}
+
+/// What the bump needs to know of one Translation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// `None`: no version label (written by hand, or by the original controller).
+    pub version: Option<String>,
+    pub deleting: bool,
+    pub settled: Settled,
+}
+
+impl Member {
+    pub fn of(tr: &Translation) -> Member {
+        let settled = if tr.is_ready() {
+            Settled::Ready
+        } else {
+            match tr
+                .status
+                .as_ref()
+                .and_then(ready_condition)
+                .filter(|c| {
+                    c.observed_generation.is_none()
+                        || c.observed_generation == tr.metadata.generation
+                })
+                .map(|c| c.reason.as_str())
+            {
+                Some(r) if r == ReadyReason::AwaitingCutover.as_str() => Settled::AwaitingCutover,
+                Some(r) if r == ReadyReason::InvalidTranslation.as_str() => Settled::Invalid,
+                _ => Settled::No,
+            }
+        };
+        Member {
+            version: tr.labels().get(VERSION_LABEL).cloned(),
+            deleting: tr.metadata.deletion_timestamp.is_some(),
+            settled,
+        }
+    }
+}
+
+/// Counts of Translations by what the bump needs to know of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Census {
+    counts: HashMap<(Option<String>, bool, Settled), usize>,
+}
+
+impl Census {
+    pub fn add(&mut self, m: &Member) {
+        *self
+            .counts
+            .entry((m.version.clone(), m.deleting, m.settled))
+            .or_default() += 1;
+    }
+
+    pub fn remove(&mut self, m: &Member) {
+        let key = (m.version.clone(), m.deleting, m.settled);
+        if let Some(n) = self.counts.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.counts.remove(&key);
+            }
+        }
+    }
+}
+
+/// A bump's progress: the phase and the counts behind it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub phase: Phase,
+    /// Versions other than the configured one that still have Translations.
+    pub old_versions: BTreeSet<String>,
+    /// The configured version's Translations, and how many are not pushed yet.
+    pub new_total: usize,
+    pub new_unsettled: usize,
+    /// The configured version's Translations whose binding waits for the cutover.
+    pub awaiting_cutover: usize,
+    /// The old versions' Translations, and how many are being deleted.
+    pub old_total: usize,
+    pub old_deleting: usize,
+}
+
+/// Decides the phase from the census. `reached` is the phase reached before in this bump:
+/// the cutover, once begun, is not taken back.
+pub fn assess(current: &str, census: &Census, reached: Phase) -> Progress {
+    let mut p = Progress {
+        phase: Phase::Steady,
+        old_versions: BTreeSet::new(),
+        new_total: 0,
+        new_unsettled: 0,
+        awaiting_cutover: 0,
+        old_total: 0,
+        old_deleting: 0,
+    };
+    for ((version, deleting, settled), n) in &census.counts {
+        let n = *n;
+        match version.as_deref() {
+            // Unlabelled Translations belong to no version's topology.
+            None => {}
+            Some(v) if v == current => {
+                if *deleting {
+                    continue;
+                }
+                p.new_total += n;
+                match settled {
+                    Settled::No => p.new_unsettled += n,
+                    Settled::AwaitingCutover => p.awaiting_cutover += n,
+                    Settled::Ready | Settled::Invalid => {}
+                }
+            }
+            Some(v) => {
+                p.old_versions.insert(v.to_string());
+                p.old_total += n;
+                if *deleting {
+                    p.old_deleting += n;
+                }
+            }
+        }
+    }
+    p.phase = if p.old_total == 0 {
+        Phase::Steady
+    } else if p.awaiting_cutover == 0 && p.new_unsettled == 0 {
+        Phase::Retiring
+    } else if p.new_unsettled == 0 || reached.cut_over() {
+        Phase::CuttingOver
+    } else {
+        Phase::Building
+    };
+    if p.old_total > 0 && reached == Phase::Retiring {
+        // Deleting has begun: a Translation written meanwhile does not stop it.
+        p.phase = Phase::Retiring;
+    }
+    p
+}
+
+/// The bump's state over the process's Translation informer.
+pub struct Rollout {
+    current: String,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    members: HashMap<ObjectRef<Translation>, Member>,
+    census: Census,
+    relisted: Vec<(ObjectRef<Translation>, Member)>,
+    reached: Phase,
+}
+
+impl Rollout {
+    pub fn new(current: impl Into<String>) -> Rollout {
+        Rollout {
+            current: current.into(),
+            state: Mutex::default(),
+        }
+    }
+
+    /// The configured Translation version.
+    pub fn current(&self) -> &str {
+        &self.current
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        crate::locks::lock(&self.state)
+    }
+
+    /// Follows the shared Translation informer.
+    pub fn observe(&self, event: &watcher::Event<Translation>) {
+        let mut state = self.lock();
+        match event {
+            watcher::Event::Apply(tr) => state.set(ObjectRef::from_obj(tr), Member::of(tr)),
+            watcher::Event::Delete(tr) => state.unset(&ObjectRef::from_obj(tr)),
+            watcher::Event::Init => state.relisted.clear(),
+            watcher::Event::InitApply(tr) => state
+                .relisted
+                .push((ObjectRef::from_obj(tr), Member::of(tr))),
+            watcher::Event::InitDone => {
+                let relisted = std::mem::take(&mut state.relisted);
+                state.members.clear();
+                state.census = Census::default();
+                for (key, member) in relisted {
+                    state.set(key, member);
+                }
+            }
+        }
+    }
+
+    /// The progress now; remembers the phase reached.
+    pub fn progress(&self) -> Progress {
+        let mut state = self.lock();
+        let p = assess(&self.current, &state.census, state.reached);
+        state.reached = p.phase;
+        p
+    }
+
+    /// The phase now (see [`Self::progress`]).
+    pub fn phase(&self) -> Phase {
+        self.progress().phase
+    }
+
+    /// Whether `tr` belongs to a version other than the configured one.
+    pub fn is_old(&self, tr: &Translation) -> bool {
+        tr.labels()
+            .get(VERSION_LABEL)
+            .is_some_and(|v| *v != self.current)
+    }
+}
+
+impl State {
+    fn set(&mut self, key: ObjectRef<Translation>, member: Member) {
+        self.unset(&key);
+        self.census.add(&member);
+        self.members.insert(key, member);
+    }
+
+    fn unset(&mut self, key: &ObjectRef<Translation>) {
+        if let Some(old) = self.members.remove(key) {
+            self.census.remove(&old);
+        }
+    }
+}
+
+/// The old versions' Translations by version, for logs.
+pub fn describe(p: &Progress) -> String {
+    let old: Vec<&str> = p.old_versions.iter().map(String::as_str).collect();
+    format!(
+        "phase {}: new version {} of {} pushed, {} awaiting the cutover; old version(s) {:?}: {} Translations, {} being deleted",
+        p.phase.as_str(),
+        p.new_total - p.new_unsettled - p.awaiting_cutover,
+        p.new_total,
+        p.awaiting_cutover,
+        old,
+        p.old_total,
+        p.old_deleting
+    )
+}
+
+/// Progress counts for the metric, by what they count.
+pub fn counts(p: &Progress) -> BTreeMap<&'static str, usize> {
+    BTreeMap::from([
+        ("new_total", p.new_total),
+        ("new_unsettled", p.new_unsettled),
+        ("awaiting_cutover", p.awaiting_cutover),
+        ("old_total", p.old_total),
+        ("old_deleting", p.old_deleting),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn census(members: &[(Option<&str>, bool, Settled, usize)]) -> Census {
+        let mut c = Census::default();
+        for (version, deleting, settled, n) in members {
+            for _ in 0..*n {
+                c.add(&Member {
+                    version: version.map(String::from),
+                    deleting: *deleting,
+                    settled: *settled,
+                });
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn only_the_configured_version_is_steady() {
+        let c = census(&[
+            (Some("2"), false, Settled::Ready, 3),
+            (None, false, Settled::No, 1),
+        ]);
+        assert_eq!(assess("2", &c, Phase::Steady).phase, Phase::Steady);
+    }
+
+    #[test]
+    fn a_bump_builds_until_every_new_translation_is_pushed() {
+        let c = census(&[
+            (Some("1"), false, Settled::Ready, 5),
+            (Some("2"), false, Settled::AwaitingCutover, 2),
+            (Some("2"), false, Settled::No, 1),
+        ]);
+        let p = assess("2", &c, Phase::Steady);
+        assert_eq!(p.phase, Phase::Building);
+        assert_eq!(
+            (p.new_total, p.new_unsettled, p.awaiting_cutover),
+            (3, 1, 2)
+        );
+        assert_eq!(p.old_versions, BTreeSet::from(["1".to_string()]));
+    }
+
+    #[test]
+    fn an_invalid_translation_does_not_hold_the_bump_back() {
+        let c = census(&[
+            (Some("1"), false, Settled::Ready, 5),
+            (Some("2"), false, Settled::AwaitingCutover, 2),
+            (Some("2"), false, Settled::Invalid, 1),
+        ]);
+        assert_eq!(assess("2", &c, Phase::Building).phase, Phase::CuttingOver);
+    }
+
+    #[test]
+    fn the_cutover_is_not_taken_back_by_a_new_translation() {
+        let c = census(&[
+            (Some("1"), false, Settled::Ready, 5),
+            (Some("2"), false, Settled::AwaitingCutover, 2),
+            (Some("2"), false, Settled::No, 1),
+        ]);
+        assert_eq!(
+            assess("2", &c, Phase::CuttingOver).phase,
+            Phase::CuttingOver
+        );
+    }
+
+    #[test]
+    fn the_old_version_retires_once_every_binding_moved() {
+        let c = census(&[
+            (Some("1"), false, Settled::Ready, 5),
+            (Some("1"), true, Settled::Ready, 2),
+            (Some("2"), false, Settled::Ready, 7),
+        ]);
+        let p = assess("2", &c, Phase::CuttingOver);
+        assert_eq!(p.phase, Phase::Retiring);
+        assert_eq!((p.old_total, p.old_deleting), (7, 2));
+        // A pod created while retiring does not stop the deletion.
+        let c = census(&[
+            (Some("1"), false, Settled::Ready, 5),
+            (Some("2"), false, Settled::No, 1),
+        ]);
+        assert_eq!(assess("2", &c, Phase::Retiring).phase, Phase::Retiring);
+        // Once the old version is gone, steady again.
+        let c = census(&[(Some("2"), false, Settled::Ready, 7)]);
+        assert_eq!(assess("2", &c, Phase::Retiring).phase, Phase::Steady);
+    }
+
+    #[test]
+    fn a_rollback_is_a_bump_the_other_way() {
+        // Bumped to 2, then back to 1 before 2 finished: 1 is current again.
+        let c = census(&[
+            (Some("1"), false, Settled::Ready, 5),
+            (Some("2"), false, Settled::AwaitingCutover, 3),
+        ]);
+        let p = assess("1", &c, Phase::Steady);
+        assert_eq!(p.phase, Phase::Retiring);
+        assert_eq!(p.old_versions, BTreeSet::from(["2".to_string()]));
+    }
+
+    #[test]
+    fn the_census_forgets_what_it_removes() {
+        let m = Member {
+            version: Some("1".into()),
+            deleting: false,
+            settled: Settled::No,
+        };
+        let mut c = Census::default();
+        c.add(&m);
+        c.remove(&m);
+        assert_eq!(c, Census::default());
+    }
+}
