@@ -186,8 +186,10 @@ pub struct RunArgs {
     /// long makes /healthz fail.
     #[arg(long, env = "MIDONETKUBE_LIVENESS_STALL_LIMIT", default_value = "5m")]
     pub liveness_stall_limit: String,
-    /// Testing only: override the Translation version.
-    #[arg(long, env = "MIDONETKUBE_TRANSLATION_VERSION", hide = true)]
+    /// The Translation version, which seeds every name and backend ID (default: this
+    /// release's). Changing it rebuilds the backend blue/green; see docs/operations.md,
+    /// "Upgrading: a Translation version bump".
+    #[arg(long, env = "MIDONETKUBE_TRANSLATION_VERSION")]
     pub translation_version: Option<String>,
 }
 
