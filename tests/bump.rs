@@ -1,0 +1,247 @@
+//! A Translation version bump under traffic, on the real apiserver with the simulator.
+//!
+//! What Kubernetes promises is that pods keep reaching each other and their Services; a
+//! bump that rebuilds the backend must keep that promise but for the moment each pod's
+//! binding moves to its new port. The flow probe (`tests/support/probe.rs`) samples every
+//! pod → Service and pod → pod (across nodes) flow on the simulator's live data plane
+//! while the bump runs; the cutover window is read off the controllers' own
+//! `rollout_phase` metric. Afterwards the backend holds exactly what the new Translations
+//! ask for (`exact_state`: nothing of the old version leaked, nothing twice) and `check`
+//! passes.
+//!
+//! - `a_bump_interrupts_no_flow_longer_than_its_cutover`: 1 → 2; then a bump to 3 given
+//!   up while it builds (the controllers stopped and started again at 2), which must cost
+//!   no flow anything.
+//! - `a_bump_survives_sigkills_in_every_phase`: the controllers binary SIGKILLed once in
+//!   each phase (building, cutting over, retiring) and restarted at once.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+use midonet_kube_controllers::crd::Translation;
+use midonet_kube_controllers::sim::admin::Faults;
+use midonet_kube_controllers::sim::SimConfig;
+use midonet_translators::meta::VERSION_LABEL;
+use support::check::assert_check_passes;
+use support::child::ChildControllers;
+use support::probe::{assert_interrupted_at_most, EVERY_FLOW};
+use support::scenario::{Scale, Scenario, ScenarioApi};
+use support::stack::{start_sim_with, wait_exact, Controllers};
+use support::*;
+
+const SCALE: Scale = Scale {
+    nodes: 3,
+    pods: 12,
+    services: 4,
+    endpoints_per_service: 2,
+    namespaces: 2,
+};
+
+const CONTROLLERS: &str = "node,pod,service,endpoints,pusher";
+/// How often the probe samples every flow.
+const SAMPLE: Duration = Duration::from_millis(20);
+const CONVERGE: Duration = Duration::from_secs(180);
+
+/// The versions the cluster's Translations carry, with how many of each.
+async fn versions(client: &kube::Client) -> std::collections::BTreeMap<String, usize> {
+    let all: Api<Translation> = Api::all(client.clone());
+    let mut out = std::collections::BTreeMap::new();
+    for t in all.list(&ListParams::default()).await.unwrap().items {
+        let v = t.labels().get(VERSION_LABEL).cloned().unwrap_or_default();
+        *out.entry(v).or_default() += 1;
+    }
+    out
+}
+
+async fn wait_only_version(client: &kube::Client, version: &str) {
+    wait_until(
+        &format!("only version-{version} Translations"),
+        CONVERGE,
+        || async {
+            let v = versions(client).await;
+            (v.len() == 1 && v.contains_key(version)).then_some(())
+        },
+    )
+    .await;
+}
+
+/// A metric's value on the controllers' metrics port, `None` if not exposed (yet).
+async fn metric(port: u16, series: &str) -> Option<f64> {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+fn phase_series(phase: &str) -> String {
+    format!("midonet_kube_controllers_rollout_phase{{phase=\"{phase}\"}} ")
+}
+
+/// Watches the controllers' phase metric until `stop`; returns when the cutover was first
+/// and last seen.
+async fn watch_cutover(port: u16, stop: tokio::sync::watch::Receiver<bool>) -> Option<(Instant, Instant)> {
+    let series = phase_series("cutting_over");
+    let mut seen: Option<(Instant, Instant)> = None;
+    while !*stop.borrow() {
+        if metric(port, &series).await == Some(1.0) {
+            let now = Instant::now();
+            seen = Some(seen.map_or((now, now), |(first, _)| (first, now)));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bump_interrupts_no_flow_longer_than_its_cutover() {
+    let client = admin_client().await;
+    let scenario = Scenario::new("bump", SCALE);
+    let (sim, admin) = start_sim_with(SimConfig {
+        hosts: scenario.hosts.clone(),
+        faults: Faults {
+            latency_ms: 1,
+            ..Faults::default()
+        },
+        ..SimConfig::default()
+    })
+    .await;
+    scenario.create(&client).await;
+    let kubeconfig = control_plane().kubeconfig.clone();
+    let api = sim.api_url().to_string();
+    let args = |v: &'static str| ["--controllers", CONTROLLERS, "--translation-version", v];
+
+    let v1 = Controllers::start(&kubeconfig, &sim, &args("1")).await;
+    wait_exact(&client, &admin, "version 1", CONVERGE).await;
+    let before = assert_check_passes(&api, "version 1").await;
+    v1.stop().await;
+
+    // 1 → 2 under the probe.
+    let probe = support::probe::start(&sim, EVERY_FLOW, SAMPLE).await;
+    let v2 = Controllers::start(&kubeconfig, &sim, &args("2")).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let watcher = tokio::spawn(watch_cutover(v2.metrics_port, stop_rx));
+    wait_only_version(&client, "2").await;
+    wait_exact(&client, &admin, "version 2", CONVERGE).await;
+    let _ = stop_tx.send(true);
+    let cutover = watcher.await.unwrap();
+    let report = probe.stop().await;
+    let (first, last) = cutover.expect("the controllers reported a cutover phase");
+    let window = last - first;
+    eprintln!("bump: cutover seen for {window:?}");
+    // The phase metric is read every few ms; the probe samples every SAMPLE: a flow may
+    // be seen down for up to a sample on either side of the window.
+    assert_interrupted_at_most(&report, window + 2 * SAMPLE + Duration::from_millis(100));
+    assert_interrupted_at_most(&report, Duration::from_secs(1));
+    let after = assert_check_passes(&api, "version 2").await;
+    assert_eq!(after.by_kind, before.by_kind, "the same flows, checked");
+    assert!(
+        metric(v2.metrics_port, "midonet_kube_controllers_rollout_bindings_cut_over_total ")
+            .await
+            .is_some_and(|n| n >= (SCALE.pods + SCALE.nodes) as f64),
+        "every pod's and node's binding moved"
+    );
+    v2.stop().await;
+
+    // A bump to 3 given up while it builds: back to 2, no flow affected, 3 gone.
+    let probe = support::probe::start(&sim, EVERY_FLOW, SAMPLE).await;
+    let v3 = Controllers::start(&kubeconfig, &sim, &args("3")).await;
+    wait_until("version 3 building", CONVERGE, || async {
+        metric(
+            v3.metrics_port,
+            "midonet_kube_controllers_rollout_translations{count=\"awaiting_cutover\"} ",
+        )
+        .await
+        .filter(|n| *n > 0.0)
+    })
+    .await;
+    let building = metric(v3.metrics_port, &phase_series("building")).await;
+    v3.stop().await;
+    assert!(
+        versions(&client).await.contains_key("3"),
+        "version 3 was being built"
+    );
+    let back = Controllers::start(&kubeconfig, &sim, &args("2")).await;
+    wait_only_version(&client, "2").await;
+    wait_exact(&client, &admin, "back at version 2", CONVERGE).await;
+    let report = probe.stop().await;
+    eprintln!("bump to 3 given up (building metric was {building:?})");
+    assert_interrupted_at_most(&report, Duration::ZERO);
+    assert_check_passes(&api, "back at version 2").await;
+    back.stop().await;
+    sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bump_survives_sigkills_in_every_phase() {
+    let client = admin_client().await;
+    let scenario = Scenario::new("kill", SCALE);
+    // Slow requests stretch every phase over several of the probe's polls.
+    let (sim, admin) = start_sim_with(SimConfig {
+        hosts: scenario.hosts.clone(),
+        faults: Faults {
+            latency_ms: 40,
+            ..Faults::default()
+        },
+        ..SimConfig::default()
+    })
+    .await;
+    scenario.create(&client).await;
+    let kubeconfig = control_plane().kubeconfig.clone();
+    let api_url = sim.api_url().to_string();
+    let log = ChildControllers::log_path("bump-kill");
+    let _ = std::fs::remove_file(&log);
+    let spawn = |v: &str| {
+        ChildControllers::spawn(
+            &kubeconfig,
+            &api_url,
+            &[
+                "--controllers",
+                CONTROLLERS,
+                "--leader-elect",
+                "false",
+                "--translation-version",
+                v,
+            ],
+            &log,
+        )
+    };
+    let v1 = spawn("1");
+    wait_exact(&client, &admin, "version 1", CONVERGE).await;
+    assert_check_passes(&api_url, "version 1").await;
+    v1.sigkill();
+
+    let mut child = spawn("2");
+    let mut killed = Vec::new();
+    for phase in ["building", "cutting_over", "retiring"] {
+        let series = phase_series(phase);
+        let seen = tokio::time::timeout(CONVERGE, async {
+            loop {
+                if metric(child.metrics, &series).await == Some(1.0) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        if seen.is_err() {
+            panic!("phase {phase} never seen; killed in {killed:?}; log: {}", log.display());
+        }
+        child.sigkill();
+        killed.push(phase);
+        eprintln!("bump: SIGKILL while {phase}");
+        child = spawn("2");
+    }
+    wait_only_version(&client, "2").await;
+    wait_exact(&client, &admin, "version 2 after the kills", CONVERGE).await;
+    assert_check_passes(&api_url, "version 2 after the kills").await;
+    assert!(child.is_running(), "log: {}", log.display());
+    drop(child);
+    sim.shutdown().await;
+}
