@@ -298,6 +298,8 @@ pub struct Interruptions {
     last: Option<Duration>,
     samples: usize,
     longest_gap: Duration,
+    /// Flows the first sample found not ok.
+    down_at_start: usize,
 }
 
 /// One interrupted flow.
@@ -326,6 +328,9 @@ pub struct ProbeReport {
     pub max_period_seconds: f64,
     /// Flows found not ok at least once.
     pub interrupted: usize,
+    /// Of those, the flows the first sample already found not ok: broken before whatever
+    /// the probe watched began.
+    pub down_at_start: usize,
     /// Of the per-flow longest outage, over all flows (uninterrupted ones count 0): the
     /// maximum and the 99th percentile (nearest rank).
     pub max_seconds: f64,
@@ -348,14 +353,15 @@ impl ProbeReport {
     /// One line for a log or a table.
     pub fn summary(&self) -> String {
         format!(
-            "{} flows, {} samples every {:.0} ms (max {:.0} ms) over {:.1} s: {} interrupted, \
-             max {:.2} s, p99 {:.2} s",
+            "{} flows, {} samples every {:.0} ms (max {:.0} ms) over {:.1} s: {} interrupted \
+             ({} from the start), max {:.2} s, p99 {:.2} s",
             self.flows,
             self.samples,
             self.mean_period_seconds * 1000.0,
             self.max_period_seconds * 1000.0,
             self.duration_seconds,
             self.interrupted,
+            self.down_at_start,
             self.max_seconds,
             self.p99_seconds
         )
@@ -376,7 +382,12 @@ impl Interruptions {
         if let Some(last) = self.last {
             self.longest_gap = self.longest_gap.max(at.saturating_sub(last));
         }
-        self.first.get_or_insert(at);
+        if self.first.is_none() {
+            self.first = Some(at);
+            self.down_at_start = (0..self.flows.len())
+                .filter(|i| !matches!(ok.get(*i), Some(Ok(()))))
+                .count();
+        }
         self.last = Some(at);
         self.samples += 1;
         for (i, f) in self.flows.iter_mut().enumerate() {
@@ -443,6 +454,7 @@ impl Interruptions {
             },
             max_period_seconds: self.longest_gap.as_secs_f64(),
             interrupted: interrupted.len(),
+            down_at_start: self.down_at_start,
             max_seconds: longest.last().copied().unwrap_or_default().as_secs_f64(),
             p99_seconds: p99.as_secs_f64(),
             interrupted_flows: interrupted,
@@ -556,6 +568,7 @@ mod tests {
         assert_eq!(r.flows, 3);
         assert_eq!(r.samples, 9);
         assert_eq!(r.interrupted, 2);
+        assert_eq!(r.down_at_start, 0);
         let f1 = r.flow("f1").unwrap();
         assert_eq!(f1.outages, 2);
         assert!((f1.longest_seconds - 0.3).abs() < 1e-9, "{f1:?}");
@@ -605,6 +618,7 @@ mod tests {
         acc.record(ms(500), &vec![ok(); 100]);
         let r = acc.report(&names(100));
         assert_eq!(r.interrupted, 100);
+        assert_eq!(r.down_at_start, 100);
         assert!((r.max_seconds - 0.5).abs() < 1e-9);
         assert!((r.p99_seconds - 0.25).abs() < 1e-9);
     }
