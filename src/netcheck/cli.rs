@@ -119,14 +119,28 @@ where
         .map_err(|source| NetcheckError::Kube { what, source })
 }
 
-/// Reads the cluster (nodes, pods, Services, the endpoints from EndpointSlices or Endpoints
-/// as API discovery picks them, Translations) and the tenant's topology, and builds the
-/// model.
+/// Reads the cluster ([`load_cluster`] and the Translations) and the tenant's topology, and
+/// builds the model.
 pub async fn load(
     kube: &kube::Client,
     backend: &BackendClient,
     tenant: &str,
 ) -> Result<Live, NetcheckError> {
+    let cluster = load_cluster(kube).await?;
+    let translations = list_all::<Translation>(kube, "translations").await?;
+    let resources = read_topology(backend, tenant).await?;
+    // MidoNet lists a chain's rules in evaluation order.
+    let topology = Topology::new(resources, RuleOrder::Listed, cluster.attachments());
+    Ok(Live {
+        cluster,
+        topology,
+        owners: Owners::from_translations(&translations),
+    })
+}
+
+/// Lists the Kubernetes objects the model reads: nodes, pods, Services, the endpoints from
+/// EndpointSlices or Endpoints as API discovery picks them, namespaces, NetworkPolicies.
+pub async fn load_cluster(kube: &kube::Client) -> Result<Cluster, NetcheckError> {
     let nodes = Api::<Node>::all(kube.clone())
         .list(&ListParams::default())
         .await
@@ -173,15 +187,7 @@ pub async fn load(
             .items,
         network_policies: list_all::<NetworkPolicy>(kube, "networkpolicies").await?,
     };
-    let translations = list_all::<Translation>(kube, "translations").await?;
-    let resources = read_topology(backend, tenant).await?;
-    // MidoNet lists a chain's rules in evaluation order.
-    let topology = Topology::new(resources, RuleOrder::Listed, cluster.attachments());
-    Ok(Live {
-        cluster,
-        topology,
-        owners: Owners::from_translations(&translations),
-    })
+    Ok(cluster)
 }
 
 /// Traces `from` → `to` on the live model.

@@ -126,9 +126,35 @@ pub struct SimHandle {
     server: JoinHandle<std::io::Result<()>>,
     stop_writer: Option<oneshot::Sender<()>>,
     writer: Option<JoinHandle<()>>,
+    state: Arc<SimState>,
+}
+
+/// Reads the simulator's store in-process: what `GET /_sim/state` answers, without the
+/// HTTP round trip and the JSON of the whole dump. Cheap to clone; for the flow probe
+/// (`netcheck::probe`), which samples the live topology many times a second.
+#[derive(Clone)]
+pub struct StoreReader(Arc<SimState>);
+
+impl StoreReader {
+    /// The whole store, as the admin API dumps it. The store is locked only while the
+    /// dump is made.
+    pub fn dump(&self) -> admin::StateDump {
+        self.0.with_store(|s| s.dump())
+    }
+
+    /// Every stored resource in the typed model, rules chain by chain in evaluation order
+    /// (build with `RuleOrder::Listed`).
+    pub fn resources(&self) -> Result<Vec<midonet_translators::model::Resource>, String> {
+        self.dump().typed_resources()
+    }
 }
 
 impl SimHandle {
+    /// An in-process reader of the store.
+    pub fn reader(&self) -> StoreReader {
+        StoreReader(self.state.clone())
+    }
+
     /// The address actually bound.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
@@ -224,5 +250,6 @@ pub async fn start(cfg: SimConfig) -> Result<SimHandle, SimError> {
         server,
         stop_writer,
         writer,
+        state,
     })
 }

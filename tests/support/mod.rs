@@ -223,6 +223,7 @@ pub mod check;
 pub mod child;
 pub mod fixtures;
 pub mod objects;
+pub mod probe;
 pub mod rbac;
 pub mod scenario;
 pub mod stack;

@@ -19,6 +19,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
+use midonet_kube_controllers::netcheck::cli::load_cluster;
+use midonet_kube_controllers::netcheck::probe;
 use midonet_kube_controllers::scenario::{api_in_namespace_of, Scale, Scenario};
 use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
 use midonet_kube_controllers::sim::{self, SimConfig};
@@ -42,6 +44,17 @@ const CONVERGE_TIMEOUT: Duration = Duration::from_secs(900);
 const COST_SAMPLES: usize = 1000;
 /// Pause between measures.
 const SETTLE: Duration = Duration::from_secs(3);
+/// The flows the probe samples during the version bump: from one pod per node, this many
+/// Service ports and pods on this many other nodes (`netcheck::probe::select_flows`).
+const PROBE_SAMPLE: probe::SampleSize = probe::SampleSize {
+    services_per_source: 6,
+    peers_per_source: 2,
+};
+/// The probe's sample period, and how long it samples before the bump starts.
+const PROBE_PERIOD: Duration = Duration::from_millis(100);
+const PROBE_LEAD: Duration = Duration::from_secs(1);
+/// Interrupted flows listed in the JSON, longest first.
+const PROBE_LISTED: usize = 20;
 
 #[derive(Parser, Clone, Debug)]
 #[command(about = "Benchmark midonet-kube-controllers against the MidoNet API simulator")]
@@ -1010,8 +1023,18 @@ async fn run(args: Args) -> Res<()> {
     let (np_requests, _, _) = backend_counts(&admin).await?;
     ctl.stop().await?;
 
-    // 8. Translation version bump.
+    // 8. Translation version bump, under the flow probe.
     eprintln!("bench: translation version bump");
+    let probe_cluster = load_cluster(&client).await?;
+    let probe_flows = probe::select_flows(&probe_cluster, PROBE_SAMPLE);
+    let reader = sim.reader();
+    let flow_probe = probe::FlowProbe::start(
+        probe_flows,
+        probe_cluster.attachments(),
+        Box::new(move || reader.resources()),
+        PROBE_PERIOD,
+    );
+    tokio::time::sleep(PROBE_LEAD).await;
     admin.reset_requests().await?;
     let t_bump = Instant::now();
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &["--translation-version", "2"])?;
@@ -1024,6 +1047,8 @@ async fn run(args: Args) -> Res<()> {
         "version bump",
     )
     .await?;
+    let bump_probe = flow_probe.stop().await?;
+    eprintln!("bench: version bump probe: {}", bump_probe.summary());
     let (bump_requests, _, _) = backend_counts(&admin).await?;
     let bump_breakdown = admin.requests().await?;
     ctl.stop().await?;
@@ -1095,7 +1120,33 @@ async fn run(args: Args) -> Res<()> {
             value: bump_requests.to_string(),
             target: "-",
         },
+        Row {
+            name: "version bump: flows probed / sample period",
+            value: format!(
+                "{} / {:.0} ms (max {:.0} ms)",
+                bump_probe.flows,
+                bump_probe.mean_period_seconds * 1000.0,
+                bump_probe.max_period_seconds * 1000.0
+            ),
+            target: "<= 100 ms",
+        },
+        Row {
+            name: "version bump: flows interrupted (max / p99)",
+            value: format!(
+                "{} ({:.2} s / {:.2} s)",
+                bump_probe.interrupted, bump_probe.max_seconds, bump_probe.p99_seconds
+            ),
+            target: "max <= 1 s",
+        },
     ];
+    let mut bump_probe_json = serde_json::to_value(&bump_probe)?;
+    bump_probe_json["sample"] = serde_json::to_value(PROBE_SAMPLE)?;
+    if let Some(flows) = bump_probe_json
+        .get_mut("interruptedFlows")
+        .and_then(|v| v.as_array_mut())
+    {
+        flows.truncate(PROBE_LISTED);
+    }
     let more = json!({
         "createSeconds": create_time.as_secs_f64(),
         "restartInSync": {"ready": ready, "writes": restart_writes, "reads": restart_reads},
@@ -1107,7 +1158,7 @@ async fn run(args: Args) -> Res<()> {
                             "requests": np_requests},
         "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests,
                         "byMethod": bump_breakdown.by_method, "byStatus": bump_breakdown.by_status,
-                        "byKind": bump_breakdown.by_kind},
+                        "byKind": bump_breakdown.by_kind, "probe": bump_probe_json},
         "totalSeconds": t0.elapsed().as_secs_f64(),
     });
     if let (Some(all), Some(more)) = (result.as_object_mut(), more.as_object()) {

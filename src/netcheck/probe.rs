@@ -1,0 +1,877 @@
+//! The flow probe: while something changes the backend (a Translation version bump, a
+//! restart), evaluate a fixed sample of flows on the live topology many times a second with
+//! the data-plane model, and report how long each flow was interrupted.
+//!
+//! - **Which flows** ([`select_flows`]) is decided once, from the Kubernetes objects at the
+//!   start: one source pod per node (the first by name); from each, the cluster IP of a
+//!   bounded number of Service ports (the Service ports sorted by name, each source starting
+//!   at its own offset so that the sources together cover as many as possible) and one pod
+//!   on each of a bounded number of other nodes (the next nodes in name order). With
+//!   NetworkPolicies, a Service flow counts only the endpoints the policies admit from its
+//!   source, a pod flow goes to the first pod of the peer node they admit, and a flow they
+//!   admit nowhere is not sampled.
+//! - **What identifies a flow** survives a version bump, in which every backend id changes:
+//!   the source is the workload behind a host interface (the host and the interface name its
+//!   pod's port is bound to, `Cluster::attachments`), the destination an address and port.
+//!   Each sample injects at whichever port is bound to that interface then.
+//! - **What "ok" means** ([`judge`]) is `check`'s reading of a flow, on every path a random
+//!   choice could send the connection on: the forward packet reaches one of the workloads
+//!   Kubernetes sends it to (the pod; a ready endpoint of the Service the policies admit),
+//!   and the reply comes back to the client from the address it sent to. A path dropped on
+//!   its way to an endpoint the policies refuse (or that no workload owns) is what Kubernetes
+//!   promises there, not an interruption. An unbound interface, any other dropped path, a
+//!   delivery elsewhere or a reply that does not come back is an interruption.
+//! - **How long** ([`Interruptions`]): an outage of a flow starts at the first sample that
+//!   finds it not ok and ends at the next sample that finds it ok; one still open at the end
+//!   lasts until the last sample. The real outage is within one sample period of that.
+//!
+//! The pure parts (selection, judgement, accounting) are unit-tested here; [`FlowProbe`]
+//! runs them on a thread over any source of the backend's resources (the simulator's
+//! in-process [`crate::sim::StoreReader`] in the benchmark and the tests).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
+use midonet_dataplane::cluster::ServiceAddressKind;
+use midonet_dataplane::policy::{Party, Policies};
+use midonet_dataplane::{
+    trace, Attachment, Cluster, FlowKind, Probe, Protocol, RuleOrder, SocketV4, Topology,
+};
+use midonet_translators::model::Resource;
+use serde::Serialize;
+
+// ---------------------------------------------------------------- flows
+
+/// How many flows to sample per source pod (one source per node).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SampleSize {
+    /// Service ports (at their cluster IP) each source calls; capped at the number of
+    /// Service ports with an endpoint.
+    pub services_per_source: usize,
+    /// Other nodes whose pods each source calls; capped at the number of other nodes.
+    pub peers_per_source: usize,
+}
+
+/// One sampled flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeFlow {
+    pub kind: FlowKind,
+    /// The source pod, behind its host interface.
+    pub from: Attachment,
+    pub to: SocketV4,
+    /// `pod/NS/NAME` or `svc/NS/NAME:PORT (name)`.
+    pub to_name: String,
+    pub protocol: Protocol,
+    /// Who may receive it: (workload name, address it receives on).
+    pub receivers: BTreeSet<(String, SocketV4)>,
+    /// Endpoint addresses a path may be dropped on its way to: the policies refuse them,
+    /// or no workload owns them.
+    pub refused: BTreeSet<Ipv4Addr>,
+}
+
+impl ProbeFlow {
+    /// `pod/a/x -> svc/a/web:80 (http) 10.96.0.5:80 tcp`.
+    pub fn name(&self) -> String {
+        format!(
+            "{} -> {} {} {}",
+            self.from.name, self.to_name, self.to, self.protocol
+        )
+    }
+}
+
+/// The pod an attachment name (`pod/NS/NAME`) stands for.
+fn pod_of<'a>(cluster: &'a Cluster, attachment: &str) -> Option<&'a Pod> {
+    let (ns, name) = attachment.strip_prefix("pod/")?.split_once('/')?;
+    cluster.pods.iter().find(|p| {
+        p.metadata.namespace.as_deref() == Some(ns) && p.metadata.name.as_deref() == Some(name)
+    })
+}
+
+/// The fixed sample of flows (see the module docs), in a stable order: by source node
+/// name, then Service flows, then pod flows.
+pub fn select_flows(cluster: &Cluster, size: SampleSize) -> Vec<ProbeFlow> {
+    let attachments = cluster.attachments();
+    let policies = Policies {
+        policies: &cluster.network_policies,
+        namespaces: &cluster.namespaces,
+    };
+    let party = |a: &Attachment, ip: Ipv4Addr| match pod_of(cluster, &a.name) {
+        Some(p) => Party::Pod(p, ip),
+        None => Party::Address(ip),
+    };
+    // Pods by node (name order), nodes by name.
+    let node_of_host: BTreeMap<_, &str> = attachments
+        .iter()
+        .filter(|a| a.name.starts_with("node/"))
+        .map(|a| (a.host, a.name.as_str()))
+        .collect();
+    let mut pods_by_node: BTreeMap<&str, Vec<&Attachment>> = BTreeMap::new();
+    for a in attachments.iter().filter(|a| a.name.starts_with("pod/")) {
+        if let Some(node) = node_of_host.get(&a.host) {
+            pods_by_node.entry(node).or_default().push(a);
+        }
+    }
+    for pods in pods_by_node.values_mut() {
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    let nodes: Vec<&Vec<&Attachment>> = pods_by_node.values().collect();
+    let by_ip: BTreeMap<Ipv4Addr, &Attachment> = attachments
+        .iter()
+        .flat_map(|a| a.ips.iter().map(move |ip| (*ip, a)))
+        .collect();
+    let mut services: Vec<_> = cluster
+        .service_ports()
+        .into_iter()
+        .filter(|sp| sp.via == ServiceAddressKind::ClusterIp && !sp.endpoints.is_empty())
+        .collect();
+    services.sort_by_key(|sp| sp.display());
+
+    let mut flows = Vec::new();
+    let per_source = size.services_per_source.min(services.len());
+    for (k, pods) in nodes.iter().enumerate() {
+        let Some(src) = pods.first().copied() else {
+            continue;
+        };
+        let Some(src_ip) = src.primary_ip() else {
+            continue;
+        };
+        let client = party(src, src_ip);
+        // Service ports from this source's offset on, skipping those the policies close
+        // entirely, until enough are taken.
+        let offset = (k * per_source) % services.len().max(1);
+        let mut taken = 0;
+        for sp in services.iter().cycle().skip(offset).take(services.len()) {
+            if taken == per_source {
+                break;
+            }
+            let mut receivers = BTreeSet::new();
+            let mut refused = BTreeSet::new();
+            for ep in &sp.endpoints {
+                match by_ip.get(&ep.ip) {
+                    Some(a) if policies.allows(client, party(a, ep.ip), ep.port, sp.protocol) => {
+                        receivers.insert((a.name.clone(), *ep));
+                    }
+                    _ => {
+                        refused.insert(ep.ip);
+                    }
+                }
+            }
+            if receivers.is_empty() {
+                continue;
+            }
+            taken += 1;
+            flows.push(ProbeFlow {
+                kind: FlowKind::PodToService,
+                from: src.clone(),
+                to: sp.address,
+                to_name: sp.display(),
+                protocol: sp.protocol,
+                receivers,
+                refused,
+            });
+        }
+        // Pods on the next nodes in name order.
+        let peers = size.peers_per_source.min(nodes.len().saturating_sub(1));
+        for step in 1..=peers {
+            let peer = nodes[(k + step) % nodes.len()];
+            let dst = peer.iter().find_map(|a| {
+                let ip = a.primary_ip()?;
+                policies
+                    .allows(client, party(a, ip), POD_PORT, Protocol::Tcp)
+                    .then_some((a, ip))
+            });
+            let Some((dst, ip)) = dst else { continue };
+            let to = SocketV4::new(ip, POD_PORT);
+            flows.push(ProbeFlow {
+                kind: FlowKind::PodToPod,
+                from: src.clone(),
+                to,
+                to_name: dst.name.clone(),
+                protocol: Protocol::Tcp,
+                receivers: BTreeSet::from([(dst.name.clone(), to)]),
+                refused: BTreeSet::new(),
+            });
+        }
+    }
+    flows
+}
+
+/// Whether `flow` works on `topo` (see the module docs); `Err` says why not.
+pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
+    let probe = Probe {
+        from: flow.from.name.clone(),
+        to: flow.to,
+        protocol: flow.protocol,
+        src_port: CLIENT_PORT,
+    };
+    let t = trace(topo, &probe).map_err(|e| e.to_string())?;
+    let mut delivered = false;
+    for p in &t.paths {
+        match (&p.forward.delivered_to, p.forward.received) {
+            (Some(w), Some(received)) => {
+                if !flow.receivers.contains(&(w.clone(), received.dst)) {
+                    return Err(format!(
+                        "delivered to {w} {}, which Kubernetes does not send it to",
+                        received.dst
+                    ));
+                }
+                if !p.works {
+                    return Err(match p.client_sees {
+                        Some(seen) => format!("the client sees the reply from {seen}"),
+                        None => format!(
+                            "the reply does not come back: {}",
+                            p.reply
+                                .as_ref()
+                                .and_then(|r| r.drop_reason.clone())
+                                .unwrap_or_else(|| "delivered elsewhere".into())
+                        ),
+                    });
+                }
+                delivered = true;
+            }
+            _ => {
+                let to_refused = p
+                    .forward
+                    .dropped_packet
+                    .is_some_and(|d| flow.refused.contains(&d.dst.ip));
+                if !to_refused {
+                    return Err(format!(
+                        "dropped: {}",
+                        p.forward
+                            .drop_reason
+                            .as_deref()
+                            .unwrap_or("no reason given")
+                    ));
+                }
+            }
+        }
+    }
+    if delivered {
+        Ok(())
+    } else {
+        Err("delivered nowhere".into())
+    }
+}
+
+/// The live topology of `resources` (rules in evaluation order, as a listing gives them)
+/// with `attachments` plugged in.
+pub fn topology(resources: Vec<Resource>, attachments: &[Attachment]) -> Topology {
+    Topology::new(resources, RuleOrder::Listed, attachments.iter().cloned())
+}
+
+// ---------------------------------------------------------------- accounting
+
+/// One flow's outages so far.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct FlowOutages {
+    /// When the current outage started (the first sample that found the flow not ok).
+    open_since: Option<Duration>,
+    longest: Duration,
+    total: Duration,
+    outages: usize,
+    /// Why the first sample of the latest outage found it not ok.
+    reason: Option<String>,
+}
+
+impl FlowOutages {
+    fn close(&mut self, at: Duration) {
+        if let Some(start) = self.open_since.take() {
+            let d = at.saturating_sub(start);
+            self.longest = self.longest.max(d);
+            self.total += d;
+        }
+    }
+}
+
+/// Per-flow outage accounting over a series of samples, each a timestamp (time since the
+/// probe started) and, per flow, ok or why not.
+#[derive(Clone, Debug, Default)]
+pub struct Interruptions {
+    flows: Vec<FlowOutages>,
+    first: Option<Duration>,
+    last: Option<Duration>,
+    samples: usize,
+    longest_gap: Duration,
+    /// Flows the first sample found not ok.
+    down_at_start: usize,
+}
+
+/// One interrupted flow.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Interrupted {
+    pub flow: String,
+    /// The longest outage and the sum of all, in seconds.
+    pub longest_seconds: f64,
+    pub total_seconds: f64,
+    pub outages: usize,
+    /// Why the first sample of its latest outage found it not ok.
+    pub reason: String,
+}
+
+/// What the probe saw.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProbeReport {
+    pub flows: usize,
+    pub samples: usize,
+    /// From the first sample to the last.
+    pub duration_seconds: f64,
+    /// Mean time between samples, and the longest.
+    pub mean_period_seconds: f64,
+    pub max_period_seconds: f64,
+    /// Flows found not ok at least once.
+    pub interrupted: usize,
+    /// Of those, the flows the first sample already found not ok: broken before whatever
+    /// the probe watched began.
+    pub down_at_start: usize,
+    /// Of the per-flow longest outage, over all flows (uninterrupted ones count 0): the
+    /// maximum and the 99th percentile (nearest rank).
+    pub max_seconds: f64,
+    pub p99_seconds: f64,
+    /// Every interrupted flow, longest outage first.
+    pub interrupted_flows: Vec<Interrupted>,
+}
+
+impl ProbeReport {
+    /// The longest outage of any flow.
+    pub fn max(&self) -> Duration {
+        Duration::from_secs_f64(self.max_seconds)
+    }
+
+    /// The entry of the flow named `name` ([`ProbeFlow::name`]), if it was interrupted.
+    pub fn flow(&self, name: &str) -> Option<&Interrupted> {
+        self.interrupted_flows.iter().find(|f| f.flow == name)
+    }
+
+    /// One line for a log or a table.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} flows, {} samples every {:.0} ms (max {:.0} ms) over {:.1} s: {} interrupted \
+             ({} from the start), max {:.2} s, p99 {:.2} s",
+            self.flows,
+            self.samples,
+            self.mean_period_seconds * 1000.0,
+            self.max_period_seconds * 1000.0,
+            self.duration_seconds,
+            self.interrupted,
+            self.down_at_start,
+            self.max_seconds,
+            self.p99_seconds
+        )
+    }
+}
+
+impl Interruptions {
+    pub fn new(flows: usize) -> Interruptions {
+        Interruptions {
+            flows: vec![FlowOutages::default(); flows],
+            ..Interruptions::default()
+        }
+    }
+
+    /// Records one sample taken at `at` (later than every earlier one): `ok[i]` for flow
+    /// `i`, `Err(why)` when it is not ok. Flows beyond `ok` are taken as not ok.
+    pub fn record(&mut self, at: Duration, ok: &[Result<(), String>]) {
+        if let Some(last) = self.last {
+            self.longest_gap = self.longest_gap.max(at.saturating_sub(last));
+        }
+        if self.first.is_none() {
+            self.first = Some(at);
+            self.down_at_start = (0..self.flows.len())
+                .filter(|i| !matches!(ok.get(*i), Some(Ok(()))))
+                .count();
+        }
+        self.last = Some(at);
+        self.samples += 1;
+        for (i, f) in self.flows.iter_mut().enumerate() {
+            match ok.get(i) {
+                Some(Ok(())) => f.close(at),
+                bad => {
+                    if f.open_since.is_none() {
+                        f.open_since = Some(at);
+                        f.outages += 1;
+                        f.reason = Some(match bad {
+                            Some(Err(why)) => why.clone(),
+                            _ => "not evaluated".into(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// The report; outages still open count up to the last sample. `names[i]` names flow `i`.
+    pub fn report(&self, names: &[String]) -> ProbeReport {
+        let last = self.last.unwrap_or_default();
+        let closed: Vec<FlowOutages> = self
+            .flows
+            .iter()
+            .map(|f| {
+                let mut f = f.clone();
+                f.close(last);
+                f
+            })
+            .collect();
+        let mut longest: Vec<Duration> = closed.iter().map(|f| f.longest).collect();
+        longest.sort();
+        let p99 = match longest.len() {
+            0 => Duration::ZERO,
+            n => longest[(n * 99).div_ceil(100).max(1) - 1],
+        };
+        let mut interrupted: Vec<Interrupted> = closed
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.outages > 0)
+            .map(|(i, f)| Interrupted {
+                flow: names.get(i).cloned().unwrap_or_else(|| format!("flow {i}")),
+                longest_seconds: f.longest.as_secs_f64(),
+                total_seconds: f.total.as_secs_f64(),
+                outages: f.outages,
+                reason: f.reason.clone().unwrap_or_default(),
+            })
+            .collect();
+        interrupted.sort_by(|a, b| {
+            b.longest_seconds
+                .total_cmp(&a.longest_seconds)
+                .then_with(|| a.flow.cmp(&b.flow))
+        });
+        let duration = last.saturating_sub(self.first.unwrap_or_default());
+        ProbeReport {
+            flows: self.flows.len(),
+            samples: self.samples,
+            duration_seconds: duration.as_secs_f64(),
+            mean_period_seconds: if self.samples > 1 {
+                duration.as_secs_f64() / (self.samples - 1) as f64
+            } else {
+                0.0
+            },
+            max_period_seconds: self.longest_gap.as_secs_f64(),
+            interrupted: interrupted.len(),
+            down_at_start: self.down_at_start,
+            max_seconds: longest.last().copied().unwrap_or_default().as_secs_f64(),
+            p99_seconds: p99.as_secs_f64(),
+            interrupted_flows: interrupted,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the running probe
+
+/// Where the probe reads the backend's resources from, at each sample: rules chain by chain
+/// in evaluation order. An error makes that sample count every flow as not ok.
+pub type ResourceSource = Box<dyn FnMut() -> Result<Vec<Resource>, String> + Send>;
+
+/// A probe sampling on its own thread until [`FlowProbe::stop`].
+pub struct FlowProbe {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<ProbeReport>>,
+}
+
+impl FlowProbe {
+    /// Starts sampling `flows` every `period` (or as fast as a sample takes, if longer):
+    /// each sample reads `source` and judges every flow on that topology, with
+    /// `attachments` (the cluster's workloads, `Cluster::attachments`) plugged in.
+    pub fn start(
+        flows: Vec<ProbeFlow>,
+        attachments: Vec<Attachment>,
+        mut source: ResourceSource,
+        period: Duration,
+    ) -> FlowProbe {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let names: Vec<String> = flows.iter().map(ProbeFlow::name).collect();
+            let mut acc = Interruptions::new(flows.len());
+            let started = Instant::now();
+            loop {
+                let at = started.elapsed();
+                let ok: Vec<Result<(), String>> = match source() {
+                    Ok(resources) => {
+                        let topo = topology(resources, &attachments);
+                        flows.iter().map(|f| judge(&topo, f)).collect()
+                    }
+                    Err(e) => vec![Err(format!("cannot read the backend: {e}")); flows.len()],
+                };
+                acc.record(at, &ok);
+                // The last sample is taken after the stop was asked for, so that the
+                // report ends with the state at the stop.
+                if stopped.load(Ordering::SeqCst) {
+                    break;
+                }
+                let next = at + period;
+                while started.elapsed() < next && !stopped.load(Ordering::SeqCst) {
+                    std::thread::sleep((next - started.elapsed()).min(Duration::from_millis(10)));
+                }
+            }
+            acc.report(&names)
+        });
+        FlowProbe {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Takes one last sample and answers the report.
+    pub async fn stop(mut self) -> Result<ProbeReport, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let thread = self.thread.take().ok_or("the probe was already stopped")?;
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|e| format!("cannot wait for the probe: {e}"))?
+            .map_err(|_| "the probe thread panicked".to_string())
+    }
+}
+
+impl Drop for FlowProbe {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn ok() -> Result<(), String> {
+        Ok(())
+    }
+
+    fn bad() -> Result<(), String> {
+        Err("down".into())
+    }
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("f{i}")).collect()
+    }
+
+    #[test]
+    fn outages_run_from_the_first_bad_sample_to_the_next_good_one() {
+        let mut acc = Interruptions::new(3);
+        // f0 always ok; f1 down from 100 to 400 and from 600 to 700; f2 down from 300 on.
+        let f1 = [ok(), bad(), bad(), bad(), ok(), ok(), bad(), ok(), ok()];
+        let f2 = [ok(), ok(), ok(), bad(), bad(), bad(), bad(), bad(), bad()];
+        for (i, (a, b)) in f1.iter().zip(f2.iter()).enumerate() {
+            acc.record(ms(100 * i as u64), &[ok(), a.clone(), b.clone()]);
+        }
+        let r = acc.report(&names(3));
+        assert_eq!(r.flows, 3);
+        assert_eq!(r.samples, 9);
+        assert_eq!(r.interrupted, 2);
+        assert_eq!(r.down_at_start, 0);
+        let f1 = r.flow("f1").unwrap();
+        assert_eq!(f1.outages, 2);
+        assert!((f1.longest_seconds - 0.3).abs() < 1e-9, "{f1:?}");
+        assert!((f1.total_seconds - 0.4).abs() < 1e-9, "{f1:?}");
+        // Still open at the end: counts up to the last sample (800 ms).
+        let f2 = r.flow("f2").unwrap();
+        assert_eq!(f2.outages, 1);
+        assert!((f2.longest_seconds - 0.5).abs() < 1e-9, "{f2:?}");
+        assert_eq!(f2.reason, "down");
+        assert!(r.flow("f0").is_none());
+        assert!((r.max_seconds - 0.5).abs() < 1e-9);
+        // Longest first.
+        assert_eq!(r.interrupted_flows[0].flow, "f2");
+        assert!((r.duration_seconds - 0.8).abs() < 1e-9);
+        assert!((r.mean_period_seconds - 0.1).abs() < 1e-9);
+        assert!((r.max_period_seconds - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn p99_is_the_nearest_rank_over_every_flow() {
+        // 200 flows: 197 never interrupted, three down for 1, 2 and 3 samples.
+        let mut acc = Interruptions::new(200);
+        for t in 0..5u64 {
+            let mut s = vec![ok(); 200];
+            if t == 1 {
+                s[0] = bad();
+            }
+            if (1..=2).contains(&t) {
+                s[1] = bad();
+            }
+            if (1..=3).contains(&t) {
+                s[2] = bad();
+            }
+            acc.record(ms(t * 100), &s);
+        }
+        let r = acc.report(&names(200));
+        assert_eq!(r.interrupted, 3);
+        assert!((r.max_seconds - 0.3).abs() < 1e-9);
+        // Rank ceil(0.99 * 200) = 198 of the sorted longest outages: the 0.1 s one.
+        assert!((r.p99_seconds - 0.1).abs() < 1e-9, "{}", r.p99_seconds);
+        // With 100 flows the p99 rank is the 99th: the second longest.
+        let mut acc = Interruptions::new(100);
+        acc.record(ms(0), &vec![bad(); 100]);
+        let mut s = vec![ok(); 100];
+        s[0] = bad();
+        acc.record(ms(250), &s);
+        acc.record(ms(500), &vec![ok(); 100]);
+        let r = acc.report(&names(100));
+        assert_eq!(r.interrupted, 100);
+        assert_eq!(r.down_at_start, 100);
+        assert!((r.max_seconds - 0.5).abs() < 1e-9);
+        assert!((r.p99_seconds - 0.25).abs() < 1e-9);
+    }
+
+    #[test]
+    fn nothing_down_reports_zero_and_uneven_periods_are_measured() {
+        let mut acc = Interruptions::new(2);
+        for t in [0, 90, 250, 300] {
+            acc.record(ms(t), &[ok(), ok()]);
+        }
+        let r = acc.report(&names(2));
+        assert_eq!(r.interrupted, 0);
+        assert_eq!(r.max_seconds, 0.0);
+        assert_eq!(r.p99_seconds, 0.0);
+        assert!(r.interrupted_flows.is_empty());
+        assert!((r.mean_period_seconds - 0.1).abs() < 1e-9);
+        assert!((r.max_period_seconds - 0.16).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_flow_missing_from_a_sample_counts_as_down() {
+        let mut acc = Interruptions::new(2);
+        acc.record(ms(0), &[ok(), ok()]);
+        acc.record(ms(100), &[ok()]);
+        acc.record(ms(300), &[ok(), ok()]);
+        let r = acc.report(&names(2));
+        let f1 = r.flow("f1").unwrap();
+        assert!((f1.longest_seconds - 0.2).abs() < 1e-9);
+        assert_eq!(f1.reason, "not evaluated");
+    }
+
+    // ------------------------------------------------------------ selection and judgement
+
+    use crate::scenario::{Scale, Scenario};
+    use k8s_openapi::api::core::v1::PodStatus;
+    use midonet_translators::policy::PolicyCluster;
+    use midonet_translators::TranslatorConfig;
+
+    /// Three nodes, six pods (pod `i` on node `i mod 3`, in namespace `i mod 4`), two
+    /// Services with two endpoints each (Service `i`: pods `2i`, `2i + 1`), translated by
+    /// the pure translators; `policies` of the scenario's NetworkPolicies.
+    fn small(policies: usize) -> (Cluster, Vec<Resource>) {
+        let scale = Scale {
+            nodes: 3,
+            pods: 6,
+            services: 2,
+            endpoints_per_service: 2,
+            namespaces: 4,
+        };
+        let sc = Scenario::new("p", scale);
+        let nodes: Vec<_> = (0..3).map(|i| sc.node(i)).collect();
+        let pods: Vec<Pod> = (0..6)
+            .map(|i| {
+                let mut p = sc.pod(i);
+                p.status = Some(PodStatus {
+                    phase: Some("Running".into()),
+                    pod_ip: Some(sc.pod_ip(i).to_string()),
+                    ..PodStatus::default()
+                });
+                p
+            })
+            .collect();
+        let services: Vec<_> = (0..2)
+            .map(|i| {
+                let mut s = sc.service(i);
+                if let Some(spec) = s.spec.as_mut() {
+                    spec.cluster_ip = Some(format!("10.96.0.{}", 10 + i));
+                }
+                s
+            })
+            .collect();
+        let endpoints: Vec<_> = (0..2).map(|i| sc.endpoints(i)).collect();
+        let namespaces: Vec<_> = (0..4).map(|i| sc.namespace_object(i)).collect();
+        let nps: Vec<_> = (0..policies).map(|i| sc.network_policy(i)).collect();
+        let cfg = TranslatorConfig::default();
+        let mut trs = midonet_translators::global(&cfg);
+        for n in &nodes {
+            trs.extend(midonet_translators::node(&cfg, n).translations);
+        }
+        for (i, p) in pods.iter().enumerate() {
+            trs.extend(midonet_translators::pod(&cfg, p, Some(&nodes[i % 3])).translations);
+        }
+        for (s, e) in services.iter().zip(&endpoints) {
+            trs.extend(midonet_translators::service(&cfg, s).translations);
+            trs.extend(midonet_translators::endpoints(&cfg, e, Some(s)).translations);
+        }
+        let view = PolicyCluster::new(&namespaces, &pods);
+        for np in &nps {
+            trs.extend(midonet_translators::network_policy(&cfg, np, &view).translations);
+        }
+        let resources = trs
+            .iter()
+            .flat_map(|t| t.resources.iter())
+            .map(|e| Resource::from_entry(e).unwrap())
+            .collect();
+        let cluster = Cluster {
+            nodes,
+            pods,
+            services,
+            endpoints,
+            namespaces,
+            network_policies: nps,
+            endpoint_slices: None,
+        };
+        (cluster, resources)
+    }
+
+    fn pushed(cluster: &Cluster, resources: Vec<Resource>) -> Topology {
+        let topo = Topology::new(resources, RuleOrder::Pushed, cluster.attachments());
+        assert!(topo.problems().is_empty(), "{:?}", topo.problems());
+        topo
+    }
+
+    const SIZE: SampleSize = SampleSize {
+        services_per_source: 1,
+        peers_per_source: 2,
+    };
+
+    #[test]
+    fn one_source_per_node_calls_services_and_the_pods_of_other_nodes() {
+        let (cluster, _) = small(0);
+        let got: Vec<String> = select_flows(&cluster, SIZE)
+            .iter()
+            .map(ProbeFlow::name)
+            .collect();
+        // Sources: the first pod by name on each node. node-0: pod-0 (p-0) and pod-3
+        // (p-3); node-1: pod-1 (p-1) and pod-4 (p-0); node-2: pod-2 (p-2) and pod-5 (p-1).
+        // Pod addresses: node n's CIDR 10.200.n.0/24 from .10 on. Service ports sorted
+        // by name: p-0/svc-0, p-1/svc-1; each source starts one further.
+        let want = [
+            "pod/p-0/pod-0 -> svc/p-0/svc-0:80 (http) 10.96.0.10:80 tcp",
+            "pod/p-0/pod-0 -> pod/p-0/pod-4 10.200.1.11:8080 tcp",
+            "pod/p-0/pod-0 -> pod/p-1/pod-5 10.200.2.11:8080 tcp",
+            "pod/p-0/pod-4 -> svc/p-1/svc-1:80 (http) 10.96.0.11:80 tcp",
+            "pod/p-0/pod-4 -> pod/p-1/pod-5 10.200.2.11:8080 tcp",
+            "pod/p-0/pod-4 -> pod/p-0/pod-0 10.200.0.10:8080 tcp",
+            "pod/p-1/pod-5 -> svc/p-0/svc-0:80 (http) 10.96.0.10:80 tcp",
+            "pod/p-1/pod-5 -> pod/p-0/pod-0 10.200.0.10:8080 tcp",
+            "pod/p-1/pod-5 -> pod/p-0/pod-4 10.200.1.11:8080 tcp",
+        ];
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn every_selected_flow_works_on_the_translated_network() {
+        let (cluster, resources) = small(0);
+        let topo = pushed(&cluster, resources);
+        for f in select_flows(
+            &cluster,
+            SampleSize {
+                services_per_source: 10,
+                peers_per_source: 10,
+            },
+        ) {
+            assert_eq!(judge(&topo, &f), Ok(()), "{}", f.name());
+        }
+    }
+
+    #[test]
+    fn an_unbound_source_or_a_missing_service_jump_fails_exactly_its_flows() {
+        let (cluster, resources) = small(0);
+        let flows = select_flows(&cluster, SIZE);
+        // The port of pod-4 unbound: its flows fail, and so do the flows to it (nothing
+        // behind its port any more).
+        let unbound: Vec<Resource> = resources
+            .iter()
+            .filter(|r| {
+                !matches!(r, Resource::HostInterfacePort(b)
+                    if b.interface_name.as_deref()
+                        == Some(midonet_translators::naming::pod_interface_name("p-0/pod-4").as_str()))
+            })
+            .cloned()
+            .collect();
+        assert_eq!(unbound.len() + 1, resources.len());
+        let topo = pushed(&cluster, unbound);
+        let failed: Vec<String> = flows
+            .iter()
+            .filter(|f| judge(&topo, f).is_err())
+            .map(ProbeFlow::name)
+            .collect();
+        assert_eq!(
+            failed,
+            [
+                "pod/p-0/pod-0 -> pod/p-0/pod-4 10.200.1.11:8080 tcp",
+                "pod/p-0/pod-4 -> svc/p-1/svc-1:80 (http) 10.96.0.11:80 tcp",
+                "pod/p-0/pod-4 -> pod/p-1/pod-5 10.200.2.11:8080 tcp",
+                "pod/p-0/pod-4 -> pod/p-0/pod-0 10.200.0.10:8080 tcp",
+                "pod/p-1/pod-5 -> pod/p-0/pod-4 10.200.1.11:8080 tcp",
+            ]
+        );
+        let why = judge(&topo, &flows[3]).unwrap_err();
+        assert!(why.contains("not bound"), "{why}");
+
+        // svc-0's jump from KUBE-SERVICES gone: exactly the flows to svc-0 fail.
+        let cfg = TranslatorConfig::default();
+        let chain = midonet_translators::service::service_port_chain_id(
+            &cfg,
+            &midonet_translators::service::service_port_key("p-0", "svc-0", "http"),
+        );
+        let unjumped: Vec<Resource> = resources
+            .iter()
+            .filter(|r| !matches!(r, Resource::Rule(rule) if rule.jump_chain_id == Some(chain)))
+            .cloned()
+            .collect();
+        assert_eq!(unjumped.len() + 1, resources.len());
+        let topo = pushed(&cluster, unjumped);
+        let failed: Vec<String> = flows
+            .iter()
+            .filter(|f| judge(&topo, f).is_err())
+            .map(ProbeFlow::name)
+            .collect();
+        assert_eq!(
+            failed,
+            [
+                "pod/p-0/pod-0 -> svc/p-0/svc-0:80 (http) 10.96.0.10:80 tcp",
+                "pod/p-1/pod-5 -> svc/p-0/svc-0:80 (http) 10.96.0.10:80 tcp",
+            ]
+        );
+    }
+
+    #[test]
+    fn with_policies_only_what_they_admit_is_sampled_and_refused_paths_do_not_count() {
+        // Policies 0 and 1: the pods of namespace p-0 admit TCP 8080 from namespace p-1
+        // only, those of p-1 from p-2 only. p-2 and p-3 are not isolated.
+        let (cluster, resources) = small(2);
+        let flows = select_flows(&cluster, SIZE);
+        let got: Vec<String> = flows.iter().map(ProbeFlow::name).collect();
+        // pod-0 (p-0): svc-0's endpoints are pod-0 (p-0, refused) and pod-1 (p-1, refused):
+        // svc-1 (pod-2 in p-2 admitted, pod-3 in p-3 admitted) instead. On node-1, pod-4
+        // (p-0) and pod-1 (p-1) are refused (no flow to node-1); on node-2, pod-2 (p-2) is
+        // the first admitted. pod-4 (p-0): svc-1 as its own turn; node-2's pod-2; node-0's
+        // pod-3 (p-3), pod-0 being refused.
+        // pod-5 (p-1): svc-0's pod-0 (p-0 admits p-1): sampled, pod-1 refused; node-0's
+        // pod-0; node-1's pod-4 (p-0).
+        let want = [
+            "pod/p-0/pod-0 -> svc/p-1/svc-1:80 (http) 10.96.0.11:80 tcp",
+            "pod/p-0/pod-0 -> pod/p-2/pod-2 10.200.2.10:8080 tcp",
+            "pod/p-0/pod-4 -> svc/p-1/svc-1:80 (http) 10.96.0.11:80 tcp",
+            "pod/p-0/pod-4 -> pod/p-2/pod-2 10.200.2.10:8080 tcp",
+            "pod/p-0/pod-4 -> pod/p-3/pod-3 10.200.0.11:8080 tcp",
+            "pod/p-1/pod-5 -> svc/p-0/svc-0:80 (http) 10.96.0.10:80 tcp",
+            "pod/p-1/pod-5 -> pod/p-0/pod-0 10.200.0.10:8080 tcp",
+            "pod/p-1/pod-5 -> pod/p-0/pod-4 10.200.1.11:8080 tcp",
+        ];
+        assert_eq!(got, want);
+        let svc0 = &flows[5];
+        assert_eq!(
+            svc0.refused,
+            BTreeSet::from(["10.200.1.10".parse::<Ipv4Addr>().unwrap()])
+        );
+        let topo = pushed(&cluster, resources);
+        for f in &flows {
+            assert_eq!(judge(&topo, f), Ok(()), "{}", f.name());
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! The flow probe (`netcheck::probe`) on the real parts: it must report a flow interrupted
+//! for as long as its pod's port is unbound behind the controllers' back, every other flow
+//! uninterrupted, and nothing at all while nothing changes. And (ignored, run by hand) the
+//! sample period it reaches on a backend of scale S.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
+use midonet_dataplane::Cluster;
+use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
+use midonet_kube_controllers::netcheck::probe::{
+    judge, select_flows, topology, FlowProbe, SampleSize,
+};
+use midonet_kube_controllers::scenario::{Scale, Scenario};
+use midonet_translators::policy::PolicyCluster;
+use midonet_translators::{Resource, TranslatorConfig};
+
+/// Scale S's objects as the controllers see them once the apiserver and the kubelets have
+/// done their part (cluster IPs from 10.96.0.0/16, pod addresses), and every backend
+/// resource the pure translators make of them, Translation by Translation in an order
+/// whose referents come first.
+fn scale_s(policies: usize) -> (Scenario, Cluster, Vec<Vec<Resource>>) {
+    let sc = Scenario::new("bench", Scale::S);
+    let s = sc.scale;
+    let nodes: Vec<Node> = (0..s.nodes).map(|i| sc.node(i)).collect();
+    let pods: Vec<Pod> = (0..s.pods)
+        .map(|i| {
+            let mut p = sc.pod(i);
+            p.status = Some(PodStatus {
+                phase: Some("Running".into()),
+                pod_ip: Some(sc.pod_ip(i).to_string()),
+                ..PodStatus::default()
+            });
+            p
+        })
+        .collect();
+    let services: Vec<_> = (0..s.services)
+        .map(|i| {
+            let mut svc = sc.service(i);
+            if let Some(spec) = svc.spec.as_mut() {
+                spec.cluster_ip = Some(format!("10.96.{}.{}", 1 + i / 250, 1 + i % 250));
+            }
+            svc
+        })
+        .collect();
+    let endpoints: Vec<_> = (0..s.services).map(|i| sc.endpoints(i)).collect();
+    let namespaces: Vec<_> = (0..s.namespaces).map(|i| sc.namespace_object(i)).collect();
+    let nps: Vec<_> = (0..policies).map(|i| sc.network_policy(i)).collect();
+    let cfg = TranslatorConfig::default();
+    let by_name: BTreeMap<String, &Node> = nodes
+        .iter()
+        .map(|n| (n.metadata.name.clone().unwrap(), n))
+        .collect();
+    let mut trs = midonet_translators::global(&cfg);
+    for n in &nodes {
+        trs.extend(midonet_translators::node(&cfg, n).translations);
+    }
+    for p in &pods {
+        let node = by_name[p.spec.as_ref().unwrap().node_name.as_ref().unwrap()];
+        trs.extend(midonet_translators::pod(&cfg, p, Some(node)).translations);
+    }
+    for (svc, ep) in services.iter().zip(&endpoints) {
+        trs.extend(midonet_translators::service(&cfg, svc).translations);
+        trs.extend(midonet_translators::endpoints(&cfg, ep, Some(svc)).translations);
+    }
+    let view = PolicyCluster::new(&namespaces, &pods);
+    for np in &nps {
+        trs.extend(midonet_translators::network_policy(&cfg, np, &view).translations);
+    }
+    let resources = trs
+        .iter()
+        .map(|t| {
+            t.resources
+                .iter()
+                .map(|e| Resource::from_entry(e).unwrap())
+                .collect()
+        })
+        .collect();
+    let cluster = Cluster {
+        nodes,
+        pods,
+        services,
+        endpoints,
+        namespaces,
+        network_policies: nps,
+        endpoint_slices: None,
+    };
+    (sc, cluster, resources)
+}
+
+/// How fast the probe samples a backend of scale S (50 nodes, 2,000 pods, 300 Services,
+/// 200 NetworkPolicies) held by the in-process simulator, with the benchmark's sample, and
+/// what reading it over the admin API would cost instead. A measurement, printed; it
+/// fails only if the probe cannot keep a 250 ms period. Run with `--release --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn sample_period_at_scale_s() {
+    let (sc, cluster, translations) = scale_s(200);
+    let hosts: Vec<(&str, uuid::Uuid)> = sc.hosts.iter().map(|(n, id)| (n.as_str(), *id)).collect();
+    let (sim, admin) = support::stack::start_sim(&hosts).await;
+    let backend = BackendClient::new(
+        BackendConfig {
+            url: sim.api_url(),
+            ..BackendConfig::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let n: usize = translations.iter().map(Vec::len).sum();
+    // In order: a node's host joins the tunnel zone before its ports are bound.
+    for r in translations.iter().flatten() {
+        backend.apply(r).await.unwrap();
+    }
+    eprintln!(
+        "pushed {n} resources in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let reader = sim.reader();
+    let attachments = cluster.attachments();
+    let size = SampleSize {
+        services_per_source: 10,
+        peers_per_source: 4,
+    };
+    let flows = select_flows(&cluster, size);
+    // Each part of one sample, five times.
+    for _ in 0..5 {
+        let t = Instant::now();
+        let dump = reader.dump();
+        let t_dump = t.elapsed();
+        let resources = dump.typed_resources().unwrap();
+        let t_typed = t.elapsed();
+        let count = resources.len();
+        let topo = topology(resources, &attachments);
+        let t_topo = t.elapsed();
+        let bad = flows.iter().filter(|f| judge(&topo, f).is_err()).count();
+        let t_judge = t.elapsed();
+        eprintln!(
+            "{count} resources: dump {:.1} ms, typed {:.1} ms, topology {:.1} ms, {} flows judged \
+             ({bad} not ok) {:.1} ms; total {:.1} ms",
+            t_dump.as_secs_f64() * 1e3,
+            (t_typed - t_dump).as_secs_f64() * 1e3,
+            (t_topo - t_typed).as_secs_f64() * 1e3,
+            flows.len(),
+            (t_judge - t_topo).as_secs_f64() * 1e3,
+            t_judge.as_secs_f64() * 1e3,
+        );
+        assert_eq!(bad, 0);
+    }
+    let t = Instant::now();
+    let over_http = admin.state().await.unwrap();
+    let typed = over_http.typed_resources().unwrap();
+    eprintln!(
+        "the same over the admin API: {} resources in {:.1} ms",
+        typed.len(),
+        t.elapsed().as_secs_f64() * 1e3
+    );
+
+    let probe = FlowProbe::start(
+        flows,
+        attachments,
+        Box::new(move || reader.resources()),
+        Duration::from_millis(100),
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let report = probe.stop().await.unwrap();
+    eprintln!("probe at scale S: {}", report.summary());
+    assert_eq!(report.interrupted, 0, "{:?}", report.interrupted_flows);
+    assert!(report.mean_period_seconds < 0.25, "{}", report.summary());
+}
+
+/// Two nodes, two pods on each; Service `web` on p2 (node a) and p4 (node b), Service `api`
+/// on p4. The probe's sources are the first pod by name on each node, p1 and p3; each calls
+/// both Services and the first pod of the other node. Nothing changes for two seconds:
+/// nothing is interrupted. Then p3's port is unbound for two seconds behind the
+/// controllers' back and bound again: every flow from or to p3, and only those, is
+/// interrupted once, for about two seconds.
+#[tokio::test]
+async fn the_probe_sees_exactly_the_flows_an_unbound_port_interrupts_and_for_how_long() {
+    use k8s_openapi::api::core::v1::{Endpoints, Service};
+    use kube::api::{Api, PostParams};
+    use support::objects::{endpoints, node_at, pod, service, set_pod_ip, wait_host_ids};
+    use support::stack::{start_sim, wait_converged, Controllers};
+    use support::*;
+
+    let client = admin_client().await;
+    let (host_a, host_b) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let (sim, admin) = start_sim(&[("pr-node-a", host_a), ("pr-node-b", host_b)]).await;
+    // Drift repair must not bind the port again before the test does.
+    let controllers = Controllers::start(
+        &control_plane().kubeconfig,
+        &sim,
+        &["--verify-period", "1h"],
+    )
+    .await;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    for n in [
+        node_at("pr-node-a", "10.244.1.0/24", "192.168.0.11"),
+        node_at("pr-node-b", "10.244.2.0/24", "192.168.0.12"),
+    ] {
+        nodes.create(&PostParams::default(), &n).await.unwrap();
+    }
+    wait_host_ids(&nodes, &[("pr-node-a", host_a), ("pr-node-b", host_b)]).await;
+    let ns = unique_namespace(&client, "probe").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for (name, node, ip, mac) in [
+        ("p1", "pr-node-a", "10.244.1.10", Some("0a:00:00:00:01:0a")),
+        ("p2", "pr-node-a", "10.244.1.11", None),
+        ("p3", "pr-node-b", "10.244.2.10", Some("0a:00:00:00:02:0a")),
+        ("p4", "pr-node-b", "10.244.2.11", None),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, node, mac))
+            .await
+            .unwrap();
+        set_pod_ip(&pods, name, ip).await;
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+    for (name, ips) in [
+        ("web", &["10.244.1.11", "10.244.2.11"][..]),
+        ("api", &["10.244.2.11"][..]),
+    ] {
+        services
+            .create(&PostParams::default(), &service(name))
+            .await
+            .unwrap();
+        eps.create(&PostParams::default(), &endpoints(name, ips))
+            .await
+            .unwrap();
+    }
+    wait_converged(&client, &admin, "probe cluster").await;
+    let ip_of = |name: &str| {
+        let services = services.clone();
+        let name = name.to_string();
+        async move {
+            services
+                .get(&name)
+                .await
+                .unwrap()
+                .spec
+                .and_then(|s| s.cluster_ip)
+                .unwrap()
+        }
+    };
+    let (web, api) = (ip_of("web").await, ip_of("api").await);
+
+    // Written by hand from the objects above. The apiserver's own Service has no
+    // endpoint a workload owns: not sampled.
+    let from = |p: &str| format!("pod/{ns}/{p}");
+    let to_svc = |s: &str, ip: &str| format!("svc/{ns}/{s}:80 (http) {ip}:80 tcp");
+    let (p1_web, p1_api, p1_p3) = (
+        format!("{} -> {}", from("p1"), to_svc("web", &web)),
+        format!("{} -> {}", from("p1"), to_svc("api", &api)),
+        format!("{} -> {} 10.244.2.10:8080 tcp", from("p1"), from("p3")),
+    );
+    let (p3_web, p3_api, p3_p1) = (
+        format!("{} -> {}", from("p3"), to_svc("web", &web)),
+        format!("{} -> {}", from("p3"), to_svc("api", &api)),
+        format!("{} -> {} 10.244.1.10:8080 tcp", from("p3"), from("p1")),
+    );
+    let mut want = vec![
+        p1_web.clone(),
+        p1_api.clone(),
+        p1_p3.clone(),
+        p3_web.clone(),
+        p3_api.clone(),
+        p3_p1.clone(),
+    ];
+    want.sort();
+
+    // Nothing changes: nothing is interrupted.
+    let period = Duration::from_millis(50);
+    let probe = support::probe::start(&sim, support::probe::EVERY_FLOW, period).await;
+    let mut got = probe.names();
+    got.sort();
+    assert_eq!(got, want);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let quiet = probe.stop().await;
+    assert_eq!(quiet.flows, 6);
+    assert!(quiet.samples >= 10, "{}", quiet.summary());
+    assert_eq!(quiet.interrupted, 0, "{:?}", quiet.interrupted_flows);
+    assert_eq!(quiet.max_seconds, 0.0);
+
+    // p3's port unbound for two seconds.
+    let iface = midonet_translators::naming::pod_interface_name(&format!("{ns}/p3"));
+    let binding = sim
+        .reader()
+        .resources()
+        .unwrap()
+        .into_iter()
+        .find(|r| {
+            matches!(r, Resource::HostInterfacePort(b) if b.interface_name.as_deref() == Some(iface.as_str()))
+        })
+        .expect("p3's port is bound");
+    let backend = BackendClient::new(
+        BackendConfig {
+            url: sim.api_url(),
+            ..BackendConfig::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap();
+    let hold = Duration::from_secs(2);
+    let probe = support::probe::start(&sim, support::probe::EVERY_FLOW, period).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    backend.delete(&binding).await.unwrap();
+    tokio::time::sleep(hold).await;
+    backend.apply(&binding).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let broken = probe.stop().await;
+    assert_eq!(broken.flows, 6);
+    let mut interrupted: Vec<&str> = broken
+        .interrupted_flows
+        .iter()
+        .map(|f| f.flow.as_str())
+        .collect();
+    interrupted.sort();
+    let mut want_interrupted = vec![
+        p1_p3.as_str(),
+        p3_web.as_str(),
+        p3_api.as_str(),
+        p3_p1.as_str(),
+    ];
+    want_interrupted.sort();
+    assert_eq!(interrupted, want_interrupted, "{}", broken.summary());
+    for f in &broken.interrupted_flows {
+        assert_eq!(f.outages, 1, "{f:?}");
+        // The outage as sampled is within a sample period (and the scheduling of this
+        // test) of the time the port was unbound.
+        let off = (f.longest_seconds - hold.as_secs_f64()).abs();
+        assert!(
+            off < 0.3,
+            "{f:?}: {off:.2} s off the {hold:?} the port was unbound"
+        );
+    }
+    assert!((broken.max_seconds - hold.as_secs_f64()).abs() < 0.3);
+    let source_gone = broken.flow(&p3_web).unwrap();
+    assert!(source_gone.reason.contains("not bound"), "{source_gone:?}");
+    // p1's calls to the Services reach p2 and p4, which stayed bound.
+    assert!(broken.flow(&p1_web).is_none() && broken.flow(&p1_api).is_none());
+    support::probe::assert_interrupted_at_most(&broken, hold + Duration::from_millis(300));
+
+    controllers.stop().await;
+}
