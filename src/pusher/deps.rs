@@ -628,6 +628,15 @@ impl Dependencies {
             .collect()
     }
 
+    /// Every Translation binding `interface`, with the path of each one's binding.
+    pub fn binders(&self, interface: &Interface) -> Vec<(Key, String)> {
+        self.lock()
+            .binders
+            .get(interface)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The other Translations binding `interface`, with the path of each one's binding.
     pub fn other_binders(&self, key: &Key, interface: &Interface) -> Vec<(Key, String)> {
         self.lock()

@@ -450,10 +450,57 @@ async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
                         .map(|t| ObjectRef::from_obj(&**t)),
                 );
             }
-            rollout::Phase::Retiring => retire(&store, &ctx, &mut asked).await,
+            rollout::Phase::Retiring if cut_back(&store, &ctx) == 0 => {
+                retire(&store, &ctx, &mut asked).await
+            }
             _ => {}
         }
     }
+}
+
+/// Before the old versions go: an interface an old Translation still holds (it took the
+/// binding in a bump to its version that was then given up, a rollback) while a current
+/// Translation binds it too is taken back by the current one first, or deleting the old
+/// port would leave the pod unplugged until the current binding is pushed again. Marks
+/// those current bindings missing (their push deletes the old binding and creates theirs)
+/// and answers how many interfaces are still held.
+fn cut_back(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> usize {
+    let mut held = 0;
+    for old in store.state() {
+        if !ctx.rollout.is_old(&old) || old.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let key = ObjectRef::from_obj(&*old);
+        let pushed = ctx.recorded_status(&old).pushed;
+        for interface in ctx.deps.interfaces_of(&key) {
+            let binders = ctx.deps.binders(&interface);
+            let holds = binders
+                .iter()
+                .any(|(k, path)| *k == key && pushed.iter().any(|p| &p.path == path));
+            if !holds {
+                continue;
+            }
+            let current: Vec<(ObjectRef<Translation>, String)> = binders
+                .into_iter()
+                .filter(|(k, _)| store.get(k).is_some_and(|t| !ctx.rollout.is_old(&t)))
+                .collect();
+            if current.is_empty() {
+                continue;
+            }
+            held += 1;
+            for (k, path) in current {
+                if let Some(uid) = store.get(&k).and_then(|t| t.uid()) {
+                    ctx.tracker.mark_missing(
+                        &uid,
+                        std::iter::once(path).collect(),
+                        tracked::Cause::Cascade,
+                    );
+                    ctx.wake([k]);
+                }
+            }
+        }
+    }
+    held
 }
 
 /// Deletes the old versions' Translations, parents first: a Translation once none of the

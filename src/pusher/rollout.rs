@@ -27,7 +27,7 @@ use std::sync::Mutex;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
-use midonet_translators::meta::VERSION_LABEL;
+use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
 
 use super::status::{ready_condition, ReadyReason};
 use crate::crd::Translation;
@@ -88,6 +88,9 @@ pub enum Settled {
 pub struct Member {
     /// `None`: no version label (written by hand, or by the original controller).
     pub version: Option<String>,
+    /// The object it was translated from (the owner-uid label; `global` for the global
+    /// Translations), `None` for others.
+    pub owner: Option<String>,
     pub deleting: bool,
     pub settled: Settled,
 }
@@ -112,8 +115,14 @@ impl Member {
                 _ => Settled::No,
             }
         };
+        let owner = tr.labels().get(OWNER_UID_LABEL).cloned().or_else(|| {
+            tr.labels()
+                .contains_key(GLOBAL_LABEL)
+                .then(|| "global".to_string())
+        });
         Member {
             version: tr.labels().get(VERSION_LABEL).cloned(),
+            owner,
             deleting: tr.metadata.deletion_timestamp.is_some(),
             settled,
         }
@@ -124,6 +133,17 @@ impl Member {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Census {
     counts: HashMap<(Option<String>, bool, Settled), usize>,
+    /// Live (not deleting) Translations by owner and version.
+    owners: HashMap<(String, String), usize>,
+}
+
+fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
+    if let Some(n) = map.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&key);
+        }
+    }
 }
 
 impl Census {
@@ -132,16 +152,37 @@ impl Census {
             .counts
             .entry((m.version.clone(), m.deleting, m.settled))
             .or_default() += 1;
+        if let (Some(owner), Some(version), false) = (&m.owner, &m.version, m.deleting) {
+            *self
+                .owners
+                .entry((owner.clone(), version.clone()))
+                .or_default() += 1;
+        }
     }
 
     pub fn remove(&mut self, m: &Member) {
-        let key = (m.version.clone(), m.deleting, m.settled);
-        if let Some(n) = self.counts.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                self.counts.remove(&key);
-            }
+        decrement(&mut self.counts, (m.version.clone(), m.deleting, m.settled));
+        if let (Some(owner), Some(version), false) = (&m.owner, &m.version, m.deleting) {
+            decrement(&mut self.owners, (owner.clone(), version.clone()));
         }
+    }
+
+    /// Owners with a live Translation of another version but none of `current`: the
+    /// translators have not written their new Translations yet.
+    fn owners_not_translated(&self, current: &str) -> usize {
+        let translated: std::collections::HashSet<&str> = self
+            .owners
+            .keys()
+            .filter(|(_, v)| v == current)
+            .map(|(o, _)| o.as_str())
+            .collect();
+        let waiting: std::collections::HashSet<&str> = self
+            .owners
+            .keys()
+            .filter(|(o, v)| v != current && !translated.contains(o.as_str()))
+            .map(|(o, _)| o.as_str())
+            .collect();
+        waiting.len()
     }
 }
 
@@ -159,6 +200,8 @@ pub struct Progress {
     /// The old versions' Translations, and how many are being deleted.
     pub old_total: usize,
     pub old_deleting: usize,
+    /// Objects with old Translations and no new one yet (see [`Census`]).
+    pub owners_not_translated: usize,
 }
 
 /// Decides the phase from the census. `reached` is the phase reached before in this bump:
@@ -172,6 +215,7 @@ pub fn assess(current: &str, census: &Census, reached: Phase) -> Progress {
         awaiting_cutover: 0,
         old_total: 0,
         old_deleting: 0,
+        owners_not_translated: census.owners_not_translated(current),
     };
     for ((version, deleting, settled), n) in &census.counts {
         let n = *n;
@@ -198,11 +242,14 @@ pub fn assess(current: &str, census: &Census, reached: Phase) -> Progress {
             }
         }
     }
+    // Complete: every object with old Translations has new ones (the translators got to
+    // it: right after a restart they may not have yet), and those are pushed.
+    let built = p.new_unsettled == 0 && p.owners_not_translated == 0;
     p.phase = if p.old_total == 0 {
         Phase::Steady
-    } else if p.awaiting_cutover == 0 && p.new_unsettled == 0 {
+    } else if p.awaiting_cutover == 0 && built {
         Phase::Retiring
-    } else if p.new_unsettled == 0 || reached.cut_over() {
+    } else if built || reached.cut_over() {
         Phase::CuttingOver
     } else {
         Phase::Building
@@ -305,11 +352,12 @@ impl State {
 pub fn describe(p: &Progress) -> String {
     let old: Vec<&str> = p.old_versions.iter().map(String::as_str).collect();
     format!(
-        "phase {}: new version {} of {} pushed, {} awaiting the cutover; old version(s) {:?}: {} Translations, {} being deleted",
+        "phase {}: new version {} of {} pushed, {} awaiting the cutover, {} objects not translated yet; old version(s) {:?}: {} Translations, {} being deleted",
         p.phase.as_str(),
         p.new_total - p.new_unsettled - p.awaiting_cutover,
         p.new_total,
         p.awaiting_cutover,
+        p.owners_not_translated,
         old,
         p.old_total,
         p.old_deleting
@@ -324,6 +372,7 @@ pub fn counts(p: &Progress) -> BTreeMap<&'static str, usize> {
         ("awaiting_cutover", p.awaiting_cutover),
         ("old_total", p.old_total),
         ("old_deleting", p.old_deleting),
+        ("owners_not_translated", p.owners_not_translated),
     ])
 }
 
@@ -337,6 +386,7 @@ mod tests {
             for _ in 0..*n {
                 c.add(&Member {
                     version: version.map(String::from),
+                    owner: None,
                     deleting: *deleting,
                     settled: *settled,
                 });
@@ -427,9 +477,32 @@ mod tests {
     }
 
     #[test]
+    fn nothing_retires_before_every_object_has_its_new_translations() {
+        let member = |owner: &str, version: &str| Member {
+            version: Some(version.into()),
+            owner: Some(owner.into()),
+            deleting: false,
+            settled: Settled::Ready,
+        };
+        // Right after a restart at version 2: only version 1 is there.
+        let mut c = Census::default();
+        c.add(&member("pod-a", "1"));
+        c.add(&member("pod-b", "1"));
+        let p = assess("2", &c, Phase::Steady);
+        assert_eq!((p.phase, p.owners_not_translated), (Phase::Building, 2));
+        // One object translated and pushed: the other still holds the bump back.
+        c.add(&member("pod-a", "2"));
+        let p = assess("2", &c, Phase::Building);
+        assert_eq!((p.phase, p.owners_not_translated), (Phase::Building, 1));
+        c.add(&member("pod-b", "2"));
+        assert_eq!(assess("2", &c, Phase::Building).phase, Phase::Retiring);
+    }
+
+    #[test]
     fn the_census_forgets_what_it_removes() {
         let m = Member {
             version: Some("1".into()),
+            owner: Some("pod-uid".into()),
             deleting: false,
             settled: Settled::No,
         };

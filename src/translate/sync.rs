@@ -200,8 +200,10 @@ pub trait View {
 
 /// Decides how to make the Translations of one owner exactly `desired` (built with
 /// [`build`]), given the ones it owns now (`owned`, inherited ones included), without I/O.
-/// Another Translation version's are left alone: a version bump keeps them until the new
-/// version has taken over, and then the pusher deletes them (see `pusher::rollout`).
+/// Another Translation version's are left alone while the owner has Translations of this
+/// one: a version bump keeps them until the new version has taken over, and then the
+/// pusher deletes them (see `pusher::rollout`). An owner with none in this version (a pod
+/// that has finished, say) has nothing to hand over to: its old ones go at once.
 pub fn plan_sync(
     view: &impl View,
     version: &str,
@@ -210,6 +212,7 @@ pub fn plan_sync(
     now: k8s_openapi::jiff::Timestamp,
 ) -> SyncPlan {
     let mut plan = SyncPlan::default();
+    let hand_over = !desired.is_empty();
     let key_of = |tr: &Translation| (tr.namespace().unwrap_or_default(), tr.name_any());
     let wanted: HashSet<(String, String)> = desired.iter().map(key_of).collect();
     // The wanted Translations' versions, and the objects as cached (None: not yet), for
@@ -260,7 +263,7 @@ pub fn plan_sync(
         if cached.metadata.deletion_timestamp.is_some() {
             continue;
         }
-        if version_of(&cached).is_some_and(|v| v != version) {
+        if hand_over && version_of(&cached).is_some_and(|v| v != version) {
             continue;
         }
         if keep_for_handover(&cached, &replacements, now) {
@@ -616,6 +619,15 @@ mod tests {
         );
         assert_eq!(plan.writes.len(), 1);
         assert!(plan.deletes.is_empty(), "{:?}", plan.deletes);
+        // An owner with nothing in the new version hands nothing over.
+        let plan = plan_sync(
+            &view,
+            "2",
+            vec![],
+            [key("pod.1.a")].into(),
+            Timestamp::now(),
+        );
+        assert_eq!(plan.deletes.len(), 1);
         // Unlabelled ones (written by hand, by the original controller) are pruned.
         let mut legacy = (*cached_as(&old, "u-legacy")).clone();
         legacy.metadata.labels = None;

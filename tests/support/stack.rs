@@ -240,7 +240,24 @@ pub async fn expected_from_cluster(client: &Client) -> Expected {
         ),
         EndpointsSource::Endpoints => None,
     };
-    let cfg = TranslatorConfig::default();
+    // The version the controllers run at: the one the Translations carry (exactness
+    // needs a single one; a bump in progress is not exact whichever is taken).
+    let versions: BTreeSet<String> = Api::<Translation>::all(client.clone())
+        .list(&lp)
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| {
+            kube::ResourceExt::labels(t)
+                .get(midonet_translators::meta::VERSION_LABEL)
+                .cloned()
+        })
+        .collect();
+    let mut cfg = TranslatorConfig::default();
+    if let (1, Some(v)) = (versions.len(), versions.first()) {
+        cfg.version = v.clone();
+    }
     let node_by_name: BTreeMap<String, &Node> = nodes
         .iter()
         .filter_map(|n| Some((n.metadata.name.clone()?, n)))

@@ -1,0 +1,129 @@
+//! A Translation version bump whose controllers are SIGKILLed once in each phase
+//! (building, cutting over, retiring) and restarted at once: it must go on from where it
+//! was and end exactly at the new version (`exact_state`: nothing of the old version
+//! leaked, nothing twice), with `check` passing. The phase is read off the controllers'
+//! `rollout_phase` metric; slow backend requests stretch each phase over many reads.
+
+mod support;
+
+use std::time::Duration;
+
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+use midonet_kube_controllers::crd::Translation;
+use midonet_kube_controllers::sim::admin::Faults;
+use midonet_kube_controllers::sim::SimConfig;
+use midonet_translators::meta::VERSION_LABEL;
+use support::check::assert_check_passes;
+use support::child::ChildControllers;
+use support::scenario::{Scale, Scenario, ScenarioApi};
+use support::stack::{start_sim_with, wait_exact};
+use support::*;
+
+const SCALE: Scale = Scale {
+    nodes: 3,
+    pods: 12,
+    services: 4,
+    endpoints_per_service: 2,
+    namespaces: 2,
+};
+const CONTROLLERS: &str = "node,pod,service,endpoints,pusher";
+const CONVERGE: Duration = Duration::from_secs(180);
+
+async fn only_version(client: &kube::Client, version: &str) -> Option<()> {
+    let all: Api<Translation> = Api::all(client.clone());
+    let items = all.list(&ListParams::default()).await.ok()?.items;
+    items
+        .iter()
+        .all(|t| t.labels().get(VERSION_LABEL).map(String::as_str) == Some(version))
+        .then_some(())
+}
+
+async fn metric(port: u16, series: &str) -> Option<f64> {
+    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+fn phase_series(phase: &str) -> String {
+    format!("midonet_kube_controllers_rollout_phase{{phase=\"{phase}\"}} ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bump_survives_sigkills_in_every_phase() {
+    let client = admin_client().await;
+    let scenario = Scenario::new("kill", SCALE);
+    // Slow requests stretch every phase over several of the probe's polls.
+    let (sim, admin) = start_sim_with(SimConfig {
+        hosts: scenario.hosts.clone(),
+        faults: Faults {
+            latency_ms: 40,
+            ..Faults::default()
+        },
+        ..SimConfig::default()
+    })
+    .await;
+    scenario.create(&client).await;
+    let kubeconfig = control_plane().kubeconfig.clone();
+    let api_url = sim.api_url().to_string();
+    let log = ChildControllers::log_path("bump-kill");
+    let _ = std::fs::remove_file(&log);
+    let spawn = |v: &str| {
+        ChildControllers::spawn(
+            &kubeconfig,
+            &api_url,
+            &[
+                "--controllers",
+                CONTROLLERS,
+                "--leader-elect",
+                "false",
+                "--translation-version",
+                v,
+            ],
+            &log,
+        )
+    };
+    let v1 = spawn("1");
+    wait_exact(&client, &admin, "version 1", CONVERGE).await;
+    assert_check_passes(&api_url, "version 1").await;
+    v1.sigkill();
+
+    let mut child = spawn("2");
+    let mut killed = Vec::new();
+    for phase in ["building", "cutting_over", "retiring"] {
+        let series = phase_series(phase);
+        let seen = tokio::time::timeout(CONVERGE, async {
+            loop {
+                if metric(child.metrics, &series).await == Some(1.0) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await;
+        if seen.is_err() {
+            panic!(
+                "phase {phase} never seen; killed in {killed:?}; log: {}",
+                log.display()
+            );
+        }
+        child.sigkill();
+        killed.push(phase);
+        eprintln!("bump: SIGKILL while {phase}");
+        child = spawn("2");
+    }
+    wait_until("only version-2 Translations", CONVERGE, || {
+        only_version(&client, "2")
+    })
+    .await;
+    wait_exact(&client, &admin, "version 2 after the kills", CONVERGE).await;
+    assert_check_passes(&api_url, "version 2 after the kills").await;
+    assert!(child.is_running(), "log: {}", log.display());
+    drop(child);
+    sim.shutdown().await;
+}
