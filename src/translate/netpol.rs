@@ -239,11 +239,19 @@ impl Groups {
         let namespaces = self.namespaces.state();
         let cluster =
             PolicyCluster::new(namespaces.iter().map(|n| &**n), pods.iter().map(|p| &**p));
+        // A terminating namespace refuses new writes, and its policies go with it: writing
+        // their groups there would fail the whole pass.
+        let terminating: HashSet<String> = namespaces
+            .iter()
+            .filter(|ns| ns.meta().deletion_timestamp.is_some())
+            .map(|ns| ns.name_any())
+            .collect();
         let mut desired = midonet_translators::address_groups(
             &shared.config,
             policies
                 .iter()
                 .filter(|np| np.meta().deletion_timestamp.is_none())
+                .filter(|np| !terminating.contains(&np.namespace().unwrap_or_default()))
                 .map(|np| &**np),
             &cluster,
         );
