@@ -5,24 +5,27 @@
 //! data-plane model and compares the full reachability matrix with the table written by hand
 //! from the specification (`dataplane/tests/common/netpol_cases.rs`). Label changes of a pod
 //! and of a namespace are followed the same way, and the time each change takes to show in
-//! the backend is reported.
+//! the backend is reported. Policies with the same selectors share their address groups: one
+//! group Translation each, kept while either policy exists and pruned with the last one.
 
 mod support;
 
 #[path = "../dataplane/tests/common/netpol_cases.rs"]
 mod cases;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use midonet_dataplane::{Cluster, RuleOrder, Topology};
+use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::sim::admin::AdminClient;
 use midonet_translators::meta::HOST_ID_ANNOTATION;
 use midonet_translators::model::Kind;
+use midonet_translators::policy::GROUP_LABEL;
 use serde_json::json;
 use support::stack::{wait_converged, Controllers};
 use support::*;
@@ -297,6 +300,130 @@ async fn network_policies_keep_their_truth_tables() {
     wait_table(&client, &admin, "z back", expect_ns_y, deadline).await;
     remove(&client, &np).await;
     wait_table(&client, &admin, "all removed", |_, _, _, _| true, deadline).await;
+    wait_groups(&client, &admin, "all removed", &BTreeSet::new()).await;
+
+    shared_groups(&client, &admin, sim.api_url().as_str(), deadline).await;
 
     controllers.stop().await;
+}
+
+/// The group Translations, by (namespace, name).
+async fn group_translations(client: &Client) -> BTreeSet<(String, String)> {
+    Api::<Translation>::all(client.clone())
+        .list(&ListParams::default().labels(GROUP_LABEL))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|t| (t.namespace().unwrap_or_default(), t.name_any()))
+        .collect()
+}
+
+/// Names of the backend's address and port groups.
+async fn backend_groups(admin: &AdminClient) -> BTreeSet<String> {
+    let state = admin.state().await.unwrap();
+    [Kind::IpAddrGroup, Kind::PortGroup]
+        .into_iter()
+        .flat_map(|k| state.entries_of(k))
+        .filter_map(|e| e.body.get("name").and_then(|n| n.as_str()))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits until the group Translations are `want` (and converged), the backend holding one
+/// group per Translation; panics with what is there after a minute.
+async fn wait_groups(
+    client: &Client,
+    admin: &AdminClient,
+    what: &str,
+    want: &BTreeSet<(String, String)>,
+) {
+    let start = Instant::now();
+    loop {
+        wait_converged(client, admin, what).await;
+        let have = group_translations(client).await;
+        let backend = backend_groups(admin).await;
+        if have == *want && backend.len() == want.len() {
+            return;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            panic!(
+                "{what}: group Translations {have:?} (want {want:?}); backend groups {backend:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Two policies with the same selectors (written differently) share their groups; the
+/// groups outlive the first policy's deletion and go with the last one.
+async fn shared_groups(client: &Client, admin: &AdminClient, api: &str, deadline: Duration) {
+    let one = from_any_b();
+    // The same selection: `In` expressions for matchLabels, `{}` for every namespace.
+    let two = policy(
+        "x",
+        "from-any-b-again",
+        json!({"podSelector": {"matchExpressions": [{"key": "pod", "operator": "In", "values": ["a"]}]},
+               "ingress": [{"from": [{"podSelector": {"matchExpressions": [
+                                          {"key": "pod", "operator": "In", "values": ["b"]}]},
+                                      "namespaceSelector": {}}]}]}),
+    );
+    apply(client, &one).await;
+    wait_table(client, admin, "one policy", expect_any_b, deadline).await;
+    let groups = group_translations(client).await;
+    // The pods it selects (in x) and its peers (from every namespace: kube-system).
+    let namespaces: Vec<&str> = groups.iter().map(|(ns, _)| ns.as_str()).collect();
+    assert_eq!(namespaces, ["kube-system", "x"], "{groups:?}");
+    wait_groups(client, admin, "one policy", &groups).await;
+
+    apply(client, &two).await;
+    wait_table(client, admin, "two policies", expect_any_b, deadline).await;
+    wait_groups(client, admin, "two policies share the groups", &groups).await;
+
+    remove(client, &one).await;
+    let still = wait_table(
+        client,
+        admin,
+        "first policy deleted",
+        expect_any_b,
+        deadline,
+    )
+    .await;
+    eprintln!("the remaining policy filters {still:?} after the first one's deletion");
+    // Pruning, were it wrong, would have its chance: the deleted policy's Translation is gone.
+    wait_until(
+        "the deleted policy's Translation is gone",
+        Duration::from_secs(60),
+        || async {
+            let trs = Api::<Translation>::namespaced(client.clone(), "x")
+                .list(&ListParams::default())
+                .await
+                .ok()?;
+            let prefix = "networkpolicy.";
+            let left: Vec<String> = trs
+                .items
+                .iter()
+                .map(|t| t.name_any())
+                .filter(|n| n.starts_with(prefix))
+                .collect();
+            (left.len() == 1).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    wait_groups(client, admin, "first policy deleted", &groups).await;
+    wait_table(
+        client,
+        admin,
+        "first policy deleted",
+        expect_any_b,
+        deadline,
+    )
+    .await;
+    support::check::assert_check_passes(api, "first policy deleted").await;
+
+    remove(client, &two).await;
+    wait_table(client, admin, "both deleted", |_, _, _, _| true, deadline).await;
+    wait_groups(client, admin, "both deleted", &BTreeSet::new()).await;
+    support::check::assert_check_passes(api, "both deleted").await;
 }

@@ -37,6 +37,8 @@ fn translate(
         trs.extend(midonet_translators::pod(&cfg, p, by_name.get(&n).copied()).translations);
     }
     let view = PolicyCluster::new(namespaces, pods);
+    // The shared groups first: the policies' rules name them.
+    trs.extend(midonet_translators::address_groups(&cfg, policies, &view));
     for np in policies {
         let out = midonet_translators::network_policy(&cfg, np, &view);
         assert!(out.warnings.is_empty(), "{:?}", out.warnings);

@@ -12,11 +12,15 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use midonet_translators::meta::GLOBAL_LABEL;
+use midonet_translators::policy::GROUP_LABEL;
 
 use crate::crd::Translation;
 
 /// Owner key of the global Translations (they have no owner).
 pub const GLOBAL_OWNER: &str = "global";
+/// Owner key of the NetworkPolicy group Translations (they have no owner: the NetworkPolicy
+/// controller keeps them while some policy uses them); also the key of their notifier.
+pub const POLICY_GROUPS_OWNER: &str = "networkpolicy-groups";
 
 /// Called with (owner kind, owner name, Translation namespace) when an owned Translation is
 /// gone, so that owner's controller re-checks it.
@@ -98,6 +102,9 @@ pub struct OwnerIndex {
 pub fn owner_key(tr: &Translation) -> Option<String> {
     if let Some(owner) = tr.owner_references().first() {
         return Some(owner.uid.clone());
+    }
+    if tr.labels().contains_key(GROUP_LABEL) {
+        return Some(POLICY_GROUPS_OWNER.to_string());
     }
     tr.labels()
         .contains_key(GLOBAL_LABEL)
@@ -181,6 +188,10 @@ impl OwnerIndex {
         if let Some(owner) = tr.owner_references().first() {
             if let Some(notify) = state.notifiers.get(&owner.kind) {
                 notify(&owner.name, &id.0);
+            }
+        } else if tr.labels().contains_key(GROUP_LABEL) {
+            if let Some(notify) = state.notifiers.get(POLICY_GROUPS_OWNER) {
+                notify(&id.1, &id.0);
             }
         }
     }

@@ -1,38 +1,63 @@
 //! The NetworkPolicy translator controller.
 //!
-//! A policy's translation reads the whole cluster (the pods it selects, the pods and
-//! namespaces its peers select, the named ports of pods), which the generic runner's "one
-//! dependency" does not express. This controller keeps three caches: NetworkPolicies,
-//! Pods (trimmed to what policies read: labels, node, host network, phase, addresses,
-//! named container ports) and Namespaces (labels), and re-translates
+//! It writes two kinds of Translations:
 //!
-//! - a policy when it changes (and on every resync);
-//! - on a Pod change: the policies of the pod's namespace and every policy with a
-//!   `namespaceSelector` peer (those are the only ones whose output can change);
-//! - on a Namespace change: every policy with a `namespaceSelector` peer.
+//! - per policy, `networkpolicy.<v>.<name>` in the policy's namespace, owned by the policy
+//!   (chains and rules), as every kind's;
+//! - per *group* (the pods a selector picks: see `midonet_translators::policy::GroupKey`),
+//!   `networkpolicygroup.<v>.<hash>` with the IP address group or port group and its
+//!   members, in the selector's namespace, or in `kube-system` for a `namespaceSelector`
+//!   peer (it spans namespaces). Every policy with the same selector uses the same group,
+//!   so a pod's arrival is one member added, not one per policy.
 //!
-//! The written Translation is compared with the cache as for every other kind, so a
+//! A group Translation has **no owner**: owner references cannot cross namespaces (a
+//! cluster-wide group serves policies of every namespace), and the runner files a
+//! Translation under its first owner, whose re-translation would prune a group it did not
+//! ask for. Instead the group Translations carry [`GROUP_LABEL`] (the owner index files
+//! them under [`POLICY_GROUPS_OWNER`]), and one group pass makes them exactly those the
+//! cached policies use, like the global Translations' controller: it writes what differs
+//! and prunes the rest (old versions included). It runs after any change of a policy, pod or namespace
+//! (coalesced), when a policy's or group's Translation is gone, and on every resync; a
+//! controller that was offline while the last user of a group went prunes it on start.
+//!
+//! An unused group is pruned only once no NetworkPolicy Translation is still being pushed or
+//! deleted (or after [`PRUNE_GRACE`]): until then a rule of an old generation may still
+//! name it, and the rules go before the group they match on.
+//!
+//! A policy's own Translation reads the cluster only for named ports, so it is re-translated
+//!
+//! - when the policy changes (and on every resync);
+//! - on a Pod change: the policies of the pod's namespace with a named port in an ingress
+//!   rule, and every policy with a named port in an egress rule (those resolve on every pod).
+//!
+//! The written Translations are compared with the cache as for every other kind, so a
 //! re-translation that changes nothing writes nothing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, ContainerPort, Namespace, Pod, PodSpec, PodStatus};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Resource, ResourceExt};
-use midonet_translators::policy::PolicyCluster;
-use tokio::sync::mpsc;
+use midonet_translators::meta::VERSION_LABEL;
+use midonet_translators::policy::{PolicyCluster, GROUP_LABEL};
+use midonet_translators::DesiredTranslation;
+use tokio::sync::{mpsc, Notify};
 use tracing::Instrument;
 
-use super::{owner_reference, RunnerConfig, RunnerError, Shared};
+use super::index::{cache_ref, POLICY_GROUPS_OWNER};
+use super::{owner_reference, RunnerConfig, RunnerError, Shared, SyncOutcome};
+use crate::crd::Translation;
 use crate::health::Health;
+use crate::retry::RetryPolicy;
 
 /// Controller name as used in `--controllers`.
 pub const NAME: &str = "networkpolicy";
@@ -77,37 +102,38 @@ pub fn trim_pod(pod: &mut Pod) {
     pod.metadata.annotations = None;
 }
 
-/// Whether any peer of the policy selects namespaces by label.
-pub fn has_namespace_selector(np: &NetworkPolicy) -> bool {
+/// Whether a policy names a port by name in an ingress rule (`ingress`) or an egress rule.
+fn has_named_port(np: &NetworkPolicy, ingress: bool) -> bool {
     let Some(spec) = np.spec.as_ref() else {
         return false;
     };
-    let ingress = spec
-        .ingress
+    let ports: Vec<_> = if ingress {
+        spec.ingress
+            .iter()
+            .flatten()
+            .flat_map(|r| r.ports.iter().flatten())
+            .collect()
+    } else {
+        spec.egress
+            .iter()
+            .flatten()
+            .flat_map(|r| r.ports.iter().flatten())
+            .collect()
+    };
+    ports
         .iter()
-        .flatten()
-        .flat_map(|r| r.from.iter().flatten());
-    let egress = spec
-        .egress
-        .iter()
-        .flatten()
-        .flat_map(|r| r.to.iter().flatten());
-    ingress
-        .chain(egress)
-        .any(|peer| peer.namespace_selector.is_some())
+        .any(|p| matches!(p.port, Some(IntOrString::String(_))))
 }
 
-/// The policies whose translation a change of a pod in `namespace` (or of that namespace,
-/// with `namespace = None`) can change.
-pub fn affected(
-    policies: &[Arc<NetworkPolicy>],
-    namespace: Option<&str>,
-) -> Vec<ObjectRef<NetworkPolicy>> {
+/// The policies whose own Translation a change of a pod in `namespace` can change: only
+/// named ports read pods there (ingress ones on the selected pods of the policy's
+/// namespace, egress ones on every pod). Group membership is the group pass's.
+pub fn affected(policies: &[Arc<NetworkPolicy>], namespace: &str) -> Vec<ObjectRef<NetworkPolicy>> {
     policies
         .iter()
         .filter(|np| {
-            (namespace.is_some() && np.namespace().as_deref() == namespace)
-                || has_namespace_selector(np)
+            (np.namespace().as_deref() == Some(namespace) && has_named_port(np, true))
+                || has_named_port(np, false)
         })
         .map(|np| ObjectRef::from_obj(&**np))
         .collect()
@@ -149,6 +175,190 @@ async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<Ctx>) -> Result<Action, Runn
     Ok(action)
 }
 
+/// How long an unused group is kept while NetworkPolicy Translations are still being pushed
+/// or deleted (one of them may still name it); past this it goes anyway.
+pub const PRUNE_GRACE: Duration = Duration::from_secs(30);
+
+/// Name of the group pass in logs and metrics.
+pub const GROUPS_NAME: &str = "networkpolicy-groups";
+
+/// Whether NetworkPolicy Translations are still in flight: some is not pushed yet, or is
+/// being deleted (its backend rules may still name a group no policy uses any more).
+pub fn policy_translations_in_flight(translations: &[Arc<Translation>]) -> bool {
+    translations.iter().any(|tr| {
+        tr.owner_references()
+            .first()
+            .is_some_and(|o| o.kind == "NetworkPolicy")
+            && !tr.is_ready()
+    })
+}
+
+/// Which stale group Translations to keep for now: those unused for less than
+/// [`PRUNE_GRACE`] while policy Translations are in flight. `unused_since` remembers when
+/// each was first seen stale (entries of groups no longer stale are dropped).
+pub fn keep_stale(
+    stale: &[(String, String)],
+    in_flight: bool,
+    unused_since: &mut HashMap<(String, String), Instant>,
+    now: Instant,
+) -> Vec<(String, String)> {
+    unused_since.retain(|k, _| stale.contains(k));
+    stale
+        .iter()
+        .filter(|k| {
+            let since = *unused_since.entry((*k).clone()).or_insert(now);
+            in_flight && now.duration_since(since) < PRUNE_GRACE
+        })
+        .cloned()
+        .collect()
+}
+
+/// The group pass: makes the group Translations exactly those the cached policies use.
+struct Groups {
+    shared: Arc<Shared>,
+    policies: Store<NetworkPolicy>,
+    pods: Store<Pod>,
+    namespaces: Store<Namespace>,
+    synced: [Arc<AtomicBool>; 3],
+    unused_since: HashMap<(String, String), Instant>,
+}
+
+impl Groups {
+    async fn pass(&mut self) -> Result<Option<Duration>, RunnerError> {
+        if !self.synced.iter().all(|f| f.load(Ordering::Acquire)) {
+            return Ok(Some(Duration::from_millis(200)));
+        }
+        let shared = self.shared.clone();
+        let timer = shared
+            .metrics
+            .reconcile_duration
+            .with_label_values(&[GROUPS_NAME])
+            .start_timer();
+        let policies = self.policies.state();
+        let pods = self.pods.state();
+        let namespaces = self.namespaces.state();
+        let cluster =
+            PolicyCluster::new(namespaces.iter().map(|n| &**n), pods.iter().map(|p| &**p));
+        // A terminating namespace refuses new writes, and its policies go with it: writing
+        // their groups there would fail the whole pass.
+        let terminating: HashSet<String> = namespaces
+            .iter()
+            .filter(|ns| ns.meta().deletion_timestamp.is_some())
+            .map(|ns| ns.name_any())
+            .collect();
+        let mut desired = midonet_translators::address_groups(
+            &shared.config,
+            policies
+                .iter()
+                .filter(|np| np.meta().deletion_timestamp.is_none())
+                .filter(|np| !terminating.contains(&np.namespace().unwrap_or_default()))
+                .map(|np| &**np),
+            &cluster,
+        );
+        let wanted: HashSet<(String, String)> = desired
+            .iter()
+            .map(|d| (d.namespace.clone(), d.name.clone()))
+            .collect();
+        let stale: Vec<(String, String)> = shared
+            .index
+            .owned_by(POLICY_GROUPS_OWNER)
+            .into_iter()
+            .filter(|k| !wanted.contains(k))
+            .collect();
+        let in_flight =
+            !stale.is_empty() && policy_translations_in_flight(&shared.translations.state());
+        let kept = keep_stale(&stale, in_flight, &mut self.unused_since, Instant::now());
+        // A kept group stays exactly as cached: re-desired as it is, it is neither written
+        // nor pruned.
+        for (namespace, name) in &kept {
+            if let Some(tr) = shared.translations.get(&cache_ref(namespace, name)) {
+                desired.push(DesiredTranslation {
+                    name: name.clone(),
+                    namespace: namespace.clone(),
+                    labels: tr
+                        .labels()
+                        .iter()
+                        .filter(|(k, _)| *k == VERSION_LABEL || *k == GROUP_LABEL)
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    resources: tr
+                        .spec
+                        .as_ref()
+                        .map(|s| s.resources.clone())
+                        .unwrap_or_default(),
+                });
+            }
+        }
+        let outcome = super::sync_translations(
+            &shared,
+            GROUPS_NAME,
+            None,
+            POLICY_GROUPS_OWNER,
+            &[],
+            desired,
+        )
+        .await?;
+        timer.observe_duration();
+        shared
+            .metrics
+            .reconciles
+            .with_label_values(&[GROUPS_NAME, outcome.result()])
+            .inc();
+        Ok(match outcome {
+            SyncOutcome::WaitingForDeletion => Some(Duration::from_secs(2)),
+            SyncOutcome::WaitingForPush => Some(Duration::from_millis(500)),
+            _ if !kept.is_empty() => Some(Duration::from_secs(1)),
+            _ => None,
+        })
+    }
+
+    /// Runs a pass whenever `wake` is notified, on every resync and when a pass asks to
+    /// look again; forever (the caller drops it on shutdown).
+    async fn run(mut self, wake: Arc<Notify>, resync: Duration) {
+        self.shared.translations_synced.wait().await;
+        let mut failures: u32 = 0;
+        loop {
+            let next = match self
+                .pass()
+                .instrument(tracing::info_span!("groups", controller = GROUPS_NAME))
+                .await
+            {
+                Ok(next) => {
+                    failures = 0;
+                    next.unwrap_or(resync)
+                }
+                Err(err) => {
+                    tracing::warn!(controller = GROUPS_NAME, error = %err, "group pass failed; retrying");
+                    shared_error(&self.shared);
+                    failures = failures.saturating_add(1);
+                    GROUPS_RETRY.delay(failures).min(resync)
+                }
+            };
+            tokio::select! {
+                _ = wake.notified() => {
+                    // Coalesce a burst of events (a pod's creation touches it several times).
+                    tokio::time::sleep(COALESCE).await;
+                }
+                _ = tokio::time::sleep(next) => {}
+            }
+        }
+    }
+}
+
+/// How long the group pass waits after a first event for the ones that follow it.
+const COALESCE: Duration = Duration::from_millis(100);
+/// Retries of a failed group pass (capped by the resync period).
+const GROUPS_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(400), Duration::from_secs(30));
+
+fn shared_error(shared: &Shared) {
+    shared
+        .metrics
+        .reconciles
+        .with_label_values(&[GROUPS_NAME, "error"])
+        .inc();
+}
+
 fn error_policy(np: Arc<NetworkPolicy>, err: &RunnerError, ctx: Arc<Ctx>) -> Action {
     super::translation_failed(&ctx.shared, NAME, &*np, err)
 }
@@ -162,12 +372,21 @@ pub async fn run(
 ) {
     let liveness = health.liveness().register(NAME);
     let ticks = crate::streams::every(config.resync);
+    let wake = Arc::new(Notify::new());
     let (gone_tx, gone_rx) = mpsc::unbounded_channel::<ObjectRef<NetworkPolicy>>();
+    let woken = wake.clone();
     shared.index.on_owned_deleted(
         &NetworkPolicy::kind(&()),
         Box::new(move |name, namespace| {
+            // A policy Translation gone may be what held back the pruning of a group.
+            woken.notify_one();
             let _ = gone_tx.send(ObjectRef::new(name).within(namespace));
         }),
+    );
+    let woken = wake.clone();
+    shared.index.on_owned_deleted(
+        POLICY_GROUPS_OWNER,
+        Box::new(move |_, _| woken.notify_one()),
     );
     let gone = crate::streams::unbounded(gone_rx);
 
@@ -191,12 +410,15 @@ pub async fn run(
         }
     };
 
+    let policies_synced = Arc::new(AtomicBool::new(false));
     let (policies, policy_stream) = crate::cache::cached(
         Api::<NetworkPolicy>::all(shared.kube.clone()),
         watcher::Config::default().any_semantic(),
         &shared.authz,
-        flag("policies", None),
+        flag("policies", Some(policies_synced.clone())),
     );
+    let woken = wake.clone();
+    let policy_stream = policy_stream.inspect(move |_| woken.notify_one());
     let pods_synced = Arc::new(AtomicBool::new(false));
     let (pods, pod_writer) = reflector::store();
     let pod_events = crate::cache::reflected_trimmed(
@@ -207,7 +429,11 @@ pub async fn run(
         flag("pods", Some(pods_synced.clone())),
         trim_pod,
     )
-    .touched_objects();
+    .touched_objects()
+    .inspect({
+        let woken = wake.clone();
+        move |_| woken.notify_one()
+    });
     let namespaces_synced = Arc::new(AtomicBool::new(false));
     let (namespaces, ns_writer) = reflector::store();
     let ns_events = crate::cache::reflected(
@@ -217,20 +443,39 @@ pub async fn run(
         &shared.authz,
         flag("namespaces", Some(namespaces_synced.clone())),
     )
-    .touched_objects();
+    .touched_objects()
+    .inspect({
+        let woken = wake.clone();
+        move |_| woken.notify_one()
+    });
 
     let stream = liveness.queue_of(policy_stream);
     let by_pod = policies.clone();
-    let by_ns = policies.clone();
+    let groups = Groups {
+        shared: shared.clone(),
+        policies: policies.clone(),
+        pods: pods.clone(),
+        namespaces: namespaces.clone(),
+        synced: [
+            policies_synced,
+            pods_synced.clone(),
+            namespaces_synced.clone(),
+        ],
+        unused_since: HashMap::new(),
+    };
     let controller = Controller::for_stream(stream, policies.clone())
         .with_config(controller::Config::default().concurrency(config.workers))
         .reconcile_all_on(ticks)
         .reconcile_on(gone)
         .watches_stream(pod_events, move |pod: Pod| {
-            affected(&by_pod.state(), pod.namespace().as_deref())
+            affected(
+                &by_pod.state(),
+                pod.namespace().as_deref().unwrap_or("default"),
+            )
         })
-        .watches_stream(ns_events, move |_: Namespace| {
-            affected(&by_ns.state(), None)
+        // Namespaces only matter to the groups; the stream still has to be polled.
+        .watches_stream(ns_events, |_: Namespace| {
+            Vec::<ObjectRef<NetworkPolicy>>::new()
         })
         .graceful_shutdown_on(shutdown);
 
@@ -243,7 +488,7 @@ pub async fn run(
         namespaces_synced,
     });
     let probe = liveness.clone();
-    controller
+    let policies_run = controller
         .run(
             move |np, ctx| {
                 let span = crate::logfields::object_span(NAME, &*np);
@@ -259,8 +504,12 @@ pub async fn run(
                     tracing::debug!(controller = NAME, error = %err, "translator queue");
                 }
             }
-        })
-        .await;
+        });
+    // The group pass ends with the policies' controller (its shutdown).
+    tokio::select! {
+        _ = policies_run => {}
+        _ = groups.run(wake, config.resync) => {}
+    }
 }
 
 #[cfg(test)]
@@ -278,27 +527,100 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_change_touches_its_namespace_and_namespace_selecting_policies() {
-        let local = np("x", json!({"podSelector": {}}));
-        let ns_sel = np(
+    fn a_pod_change_touches_only_policies_with_named_ports_it_may_resolve() {
+        let plain = np(
+            "x",
+            json!({"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {}}],
+                                                   "ports": [{"port": 80}]}]}),
+        );
+        let ingress_named = np(
+            "x",
+            json!({"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}),
+        );
+        let ingress_named_elsewhere = np(
             "y",
-            json!({"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {}}]}]}),
+            json!({"podSelector": {}, "ingress": [{"ports": [{"port": "http"}]}]}),
         );
-        let other = np(
+        let egress_named = np(
             "z",
-            json!({"podSelector": {}, "ingress": [{"from": [{"podSelector": {}}]}]}),
+            json!({"podSelector": {}, "policyTypes": ["Egress"],
+                   "egress": [{"ports": [{"port": "dns", "protocol": "UDP"}]}]}),
         );
-        let all = vec![local, ns_sel, other];
-        let hit: Vec<String> = affected(&all, Some("x"))
+        let all = vec![plain, ingress_named, ingress_named_elsewhere, egress_named];
+        let hit: Vec<String> = affected(&all, "x")
             .into_iter()
             .map(|r| r.namespace.unwrap_or_default())
             .collect();
-        assert_eq!(hit, vec!["x", "y"]);
-        let hit: Vec<String> = affected(&all, None)
+        assert_eq!(hit, vec!["x", "z"]);
+        let hit: Vec<String> = affected(&all, "w")
             .into_iter()
             .map(|r| r.namespace.unwrap_or_default())
             .collect();
-        assert_eq!(hit, vec!["y"]);
+        assert_eq!(hit, vec!["z"]);
+    }
+
+    fn key(name: &str) -> (String, String) {
+        ("ns".to_string(), name.to_string())
+    }
+
+    #[test]
+    fn an_unused_group_waits_for_policy_translations_in_flight_at_most_the_grace() {
+        let mut since = HashMap::new();
+        let t0 = Instant::now();
+        let stale = vec![key("g1")];
+        // Nothing in flight: pruned at once.
+        assert!(keep_stale(&stale, false, &mut since, t0).is_empty());
+        // In flight: kept, until the grace has passed since it was first seen unused.
+        assert_eq!(keep_stale(&stale, true, &mut since, t0), stale);
+        let later = t0 + PRUNE_GRACE - Duration::from_millis(1);
+        assert_eq!(keep_stale(&stale, true, &mut since, later), stale);
+        assert!(keep_stale(&stale, true, &mut since, t0 + PRUNE_GRACE).is_empty());
+        // Used again, then unused again: the grace starts over.
+        assert!(keep_stale(&[], true, &mut since, t0 + PRUNE_GRACE).is_empty());
+        assert!(since.is_empty());
+        let again = t0 + PRUNE_GRACE * 2;
+        assert_eq!(keep_stale(&stale, true, &mut since, again), stale);
+    }
+
+    #[test]
+    fn only_unpushed_or_terminating_policy_translations_are_in_flight() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+        let owned = |kind: &str, ready: bool, deleting: bool| {
+            let mut tr =
+                Translation::new("t", "ns", crate::crd::TranslationSpec { resources: vec![] });
+            tr.metadata.owner_references = Some(vec![OwnerReference {
+                kind: kind.into(),
+                ..OwnerReference::default()
+            }]);
+            if ready {
+                tr.status = Some(crate::crd::TranslationStatus {
+                    conditions: vec![crate::crd::Condition {
+                        type_: "Ready".into(),
+                        status: "True".into(),
+                        ..crate::crd::Condition::default()
+                    }],
+                    ..crate::crd::TranslationStatus::default()
+                });
+            }
+            if deleting {
+                tr.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+            }
+            Arc::new(tr)
+        };
+        assert!(!policy_translations_in_flight(&[
+            owned("NetworkPolicy", true, false),
+            owned("Pod", false, false),
+        ]));
+        assert!(policy_translations_in_flight(&[owned(
+            "NetworkPolicy",
+            false,
+            false
+        )]));
+        assert!(policy_translations_in_flight(&[owned(
+            "NetworkPolicy",
+            true,
+            true
+        )]));
     }
 
     #[test]

@@ -31,6 +31,6 @@ pub use ids::{id_for_key, mac_for_key, sub_id, tenant_namespace};
 pub use naming::{translation_name, unversioned_translation_name};
 pub use node::node;
 pub use pod::pod;
-pub use policy::{network_policy, PolicyCluster};
+pub use policy::{address_groups, network_policy, PolicyCluster};
 pub use service::service;
 pub use translate::{DesiredTranslation, Translated, TranslationWarning, TranslatorConfig};

@@ -20,9 +20,17 @@
 //! A policy's own chains form a *generation*, named by a hash of what they match: a change
 //! of the policy (or of the named ports it resolves) is a new set of chains under new IDs,
 //! complete before its ALLOW jump is pushed, and the old one is removed afterwards.
+//!
 //! The selected pods and the peers are IP address groups (and, for egress, a port group of
 //! the selected pods' ports) whose members change in place as pods come, go or change labels.
-//! See `MAPPING.md` for the update order.
+//! A group is keyed by *what it selects*, not by the policy ([`GroupKey`]: the namespace or
+//! the canonical namespace selector, and the canonical pod selector), so every policy with
+//! the same selector names the same group, and a pod's arrival is one member added once,
+//! however many policies match it. A group lives in its own Translation
+//! ([`address_group`], `networkpolicygroup.<v>.<hash>`), not in any policy's: two
+//! Translations must never provide the same backend resource. [`address_groups`] is the set
+//! a list of policies uses; the controller keeps exactly that set written. See `MAPPING.md`
+//! for the update order.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -30,10 +38,11 @@ use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::{
-    IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort,
+    IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -45,10 +54,18 @@ use crate::model::{
     Resource, Rule, RuleType,
 };
 use crate::naming::backend_name;
-use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig};
+use crate::translate::{
+    reason, DesiredTranslation, Translated, TranslatorConfig, GLOBAL_TRANSLATION_NAMESPACE,
+};
 
 /// Kind used in a policy's IDs and Translation name.
 pub const NETWORK_POLICY_KIND: &str = "NetworkPolicy";
+
+/// Kind used in the IDs and Translation names of the shared address and port groups.
+pub const GROUP_KIND: &str = "NetworkPolicyGroup";
+/// Label on the group Translations (they have no owner: the NetworkPolicy controller
+/// keeps them while some policy uses them).
+pub const GROUP_LABEL: &str = "midonet.org/network-policy-group";
 
 /// Warning reasons of this translator.
 pub const INVALID_SELECTOR: &str = "InvalidSelector";
@@ -308,6 +325,329 @@ pub fn selector_matches(
     Ok(true)
 }
 
+// --- Address groups, shared by selector -------------------------------------------------
+
+/// One requirement of a canonical label selector.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Requirement {
+    pub key: String,
+    pub operator: String,
+    /// Sorted, without duplicates; empty for `Exists` and `DoesNotExist`.
+    pub values: Vec<String>,
+}
+
+/// A label selector in canonical form: `matchLabels` entries become `In` requirements with
+/// one value, and the requirements are sorted and deduplicated (values too). Two selectors
+/// that Kubernetes evaluates alike by construction (`{}` and absent, reordered expressions,
+/// `matchLabels: {a: b}` and `a In [b]`) have the same canonical form, so they name the
+/// same address group.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct CanonicalSelector(pub Vec<Requirement>);
+
+impl CanonicalSelector {
+    /// The canonical form of `selector`; `None` (absent) is the empty selector.
+    pub fn new(selector: Option<&LabelSelector>) -> CanonicalSelector {
+        let Some(selector) = selector else {
+            return CanonicalSelector::default();
+        };
+        let mut reqs: Vec<Requirement> = selector
+            .match_labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| Requirement {
+                key: k.clone(),
+                operator: "In".to_string(),
+                values: vec![v.clone()],
+            })
+            .collect();
+        for e in selector.match_expressions.iter().flatten() {
+            let mut values = match e.operator.as_str() {
+                "Exists" | "DoesNotExist" => Vec::new(),
+                _ => e.values.clone().unwrap_or_default(),
+            };
+            values.sort();
+            values.dedup();
+            reqs.push(Requirement {
+                key: e.key.clone(),
+                operator: e.operator.clone(),
+                values,
+            });
+        }
+        reqs.sort();
+        reqs.dedup();
+        CanonicalSelector(reqs)
+    }
+
+    /// Whether the selector matches `labels`; an unknown operator is an error.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> Result<bool, String> {
+        self.validate()?;
+        Ok(self.0.iter().all(|r| {
+            let have = labels.get(&r.key);
+            match r.operator.as_str() {
+                "In" => have.is_some_and(|v| r.values.contains(v)),
+                "NotIn" => have.is_none_or(|v| !r.values.contains(v)),
+                "Exists" => have.is_some(),
+                _ => have.is_none(),
+            }
+        }))
+    }
+
+    /// An error naming the first operator Kubernetes does not define.
+    pub fn validate(&self) -> Result<(), String> {
+        match self.0.iter().find(|r| {
+            !matches!(
+                r.operator.as_str(),
+                "In" | "NotIn" | "Exists" | "DoesNotExist"
+            )
+        }) {
+            Some(r) => Err(format!("unknown label selector operator {:?}", r.operator)),
+            None => Ok(()),
+        }
+    }
+
+    /// Human-readable form for backend names: `app in (web),tier exists`, `{}` when empty.
+    pub fn describe(&self) -> String {
+        if self.0.is_empty() {
+            return "{}".to_string();
+        }
+        self.0
+            .iter()
+            .map(|r| {
+                let op = r.operator.to_lowercase();
+                if r.values.is_empty() {
+                    format!("{} {op}", r.key)
+                } else {
+                    format!("{} {op} ({})", r.key, r.values.join(","))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// What a group holds of the pods it selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum GroupMembers {
+    /// An IP address group of their addresses (peers, and the pods a policy isolates for
+    /// ingress).
+    Addresses,
+    /// A port group of their bridge ports (the pods a policy isolates for egress).
+    Ports,
+}
+
+/// Which namespaces a group's pod selector applies in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum GroupScope {
+    /// One namespace (a policy's own: its `podSelector`, or a peer without
+    /// `namespaceSelector`).
+    Namespace(String),
+    /// Every namespace whose labels match (a peer with `namespaceSelector`).
+    Namespaces(CanonicalSelector),
+}
+
+/// The identity of an address or port group: what it selects, canonical. Every policy that
+/// selects the same pods the same way uses the same group.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct GroupKey {
+    pub members: GroupMembers,
+    pub scope: GroupScope,
+    pub pods: CanonicalSelector,
+}
+
+impl GroupKey {
+    /// The canonical text the group's ID and Translation name derive from.
+    fn canonical(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    fn hash(&self) -> String {
+        hex::encode(&Sha256::digest(self.canonical().as_bytes())[..8])
+    }
+
+    /// The group's backend ID (seeded by the Translation version, as every ID).
+    pub fn id(&self, cfg: &TranslatorConfig) -> Uuid {
+        id_for_key(cfg, GROUP_KIND, &self.canonical())
+    }
+
+    /// Namespace of the group's Translation: the selector's namespace, or the global
+    /// Translations' one for a cluster-wide selector.
+    pub fn translation_namespace(&self) -> &str {
+        match &self.scope {
+            GroupScope::Namespace(ns) => ns,
+            GroupScope::Namespaces(_) => GLOBAL_TRANSLATION_NAMESPACE,
+        }
+    }
+
+    fn backend_name(&self) -> String {
+        let what = match self.members {
+            GroupMembers::Addresses => "ADDRS",
+            GroupMembers::Ports => "PORTS",
+        };
+        let scope = match &self.scope {
+            GroupScope::Namespace(ns) => format!("ns={ns}"),
+            GroupScope::Namespaces(sel) => format!("namespaces={}", sel.describe()),
+        };
+        backend_name(format!(
+            "KUBE-NP-{what}-{scope};pods={}",
+            self.pods.describe()
+        ))
+    }
+
+    /// The pods the group selects (on the pod network, with or without an address).
+    fn select<'a>(&self, cluster: &'a PolicyCluster) -> Vec<&'a PolicyPod> {
+        let in_scope = |ns: &str| match &self.scope {
+            GroupScope::Namespace(own) => own == ns,
+            GroupScope::Namespaces(sel) => cluster
+                .namespaces
+                .get(ns)
+                .is_some_and(|labels| sel.matches(labels).unwrap_or(false)),
+        };
+        cluster
+            .pods
+            .iter()
+            .filter(|p| in_scope(&p.namespace) && self.pods.matches(&p.labels).unwrap_or(false))
+            .collect()
+    }
+}
+
+/// The Translation of one group: the group and its members, in the selector's namespace
+/// (see [`GroupKey::translation_namespace`]), named `networkpolicygroup.<v>.<hash>` and
+/// labelled [`GROUP_LABEL`]. Bad selectors are reported on the policies (they select nothing
+/// here).
+pub fn address_group(
+    cfg: &TranslatorConfig,
+    key: &GroupKey,
+    cluster: &PolicyCluster,
+) -> DesiredTranslation {
+    let id = key.id(cfg);
+    let pods = key.select(cluster);
+    let mut resources = Vec::new();
+    match key.members {
+        GroupMembers::Addresses => {
+            resources.push(entry(IpAddrGroup::new(id, key.backend_name())));
+            let addrs: BTreeSet<Ipv4Addr> = pods.iter().filter_map(|p| p.ip).collect();
+            resources.extend(
+                addrs
+                    .into_iter()
+                    .map(|ip| entry(IpAddrGroupAddr::new(id, ip))),
+            );
+        }
+        GroupMembers::Ports => {
+            resources.push(entry(PortGroup::new(id, key.backend_name())));
+            // Only pods with an address: their port exists (the CNI plugin binds it first).
+            let ports: BTreeSet<Uuid> = pods
+                .iter()
+                .filter(|p| p.ip.is_some())
+                .map(|p| crate::pod::port_id(cfg, &p.key()))
+                .collect();
+            resources.extend(
+                ports
+                    .into_iter()
+                    .map(|port| entry(PortGroupPort::new(id, port))),
+            );
+        }
+    }
+    let mut tr = DesiredTranslation::versioned(
+        cfg,
+        GROUP_KIND,
+        &key.hash(),
+        key.translation_namespace(),
+        resources,
+    );
+    tr.labels
+        .insert(GROUP_LABEL.to_string(), "true".to_string());
+    tr
+}
+
+/// The group Translations the given policies use, one per distinct group, sorted by name.
+pub fn address_groups<'a>(
+    cfg: &TranslatorConfig,
+    policies: impl IntoIterator<Item = &'a NetworkPolicy>,
+    cluster: &PolicyCluster,
+) -> Vec<DesiredTranslation> {
+    let keys: BTreeSet<GroupKey> = policies.into_iter().flat_map(policy_groups).collect();
+    let mut out: Vec<DesiredTranslation> = keys
+        .iter()
+        .map(|k| address_group(cfg, k, cluster))
+        .collect();
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    out
+}
+
+/// The policy types in force: `policyTypes`, or Ingress plus Egress when it has egress rules.
+fn policy_types(spec: &NetworkPolicySpec) -> (bool, bool) {
+    match &spec.policy_types {
+        Some(t) if !t.is_empty() => (
+            t.iter().any(|t| t == "Ingress"),
+            t.iter().any(|t| t == "Egress"),
+        ),
+        _ => (true, spec.egress.as_ref().is_some_and(|e| !e.is_empty())),
+    }
+}
+
+/// The group of the pods a policy selects, holding `members`.
+fn selected_group(namespace: &str, spec: &NetworkPolicySpec, members: GroupMembers) -> GroupKey {
+    GroupKey {
+        members,
+        scope: GroupScope::Namespace(namespace.to_string()),
+        // An absent pod selector is the empty one: every pod of the namespace.
+        pods: CanonicalSelector::new(spec.pod_selector.as_ref()),
+    }
+}
+
+/// The address group of a selector peer; `None` for an ipBlock, or a peer with neither
+/// selector (the API server refuses it; it selects nothing).
+fn peer_group(namespace: &str, peer: &NetworkPolicyPeer) -> Option<GroupKey> {
+    if peer.ip_block.is_some() || (peer.pod_selector.is_none() && peer.namespace_selector.is_none())
+    {
+        return None;
+    }
+    Some(GroupKey {
+        members: GroupMembers::Addresses,
+        scope: match &peer.namespace_selector {
+            None => GroupScope::Namespace(namespace.to_string()),
+            Some(sel) => GroupScope::Namespaces(CanonicalSelector::new(Some(sel))),
+        },
+        pods: CanonicalSelector::new(peer.pod_selector.as_ref()),
+    })
+}
+
+/// Every group a policy's translation refers to.
+pub fn policy_groups(np: &NetworkPolicy) -> Vec<GroupKey> {
+    let (Some(_), Some(spec)) = (
+        np.metadata.name.as_deref().filter(|n| !n.is_empty()),
+        np.spec.as_ref(),
+    ) else {
+        return Vec::new();
+    };
+    let namespace = np.metadata.namespace.as_deref().unwrap_or("default");
+    let (ingress_on, egress_on) = policy_types(spec);
+    let mut out = Vec::new();
+    if ingress_on {
+        out.push(selected_group(namespace, spec, GroupMembers::Addresses));
+        out.extend(
+            spec.ingress
+                .iter()
+                .flatten()
+                .flat_map(|r| r.from.iter().flatten())
+                .filter_map(|p| peer_group(namespace, p)),
+        );
+    }
+    if egress_on {
+        out.push(selected_group(namespace, spec, GroupMembers::Ports));
+        out.extend(
+            spec.egress
+                .iter()
+                .flatten()
+                .flat_map(|r| r.to.iter().flatten())
+                .filter_map(|p| peer_group(namespace, p)),
+        );
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 // --- The plan of one policy -------------------------------------------------------------
 
 /// One port clause of a rule after resolution.
@@ -322,8 +662,8 @@ struct PortMatch {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum PeerMatch {
     Any,
-    /// Index into the policy's peer groups.
-    Group(usize),
+    /// The shared address group of the peer's selectors, by ID.
+    Group(Uuid),
     Block {
         cidr: Ipv4Cidr,
         except: Vec<Ipv4Cidr>,
@@ -337,56 +677,10 @@ struct RulePlan {
     peers: Vec<PeerMatch>,
 }
 
-/// An IP address group of peers: its key part and its addresses.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct PeerGroup {
-    label: String,
-    addrs: BTreeSet<Ipv4Addr>,
-}
-
-struct Ctx<'a> {
-    cluster: &'a PolicyCluster,
-    namespace: &'a str,
-    out: &'a mut Translated,
-}
-
-impl Ctx<'_> {
-    fn matches(&mut self, selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-        match selector_matches(selector, labels) {
-            Ok(m) => m,
-            Err(e) => {
-                self.out.warn(INVALID_SELECTOR, e);
-                false
-            }
-        }
-    }
-
-    /// The pods a peer's selectors pick (with their addresses).
-    fn peer_pods(&mut self, peer: &NetworkPolicyPeer) -> BTreeSet<Ipv4Addr> {
-        let namespaces: Vec<String> = match &peer.namespace_selector {
-            None => vec![self.namespace.to_string()],
-            Some(sel) => {
-                let all: Vec<(String, BTreeMap<String, String>)> = self
-                    .cluster
-                    .namespaces
-                    .iter()
-                    .map(|(n, l)| (n.clone(), l.clone()))
-                    .collect();
-                all.into_iter()
-                    .filter(|(_, labels)| self.matches(sel, labels))
-                    .map(|(n, _)| n)
-                    .collect()
-            }
-        };
-        let empty = LabelSelector::default();
-        let pod_sel = peer.pod_selector.as_ref().unwrap_or(&empty);
-        let mut out = BTreeSet::new();
-        for pod in &self.cluster.pods {
-            if namespaces.contains(&pod.namespace) && self.matches(pod_sel, &pod.labels) {
-                out.extend(pod.ip);
-            }
-        }
-        out
+/// Warns about a selector with an operator Kubernetes does not define (it matches nothing).
+fn check_selector(selector: Option<&LabelSelector>, out: &mut Translated) {
+    if let Err(e) = CanonicalSelector::new(selector).validate() {
+        out.warn(INVALID_SELECTOR, e);
     }
 }
 
@@ -508,8 +802,9 @@ fn resolve_ports(
 
 // --- The translator ---------------------------------------------------------------------
 
-/// Translates one NetworkPolicy against the cluster's namespaces and pods into the
-/// Translation `networkpolicy.<v>.<name>` in the policy's namespace.
+/// Translates one NetworkPolicy against the cluster's pods (for named ports) into the
+/// Translation `networkpolicy.<v>.<name>` in the policy's namespace: its chains and rules.
+/// The groups they match on are not part of it: see [`address_groups`].
 pub fn network_policy(
     cfg: &TranslatorConfig,
     np: &NetworkPolicy,
@@ -526,108 +821,38 @@ pub fn network_policy(
     };
     let key = format!("{namespace}/{name}");
     let base = id_for_key(cfg, NETWORK_POLICY_KIND, &key);
-    let types: Vec<&str> = match &spec.policy_types {
-        Some(t) if !t.is_empty() => t.iter().map(String::as_str).collect(),
-        _ => {
-            let mut t = vec!["Ingress"];
-            if spec.egress.as_ref().is_some_and(|e| !e.is_empty()) {
-                t.push("Egress");
-            }
-            t
-        }
-    };
-    let ingress_on = types.contains(&"Ingress");
-    let egress_on = types.contains(&"Egress");
+    let (ingress_on, egress_on) = policy_types(spec);
 
-    let mut ctx = Ctx {
-        cluster,
-        namespace,
-        out: &mut out,
-    };
-    // An absent pod selector is the empty one: every pod of the namespace.
-    let pod_selector = spec.pod_selector.clone().unwrap_or_default();
-    let selected: Vec<&PolicyPod> = cluster
-        .pods
-        .iter()
-        .filter(|p| p.namespace == namespace)
-        .filter(|p| ctx.matches(&pod_selector, &p.labels))
-        .collect();
+    check_selector(spec.pod_selector.as_ref(), &mut out);
+    let sel_addrs = selected_group(namespace, spec, GroupMembers::Addresses);
+    let selected: Vec<&PolicyPod> = sel_addrs.select(cluster);
+    let sel_addrs = sel_addrs.id(cfg);
+    let sel_ports = selected_group(namespace, spec, GroupMembers::Ports).id(cfg);
     let all_pods: Vec<&PolicyPod> = cluster.pods.iter().collect();
 
-    let mut groups: Vec<PeerGroup> = Vec::new();
     let mut plans: Vec<(Direction, Vec<RulePlan>)> = Vec::new();
     if ingress_on {
         let mut rules = Vec::new();
-        for (i, r) in spec.ingress.iter().flatten().enumerate() {
-            let peers = plan_peers(&mut ctx, &mut groups, r.from.as_deref(), "in", i);
-            let ports = resolve_ports(r.ports.as_deref(), &selected, ctx.out);
+        for r in spec.ingress.iter().flatten() {
+            let peers = plan_peers(cfg, namespace, r.from.as_deref(), &mut out);
+            let ports = resolve_ports(r.ports.as_deref(), &selected, &mut out);
             rules.push(RulePlan { ports, peers });
         }
         plans.push((Direction::Ingress, rules));
     }
     if egress_on {
         let mut rules = Vec::new();
-        for (i, r) in spec.egress.iter().flatten().enumerate() {
-            let peers = plan_peers(&mut ctx, &mut groups, r.to.as_deref(), "out", i);
-            let ports = resolve_ports(r.ports.as_deref(), &all_pods, ctx.out);
+        for r in spec.egress.iter().flatten() {
+            let peers = plan_peers(cfg, namespace, r.to.as_deref(), &mut out);
+            let ports = resolve_ports(r.ports.as_deref(), &all_pods, &mut out);
             rules.push(RulePlan { ports, peers });
         }
         plans.push((Direction::Egress, rules));
     }
 
-    let sel_addrs = sub_id(base, "Selected Addresses");
-    let sel_ports = sub_id(base, "Selected Ports");
-    let group_id = |g: &PeerGroup| sub_id(base, &format!("Peers/{}", g.label));
-    let mut resources = Vec::new();
-    // Groups and their members first: the chains below name them.
-    if ingress_on {
-        resources.push(entry(IpAddrGroup::new(
-            sel_addrs,
-            backend_name(format!("KUBE-NP-SELECTED-{key}")),
-        )));
-        let addrs: BTreeSet<Ipv4Addr> = selected.iter().filter_map(|p| p.ip).collect();
-        resources.extend(
-            addrs
-                .into_iter()
-                .map(|ip| entry(IpAddrGroupAddr::new(sel_addrs, ip))),
-        );
-    }
-    if egress_on {
-        resources.push(entry(PortGroup::new(
-            sel_ports,
-            backend_name(format!("KUBE-NP-SELECTED-{key}")),
-        )));
-        // Only pods with an address: their port exists (the CNI plugin binds it first).
-        let ports: BTreeSet<Uuid> = selected
-            .iter()
-            .filter(|p| p.ip.is_some())
-            .map(|p| crate::pod::port_id(cfg, &p.key()))
-            .collect();
-        resources.extend(
-            ports
-                .into_iter()
-                .map(|port| entry(PortGroupPort::new(sel_ports, port))),
-        );
-    }
-    for g in &groups {
-        let id = group_id(g);
-        resources.push(entry(IpAddrGroup::new(
-            id,
-            backend_name(format!("KUBE-NP-PEERS-{key}/{}", g.label)),
-        )));
-        resources.extend(
-            g.addrs
-                .iter()
-                .map(|ip| entry(IpAddrGroupAddr::new(id, *ip))),
-        );
-    }
-
     // The generation: everything the chains match, hashed.
     let mut desc = String::new();
-    let _ = write!(desc, "{plans:?}");
-    for g in &groups {
-        let _ = write!(desc, "|{}={}", g.label, group_id(g));
-    }
+    let _ = write!(desc, "{plans:?}|{sel_addrs}|{sel_ports}");
     let hash = hex::encode(&Sha256::digest(desc.as_bytes())[..8]);
     let gen = sub_id(base, &format!("Generation/{hash}"));
 
@@ -700,7 +925,7 @@ pub fn network_policy(
                     }
                     PeerMatch::Group(g) => {
                         let mut a = Rule::new(peers_id, rule_id, RuleType::Accept);
-                        let gid = Some(group_id(&groups[*g]));
+                        let gid = Some(*g);
                         match dir {
                             Direction::Ingress => a.condition.ip_addr_group_src = gid,
                             Direction::Egress => a.condition.ip_addr_group_dst = gid,
@@ -747,7 +972,18 @@ pub fn network_policy(
         jumps.push(entry(jump));
         let mut drop = Rule::new(
             isolate_chain_id(cfg, dir),
-            sub_id(base, &format!("Isolate {tag}")),
+            // Named after the group it drops for: a new selector is a new group, and so a
+            // new rule (rules are never updated in place).
+            sub_id(
+                base,
+                &format!(
+                    "Isolate {tag}/{}",
+                    match dir {
+                        Direction::Ingress => sel_addrs,
+                        Direction::Egress => sel_ports,
+                    }
+                ),
+            ),
             RuleType::Drop,
         );
         drop.position = Some(1);
@@ -758,9 +994,10 @@ pub fn network_policy(
         }
         isolation.push(entry(drop));
     }
-    // Push order: groups, the generation's chains and rules, its ALLOW jumps, and only
-    // then the isolation, so that a new policy never drops what it allows.
-    resources.extend(chains);
+    // Push order: the generation's chains and rules, its ALLOW jumps, and only then the
+    // isolation, so that a new policy never drops what it allows. The groups they name are
+    // in their own Translations, which the pusher pushes first (referents).
+    let mut resources = chains;
     resources.extend(rules);
     resources.extend(jumps);
     resources.extend(isolation);
@@ -805,37 +1042,29 @@ impl Positions {
 }
 
 fn plan_peers(
-    ctx: &mut Ctx<'_>,
-    groups: &mut Vec<PeerGroup>,
+    cfg: &TranslatorConfig,
+    namespace: &str,
     peers: Option<&[NetworkPolicyPeer]>,
-    dir: &str,
-    rule: usize,
+    out: &mut Translated,
 ) -> Vec<PeerMatch> {
     let Some(peers) = peers.filter(|p| !p.is_empty()) else {
         return vec![PeerMatch::Any];
     };
-    let mut out = Vec::new();
-    for (j, peer) in peers.iter().enumerate() {
+    let mut matches = Vec::new();
+    for peer in peers {
         if let Some(block) = &peer.ip_block {
-            out.extend(ip_block(block, ctx.out));
+            matches.extend(ip_block(block, out));
             continue;
         }
-        if peer.pod_selector.is_none() && peer.namespace_selector.is_none() {
-            // The API server refuses such a peer; it selects nothing.
-            continue;
+        check_selector(peer.namespace_selector.as_ref(), out);
+        check_selector(peer.pod_selector.as_ref(), out);
+        // The group's identity is the canonical selectors, so an edited peer is another
+        // group that the old generation never sees.
+        if let Some(group) = peer_group(namespace, peer) {
+            matches.push(PeerMatch::Group(group.id(cfg)));
         }
-        // The group's identity covers the selectors, so an edited peer is a new group
-        // that the old generation never sees.
-        let spec = serde_json::to_string(peer).unwrap_or_default();
-        let hash = hex::encode(&Sha256::digest(spec.as_bytes())[..6]);
-        let addrs = ctx.peer_pods(peer);
-        out.push(PeerMatch::Group(groups.len()));
-        groups.push(PeerGroup {
-            label: format!("{dir}/{rule}/{j}/{hash}"),
-            addrs,
-        });
     }
-    out
+    matches
 }
 
 #[cfg(test)]
@@ -874,6 +1103,200 @@ mod tests {
             serde_json::from_value(json!({"matchExpressions": [{"key": "a", "operator": "Near"}]}))
                 .unwrap();
         assert!(selector_matches(&bad, &BTreeMap::new()).is_err());
+    }
+
+    fn pod(ns: &str, name: &str, labels: serde_json::Value, ip: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "podIP": ip}
+        }))
+        .unwrap()
+    }
+
+    fn policy(name: &str, spec: serde_json::Value) -> NetworkPolicy {
+        serde_json::from_value(
+            json!({"metadata": {"name": name, "namespace": "shop"}, "spec": spec}),
+        )
+        .unwrap()
+    }
+
+    /// The group IDs a policy's rules match on, in rule order.
+    fn groups_named(tr: &DesiredTranslation) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in &tr.resources {
+            let body: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            for k in ["ipAddrGroupSrc", "ipAddrGroupDst", "portGroup"] {
+                if let Some(id) = body.get(k).and_then(|v| v.as_str()) {
+                    out.push(id.to_string());
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    #[test]
+    fn policies_with_the_same_selectors_share_their_groups() {
+        let cfg = TranslatorConfig::default();
+        let namespaces: Vec<Namespace> = serde_json::from_value(json!([
+            {"metadata": {"name": "shop", "labels": {"team": "a"}}},
+            {"metadata": {"name": "ops", "labels": {"team": "b"}}}
+        ]))
+        .unwrap();
+        let pods = vec![
+            pod(
+                "shop",
+                "web-1",
+                json!({"app": "web", "tier": "a"}),
+                "10.1.0.1",
+            ),
+            pod(
+                "shop",
+                "web-2",
+                json!({"app": "web", "tier": "b"}),
+                "10.1.0.2",
+            ),
+            pod("shop", "db", json!({"app": "db"}), "10.1.0.3"),
+            pod("ops", "mon", json!({"app": "mon"}), "10.2.0.1"),
+        ];
+        let cluster = PolicyCluster::new(&namespaces, &pods);
+        // The same selectors written two ways: matchLabels versus an `In` expression, and
+        // expressions in another order with repeated values; an absent peer podSelector
+        // versus `{}` beside a namespaceSelector.
+        let one = policy(
+            "one",
+            json!({"podSelector": {"matchLabels": {"app": "web"},
+                                   "matchExpressions": [{"key": "tier", "operator": "In",
+                                                         "values": ["b", "a"]}]},
+                   "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "b"}}}]}]}),
+        );
+        let two = policy(
+            "two",
+            json!({"podSelector": {"matchExpressions": [
+                       {"key": "tier", "operator": "In", "values": ["a", "b", "a"]},
+                       {"key": "app", "operator": "In", "values": ["web"]}]},
+                   "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "b"}},
+                                          "podSelector": {}}]}]}),
+        );
+        let three = policy(
+            "three",
+            json!({"podSelector": {"matchLabels": {"app": "db"}},
+                   "ingress": [{"from": [{"podSelector": {"matchLabels": {"app": "web", "tier": "a"}}},
+                                         {"podSelector": {"matchLabels": {"app": "web"},
+                                                          "matchExpressions": [
+                                                              {"key": "tier", "operator": "In",
+                                                               "values": ["a", "b"]}]}}]}]}),
+        );
+        let policies = [one, two, three];
+        let groups = address_groups(&cfg, &policies, &cluster);
+        // one and two: the selected web pods and the pods of team-b namespaces (two groups);
+        // three: the selected db pod (a third), the web pods of tier a (a fourth), and the
+        // web pods of tiers a and b as peers: the very group one and two select.
+        assert_eq!(groups.len(), 4, "{groups:#?}");
+        let members = |tr: &DesiredTranslation| -> (String, Vec<String>) {
+            let mut addrs: Vec<String> = tr
+                .resources
+                .iter()
+                .filter(|r| r.kind == "IpAddrGroupAddr")
+                .map(|r| {
+                    let b: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+                    b["addr"].as_str().unwrap().to_string()
+                })
+                .collect();
+            addrs.sort();
+            let b: serde_json::Value = serde_json::from_str(&tr.resources[0].body).unwrap();
+            (b["id"].as_str().unwrap().to_string(), addrs)
+        };
+        let by_members: BTreeMap<Vec<String>, (String, String)> = groups
+            .iter()
+            .map(|g| {
+                let (id, addrs) = members(g);
+                (addrs, (id, g.namespace.clone()))
+            })
+            .collect();
+        let web = &by_members[&vec!["10.1.0.1".to_string(), "10.1.0.2".to_string()]];
+        let web_a = &by_members[&vec!["10.1.0.1".to_string()]];
+        let team_b = &by_members[&vec!["10.2.0.1".to_string()]];
+        let db = &by_members[&vec!["10.1.0.3".to_string()]];
+        // The web pods are one group although three policies name them (two as the pods
+        // they select, one as peers): a label selector's canonical form, not its writing.
+        assert_eq!(by_members.len(), 4);
+        assert_eq!(web.1, "shop");
+        assert_eq!(web_a.1, "shop");
+        assert_eq!(db.1, "shop");
+        // A namespaceSelector group spans namespaces: it lives with the global Translations.
+        assert_eq!(team_b.1, GLOBAL_TRANSLATION_NAMESPACE);
+        let rules: Vec<Vec<String>> = policies
+            .iter()
+            .map(|np| {
+                let out = network_policy(&cfg, np, &cluster);
+                assert!(out.warnings.is_empty(), "{:?}", out.warnings);
+                assert_eq!(out.translations.len(), 1);
+                groups_named(&out.translations[0])
+            })
+            .collect();
+        let mut want_shared = vec![web.0.clone(), team_b.0.clone()];
+        want_shared.sort();
+        assert_eq!(rules[0], want_shared);
+        assert_eq!(rules[1], want_shared);
+        let mut want_three = vec![web.0.clone(), web_a.0.clone(), db.0.clone()];
+        want_three.sort();
+        assert_eq!(rules[2], want_three);
+        // Every group a policy names is one the groups provide, and the group of each is
+        // a Translation of its own, labelled as such with the version.
+        for g in &groups {
+            assert_eq!(g.labels.get(GROUP_LABEL).map(String::as_str), Some("true"));
+            assert_eq!(
+                g.labels.get(crate::meta::VERSION_LABEL).map(String::as_str),
+                Some("1")
+            );
+            assert!(g.name.starts_with("networkpolicygroup.1."), "{}", g.name);
+        }
+        // A version bump moves every group to new IDs and names.
+        let v2 = TranslatorConfig {
+            version: "2".into(),
+            ..TranslatorConfig::default()
+        };
+        let bumped = address_groups(&v2, &policies, &cluster);
+        for (old, new) in groups.iter().zip(&bumped) {
+            assert_ne!(old.name, new.name);
+            assert_ne!(members(old).0, members(new).0);
+            assert_eq!(members(old).1, members(new).1);
+        }
+    }
+
+    #[test]
+    fn canonical_selectors_ignore_the_writing_only() {
+        let sel = |v: serde_json::Value| {
+            CanonicalSelector::new(Some(&serde_json::from_value::<LabelSelector>(v).unwrap()))
+        };
+        assert_eq!(CanonicalSelector::new(None), sel(json!({})));
+        assert_eq!(
+            sel(json!({"matchLabels": {"a": "1"}})),
+            sel(json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]}))
+        );
+        assert_eq!(
+            sel(
+                json!({"matchExpressions": [{"key": "b", "operator": "Exists"},
+                                            {"key": "a", "operator": "NotIn", "values": ["y", "x"]}]})
+            ),
+            sel(
+                json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["x", "y"]},
+                                            {"key": "b", "operator": "Exists"}]})
+            )
+        );
+        // Different selections stay different.
+        assert_ne!(
+            sel(json!({"matchLabels": {"a": "1"}})),
+            sel(json!({"matchLabels": {"a": "2"}}))
+        );
+        assert_ne!(
+            sel(json!({"matchExpressions": [{"key": "a", "operator": "In", "values": ["1"]}]})),
+            sel(json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["1"]}]}))
+        );
+        assert_ne!(sel(json!({})), sel(json!({"matchLabels": {"a": "1"}})));
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! - `object`: the Kubernetes object (absent for `global`);
 //! - `dependency` (optional): the Pod's Node or the Endpoints' Service; for
 //!   `endpointslices` (object: the Service) the list of EndpointSlices; for a NetworkPolicy
-//!   `{"namespaces": [Namespace…], "pods": [Pod…]}`;
+//!   `{"namespaces": [Namespace…], "pods": [Pod…]}` (its `object` may also be a list of
+//!   NetworkPolicies: the output is each policy's Translation, then the group Translations
+//!   they share);
 //! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`.
 //!
 //! Regenerate the expected files with `UPDATE_GOLDEN=1 cargo test -p midonet-translators
@@ -18,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use midonet_translators::naming::is_dns1123_subdomain;
 use midonet_translators::{SliceView, Translated, TranslatorConfig};
 use serde::Deserialize;
@@ -92,11 +95,24 @@ fn run(case: Case) -> Translated {
                 pods: Vec<Pod>,
             }
             let view: View = parse(case.dependency, "dependency");
-            midonet_translators::network_policy(
-                &cfg,
-                &parse(case.object, "object"),
-                &midonet_translators::PolicyCluster::new(&view.namespaces, &view.pods),
-            )
+            let cluster = midonet_translators::PolicyCluster::new(&view.namespaces, &view.pods);
+            // One policy, or a list of them: each policy's Translation, then the shared
+            // group Translations they use.
+            let object = case.object.expect("object is required");
+            let policies: Vec<NetworkPolicy> = match object {
+                Value::Array(_) => serde_json::from_value(object).expect("bad object"),
+                one => vec![serde_json::from_value(one).expect("bad object")],
+            };
+            let mut out = Translated::default();
+            for np in &policies {
+                let one = midonet_translators::network_policy(&cfg, np, &cluster);
+                out.translations.extend(one.translations);
+                out.warnings.extend(one.warnings);
+            }
+            out.translations.extend(midonet_translators::address_groups(
+                &cfg, &policies, &cluster,
+            ));
+            out
         }
         other => panic!("unknown translator {other:?}"),
     }

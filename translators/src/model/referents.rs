@@ -143,6 +143,26 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_matching_on_groups_needs_them() {
+        // The NetworkPolicy groups live in Translations of their own: a policy's rules
+        // must wait for them.
+        let mut rule = Rule::new(id(1), id(2), RuleType::Accept);
+        rule.condition.ip_addr_group_src = Some(id(3));
+        rule.condition.port_group = Some(id(4));
+        let rule: Resource = rule.into();
+        assert_eq!(
+            rule.requires(),
+            vec![
+                Referent::Object(id(1)),
+                Referent::Object(id(3)),
+                Referent::Object(id(4))
+            ]
+        );
+        let group: Resource = crate::model::IpAddrGroup::new(id(3), "g".to_string()).into();
+        assert_eq!(group.provides(), vec![Referent::Object(id(3))]);
+    }
+
+    #[test]
     fn a_port_binding_needs_the_host_in_a_tunnel_zone() {
         let binding: Resource = HostInterfacePort::new(id(5), id(6), "eth0").into();
         assert_eq!(binding.own_id(), None);
