@@ -706,6 +706,8 @@ mod tests {
             trs.extend(midonet_translators::endpoints(&cfg, e, Some(s)).translations);
         }
         let view = PolicyCluster::new(&namespaces, &pods);
+        // The shared address groups first: the policies' rules name them.
+        trs.extend(midonet_translators::address_groups(&cfg, &nps, &view));
         for np in &nps {
             trs.extend(midonet_translators::network_policy(&cfg, np, &view).translations);
         }
