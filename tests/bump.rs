@@ -24,12 +24,12 @@ use kube::api::{Api, ListParams};
 use kube::ResourceExt;
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::sim::admin::Faults;
-use midonet_kube_controllers::sim::SimConfig;
 use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::probe::{assert_interrupted_at_most, EVERY_FLOW};
+use support::rollout::{metric, phase_series};
 use support::scenario::{Scale, Scenario, ScenarioApi};
-use support::stack::{start_sim_with, wait_exact, Controllers};
+use support::stack::{start_sim_for, wait_exact, Controllers};
 use support::*;
 
 const SCALE: Scale = Scale {
@@ -68,22 +68,6 @@ async fn wait_only_version(client: &kube::Client, version: &str) {
     .await;
 }
 
-/// A metric's value on the controllers' metrics port, `None` if not exposed (yet).
-async fn metric(port: u16, series: &str) -> Option<f64> {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-}
-
-fn phase_series(phase: &str) -> String {
-    format!("midonet_kube_controllers_rollout_phase{{phase=\"{phase}\"}} ")
-}
-
 /// Watches the controllers' phase metric until `stop`; returns when the cutover was first
 /// and last seen.
 async fn watch_cutover(
@@ -106,15 +90,7 @@ async fn watch_cutover(
 async fn a_bump_interrupts_no_flow_longer_than_its_cutover() {
     let client = admin_client().await;
     let scenario = Scenario::new("bump", SCALE);
-    let (sim, admin) = start_sim_with(SimConfig {
-        hosts: scenario.hosts.clone(),
-        faults: Faults {
-            latency_ms: 1,
-            ..Faults::default()
-        },
-        ..SimConfig::default()
-    })
-    .await;
+    let (sim, admin) = start_sim_for(&scenario, 1).await;
     scenario.create(&client).await;
     let kubeconfig = control_plane().kubeconfig.clone();
     let api = sim.api_url().to_string();

@@ -11,13 +11,12 @@ use std::time::Duration;
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::sim::admin::Faults;
-use midonet_kube_controllers::sim::SimConfig;
 use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::child::ChildControllers;
+use support::rollout::{metric, phase_series};
 use support::scenario::{Scale, Scenario, ScenarioApi};
-use support::stack::{start_sim_with, wait_exact};
+use support::stack::{start_sim_for, wait_exact};
 use support::*;
 
 const SCALE: Scale = Scale {
@@ -39,35 +38,12 @@ async fn only_version(client: &kube::Client, version: &str) -> Option<()> {
         .then_some(())
 }
 
-async fn metric(port: u16, series: &str) -> Option<f64> {
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
-}
-
-fn phase_series(phase: &str) -> String {
-    format!("midonet_kube_controllers_rollout_phase{{phase=\"{phase}\"}} ")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bump_survives_sigkills_in_every_phase() {
     let client = admin_client().await;
     let scenario = Scenario::new("kill", SCALE);
     // Slow requests stretch every phase over several of the probe's polls.
-    let (sim, admin) = start_sim_with(SimConfig {
-        hosts: scenario.hosts.clone(),
-        faults: Faults {
-            latency_ms: 40,
-            ..Faults::default()
-        },
-        ..SimConfig::default()
-    })
-    .await;
+    let (sim, admin) = start_sim_for(&scenario, 40).await;
     scenario.create(&client).await;
     let kubeconfig = control_plane().kubeconfig.clone();
     let api_url = sim.api_url().to_string();

@@ -225,6 +225,7 @@ pub mod fixtures;
 pub mod objects;
 pub mod probe;
 pub mod rbac;
+pub mod rollout;
 pub mod scenario;
 pub mod stack;
 

@@ -32,6 +32,22 @@ pub async fn start_sim(hosts: &[(&str, Uuid)]) -> (SimHandle, AdminClient) {
     .await
 }
 
+/// A simulator knowing `scenario`'s hosts, adding `latency_ms` to every request.
+pub async fn start_sim_for(
+    scenario: &midonet_kube_controllers::scenario::Scenario,
+    latency_ms: u64,
+) -> (SimHandle, AdminClient) {
+    start_sim_with(SimConfig {
+        hosts: scenario.hosts.clone(),
+        faults: midonet_kube_controllers::sim::admin::Faults {
+            latency_ms,
+            ..Default::default()
+        },
+        ..SimConfig::default()
+    })
+    .await
+}
+
 pub async fn start_sim_with(config: SimConfig) -> (SimHandle, AdminClient) {
     let handle = sim::start(config).await.expect("start simulator");
     let admin = AdminClient::new(handle.admin_url()).expect("admin client");
