@@ -131,12 +131,13 @@ async fn a_bump_interrupts_no_flow_longer_than_its_cutover() {
     );
     v2.stop().await;
 
-    // A bump to 3 given up while it builds: back to 2, no flow affected, 3 gone. Slow
-    // requests keep the build going long enough to stop it midway.
+    // A bump to 3 given up while it builds: back to 2, no flow affected, 3 gone.
     let probe = support::probe::start(&sim, EVERY_FLOW, SAMPLE).await;
+    // Every other create refused: the build goes on, retrying, long enough to be caught.
     admin
         .set_faults(Faults {
             latency_ms: 40,
+            error_rate: [("POST".to_string(), 0.5)].into(),
             ..Faults::default()
         })
         .await

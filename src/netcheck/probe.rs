@@ -507,7 +507,10 @@ impl FlowProbe {
                 }
                 let next = at + period;
                 while started.elapsed() < next && !stopped.load(Ordering::SeqCst) {
-                    std::thread::sleep((next - started.elapsed()).min(Duration::from_millis(10)));
+                    std::thread::sleep(
+                        next.saturating_sub(started.elapsed())
+                            .min(Duration::from_millis(10)),
+                    );
                 }
             }
             acc.report(&names)

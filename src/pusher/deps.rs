@@ -96,6 +96,9 @@ struct State {
     bound: HashMap<Key, Vec<Interface>>,
     /// Translations held back or refused for a bound interface, by host.
     interface_waiters: HashMap<Uuid, HashSet<Key>>,
+    /// Interfaces whose binding a Translation lost to another's (a version bump's cutover):
+    /// it binds them no more, whatever its spec says, until it is gone.
+    released: HashSet<(Key, Interface)>,
     /// How many live (not deleting) Translations desire each backend path, by the path's
     /// [`path_hash`]: a deletion leaves a path another Translation claims alone.
     claims: HashMap<u64, u32>,
@@ -309,6 +312,9 @@ impl State {
     /// not merely updated) also what a cascade took from it: a Translation updated, e.g.
     /// marked for deletion, still had its resources taken.
     fn forget(&mut self, key: &Key, gone: bool) {
+        if gone {
+            self.released.retain(|(k, _)| k != key);
+        }
         for r in self.provided.remove(key).unwrap_or_default() {
             if self.providers.get(&r).is_some_and(|(k, _)| k == key) {
                 self.providers.remove(&r);
@@ -366,6 +372,9 @@ impl State {
         if !links.binds.is_empty() {
             let mut interfaces = Vec::with_capacity(links.binds.len());
             for (i, path) in links.binds {
+                if self.released.contains(&(key.clone(), i.clone())) {
+                    continue;
+                }
                 self.binders
                     .entry(i.clone())
                     .or_default()
@@ -428,10 +437,14 @@ impl Dependencies {
                 for (key, links) in relisted {
                     state.set(key, links);
                 }
-                // Who is gone by now has nothing left to verify.
+                // Who is gone by now has nothing left to verify, nor any binding released.
                 let State {
-                    cascaded, required, ..
+                    cascaded,
+                    required,
+                    released,
+                    ..
                 } = &mut *state;
+                released.retain(|(k, _)| required.contains_key(k));
                 cascaded.retain(|_, keys| {
                     keys.retain(|k| required.contains_key(k));
                     !keys.is_empty()
@@ -650,6 +663,7 @@ impl Dependencies {
     /// bump's cutover): it binds it no more.
     pub fn taken_over(&self, interface: &Interface, from: &Key) {
         let mut state = self.lock();
+        state.released.insert((from.clone(), interface.clone()));
         if let Some(binders) = state.binders.get_mut(interface) {
             binders.retain(|(k, _)| k != from);
             if binders.is_empty() {
@@ -896,6 +910,26 @@ mod tests {
         deps.observe(&watcher::Event::Apply(old.clone()));
         deps.wait_for_interface(&key, HOST.parse().unwrap());
         assert_eq!(deps.bindings_deleted(&ObjectRef::from_obj(&old)), vec![key]);
+    }
+
+    #[test]
+    fn a_binding_taken_over_stays_released_when_its_old_translation_changes() {
+        let (store, _writer) = reflector::store::<Translation>();
+        let deps = Dependencies::new(store);
+        let old = tr("old-pod", vec![binding(PORT)]);
+        deps.observe(&watcher::Event::Apply(old.clone()));
+        let key = ObjectRef::from_obj(&old);
+        let eth0: Interface = (HOST.parse().unwrap(), "eth0".into());
+        assert_eq!(deps.interfaces_of(&key), vec![eth0.clone()]);
+        deps.taken_over(&eth0, &key);
+        // Marked for deletion (or any other update): its spec still names the binding.
+        deps.observe(&watcher::Event::Apply(old.clone()));
+        assert!(deps.interfaces_of(&key).is_empty());
+        assert!(deps.binders(&eth0).is_empty());
+        // Gone and written again: a new Translation of that name binds what it says.
+        deps.observe(&watcher::Event::Delete(old.clone()));
+        deps.observe(&watcher::Event::Apply(old));
+        assert_eq!(deps.interfaces_of(&key), vec![eth0]);
     }
 
     #[test]
