@@ -6,6 +6,7 @@
 //! costs no backend request), deletion exact (it deletes what was created, even when the spec
 //! changed or became unreadable) and shrinking specs safe (removed resources are deleted).
 
+mod cutover;
 mod deps;
 pub mod metrics;
 pub mod plan;
@@ -392,12 +393,13 @@ const ROLLOUT_TICK: Duration = Duration::from_millis(500);
 /// cutover when it begins, and deletes the old versions' Translations once it is over.
 async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
     let mut last = rollout::Phase::Steady;
-    let mut asked: std::collections::HashSet<String> = std::collections::HashSet::new();
+    // The UIDs of old Translations already asked to be deleted in this phase.
+    let mut retired: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut ticks = 0u64;
     loop {
         tokio::time::sleep(ROLLOUT_TICK).await;
         ticks += 1;
-        let progress = ctx.rollout.progress();
+        let progress = ctx.rollout.assess();
         let phase = progress.phase;
         for p in rollout::Phase::ALL {
             ctx.metrics
@@ -411,7 +413,8 @@ async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
                 .with_label_values(&[what])
                 .set(n as i64);
         }
-        if phase != last {
+        let entered = phase != last;
+        if entered {
             let message = rollout::describe(&progress);
             tracing::info!(phase = phase.as_str(), progress = %message, "Translation version bump");
             let reason = match phase {
@@ -431,27 +434,30 @@ async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
                     .await;
             }
             last = phase;
-            asked.clear();
+            retired.clear();
         }
         match phase {
-            // Entering the cutover wakes every withheld binding; stragglers every few
-            // seconds (a wake lost to a restart of the queue costs a tick, not the bump).
-            rollout::Phase::CuttingOver if asked.is_empty() || ticks % 10 == 0 => {
-                asked.insert(String::new());
-                ctx.wake(
-                    store
-                        .state()
-                        .iter()
-                        .filter(|t| {
-                            !ctx.rollout.is_old(t)
-                                && rollout::Member::of(t).settled
-                                    == rollout::Settled::AwaitingCutover
-                        })
-                        .map(|t| ObjectRef::from_obj(&**t)),
-                );
+            rollout::Phase::CuttingOver => {
+                let awaiting: Vec<Arc<Translation>> = store
+                    .state()
+                    .into_iter()
+                    .filter(|t| {
+                        !ctx.rollout.is_old(t)
+                            && rollout::Member::of(t).settled == rollout::Settled::AwaitingCutover
+                    })
+                    .collect();
+                // The bindings move in one batch; their Translations record it afterwards.
+                let moved = cutover::cut_over_all(&awaiting, &ctx).await;
+                ctx.wake(moved);
+                // The others on entering the phase (a binding whose old holder is gone
+                // is simply created), and every few seconds (a wake lost to a restart of
+                // the queue costs a few ticks, not the bump).
+                if entered || ticks % 10 == 0 {
+                    ctx.wake(awaiting.iter().map(|t| ObjectRef::from_obj(&**t)));
+                }
             }
             rollout::Phase::Retiring if cut_back(&store, &ctx) == 0 => {
-                retire(&store, &ctx, &mut asked).await
+                retire(&store, &ctx, &mut retired).await
             }
             _ => {}
         }
@@ -507,7 +513,7 @@ fn cut_back(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> usize {
 /// old Translations it builds on is left undeleted (global, then Node, then Pod, then its
 /// MAC and ARP entries), so that each deletion finds its parents going and leaves their
 /// children to MidoNet's cascades (a cycle, which nothing produces, is deleted at once).
-/// `asked` holds the UIDs already asked for in this phase.
+/// `asked` holds the UIDs already asked to be deleted in this phase.
 async fn retire(
     store: &Store<Translation>,
     ctx: &PusherContext,

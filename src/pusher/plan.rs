@@ -102,6 +102,9 @@ pub enum Step {
     /// Not pushed yet, and held back: a host interface binding that waits for a version
     /// bump's cutover (see [`super::rollout`]).
     Withheld,
+    /// A host interface binding the version bump's cutover created outside the reconcile
+    /// (see [`super::cutover`]): recorded as pushed, without a request.
+    CutOver,
 }
 
 /// The whole plan for applying a Translation.
@@ -132,6 +135,15 @@ impl ApplyPlan {
         }
     }
 
+    /// Records these paths as created by the cutover (see [`Step::CutOver`]).
+    pub fn cut_over(&mut self, paths: &HashSet<String>) {
+        for (d, step) in &mut self.steps {
+            if *step == Step::Create && paths.contains(&d.path) {
+                *step = Step::CutOver;
+            }
+        }
+    }
+
     /// Paths held back.
     pub fn withheld(&self) -> Vec<&str> {
         self.steps
@@ -144,7 +156,7 @@ impl ApplyPlan {
     pub fn backend_changes(&self) -> usize {
         self.steps
             .iter()
-            .filter(|(_, s)| matches!(s, Step::Create | Step::Update))
+            .filter(|(_, s)| matches!(s, Step::Create | Step::Update | Step::CutOver))
             .count()
             + self.removals.len()
     }

@@ -251,6 +251,13 @@ impl<'a> Reconciling<'a> {
             &now(),
         );
         self.write_status(status).await?;
+        self.ctx.tracker.recorded(
+            self.uid,
+            plan.steps
+                .iter()
+                .filter(|(_, s)| *s == Step::CutOver)
+                .map(|(d, _)| d.path.clone()),
+        );
         self.ctx.deps.release(&self.key);
         self.ctx.pushed(created);
         let outcome = match not_ready {
@@ -288,6 +295,7 @@ impl<'a> Reconciling<'a> {
             return Ok(());
         }
         let mut withheld = std::collections::HashSet::new();
+        let mut cut_over = std::collections::HashSet::new();
         let mut phase = None;
         for (desired, step) in &plan.steps {
             if *step != Step::Create {
@@ -296,6 +304,10 @@ impl<'a> Reconciling<'a> {
             let Some(interface) = super::deps::interface_of(&desired.resource) else {
                 continue;
             };
+            if ctx.tracker.is_cut_over(self.uid, &desired.path) {
+                cut_over.insert(desired.path.clone());
+                continue;
+            }
             let old: Vec<(ObjectRef<Translation>, String)> = ctx
                 .deps
                 .other_binders(&self.key, &interface)
@@ -329,6 +341,7 @@ impl<'a> Reconciling<'a> {
             }
         }
         plan.withhold(&withheld);
+        plan.cut_over(&cut_over);
         Ok(())
     }
 
@@ -348,14 +361,16 @@ impl<'a> Reconciling<'a> {
                     progress.immutable.push(desired.path.clone());
                     continue;
                 }
-                Step::Create | Step::Update => {}
+                Step::Create | Step::Update | Step::CutOver => {}
             }
             let kind = desired.resource.kind();
-            tracing::debug!(translation = %self.name(), backend_kind = kind.name(), backend_path = %desired.path, "pushing");
-            if let Err(error) = ctx.backend.apply(&desired.resource).await {
-                self.await_what_failed(&desired.resource, &error);
-                let path = desired.path.clone();
-                return (progress, Some(Stopped { path, error }));
+            if *step != Step::CutOver {
+                tracing::debug!(translation = %self.name(), backend_kind = kind.name(), backend_path = %desired.path, "pushing");
+                if let Err(error) = ctx.backend.apply(&desired.resource).await {
+                    self.await_what_failed(&desired.resource, &error);
+                    let path = desired.path.clone();
+                    return (progress, Some(Stopped { path, error }));
+                }
             }
             progress.created.extend(desired.resource.provides());
             ctx.tracker.recreated(self.uid, &desired.path);

@@ -313,17 +313,20 @@ impl Rollout {
         }
     }
 
-    /// The progress now; remembers the phase reached.
-    pub fn progress(&self) -> Progress {
+    /// Assesses the progress now and remembers the phase reached. The rollout loop calls
+    /// it on every tick; the reconciles read the phase it reached (see [`Self::phase`]).
+    pub fn assess(&self) -> Progress {
         let mut state = self.lock();
         let p = assess(&self.current, &state.census, state.reached);
         state.reached = p.phase;
         p
     }
 
-    /// The phase now (see [`Self::progress`]).
+    /// The phase the last [`Self::assess`] reached: a reconcile asks once per binding, and
+    /// a census over every owner is the loop's work, not each reconcile's. Before the first
+    /// assessment it is [`Phase::Steady`], which withholds nothing and cuts nothing over.
     pub fn phase(&self) -> Phase {
-        self.progress().phase
+        self.lock().reached
     }
 
     /// Whether `tr` belongs to a version other than the configured one.

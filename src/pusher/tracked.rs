@@ -6,7 +6,9 @@
 //!   acting on the stale status would repeat backend calls);
 //! - consecutive failures, for backoff and for not repeating the same Warning event;
 //! - pushed paths found gone from the backend (drift, another Translation's cascade), to
-//!   create again.
+//!   create again;
+//! - bindings a version bump's cutover created for it (see [`super::cutover`]), to record
+//!   without creating them again.
 //!
 //! One lock guards it all, so each rule about a Translation's bookkeeping reads one entry.
 
@@ -36,6 +38,7 @@ struct Tracked {
     /// The failures are of deleting (not of applying) the Translation.
     deleting: bool,
     missing: Missing,
+    cut_over: HashSet<String>,
 }
 
 impl Tracked {
@@ -45,6 +48,7 @@ impl Tracked {
             && self.last_warning.is_none()
             && !self.deleting
             && self.missing.is_empty()
+            && self.cut_over.is_empty()
     }
 }
 
@@ -169,6 +173,33 @@ impl Tracker {
         state.tidy(uid);
     }
 
+    /// The cutover created this binding of the Translation's: its next push records it.
+    pub fn cut_over(&self, uid: &str, path: &str) {
+        lock(&self.state)
+            .entry(uid)
+            .cut_over
+            .insert(path.to_string());
+    }
+
+    /// Whether the cutover created this path and no status records it yet.
+    pub fn is_cut_over(&self, uid: &str, path: &str) -> bool {
+        lock(&self.state)
+            .by_uid
+            .get(uid)
+            .is_some_and(|t| t.cut_over.contains(path))
+    }
+
+    /// A written status records these paths: the cutover's creations among them are done.
+    pub fn recorded(&self, uid: &str, paths: impl IntoIterator<Item = String>) {
+        let mut state = lock(&self.state);
+        if let Some(entry) = state.by_uid.get_mut(uid) {
+            for p in paths {
+                entry.cut_over.remove(&p);
+            }
+        }
+        state.tidy(uid);
+    }
+
     pub fn mark_missing(&self, uid: &str, paths: HashSet<String>, cause: Cause) {
         lock(&self.state)
             .entry(uid)
@@ -227,6 +258,19 @@ mod tests {
         assert_eq!(t.missing("a"), Missing::from([("/y".into(), Cause::Drift)]));
         t.recreated("a", "/y");
         assert!(t.missing("a").is_empty());
+        assert!(lock(&t.state).by_uid.is_empty());
+    }
+
+    #[test]
+    fn a_cut_over_binding_is_remembered_until_a_status_records_it() {
+        let t = Tracker::default();
+        t.cut_over("a", "/b");
+        assert!(t.is_cut_over("a", "/b"));
+        assert!(!t.is_cut_over("a", "/c"));
+        t.recorded("a", ["/c".to_string()]);
+        assert!(t.is_cut_over("a", "/b"));
+        t.recorded("a", ["/b".to_string()]);
+        assert!(!t.is_cut_over("a", "/b"));
         assert!(lock(&t.state).by_uid.is_empty());
     }
 }
