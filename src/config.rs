@@ -191,6 +191,15 @@ pub struct RunArgs {
     /// "Upgrading: a Translation version bump".
     #[arg(long, env = "MIDONETKUBE_TRANSLATION_VERSION")]
     pub translation_version: Option<String>,
+    /// How a version bump moves the host-interface bindings to the new version: all at
+    /// once (the shortest window) or host by host (see docs/operations.md).
+    #[arg(
+        long,
+        env = "MIDONETKUBE_BUMP_CUTOVER",
+        value_enum,
+        default_value_t = crate::pusher::CutoverOrder::AllAtOnce
+    )]
+    pub bump_cutover: crate::pusher::CutoverOrder,
 }
 
 /// Validated configuration.
@@ -221,6 +230,7 @@ pub struct Config {
     pub leader_election_namespace: String,
     pub lease_duration: Duration,
     pub translation_version: String,
+    pub bump_cutover: crate::pusher::CutoverOrder,
     pub backend_probe_period: Duration,
     pub liveness: crate::health::LivenessLimits,
     /// Settings taken from the original controller's variable names, to report at startup.
@@ -634,6 +644,7 @@ impl RunArgs {
             leader_election_namespace: self.leader_election_namespace,
             lease_duration,
             translation_version,
+            bump_cutover: self.bump_cutover,
             backend_probe_period,
             liveness,
             deprecated,
@@ -679,6 +690,7 @@ impl fmt::Debug for Config {
             .field("leader_election_namespace", &self.leader_election_namespace)
             .field("lease_duration", &self.lease_duration)
             .field("translation_version", &self.translation_version)
+            .field("bump_cutover", &self.bump_cutover)
             .field("backend_probe_period", &self.backend_probe_period)
             .field("liveness", &self.liveness)
             .field("deprecated", &self.deprecated)

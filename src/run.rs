@@ -267,6 +267,7 @@ async fn start_controllers(
                 verify_period: cfg.verify_period,
                 verify_rate: cfg.verify_rate,
                 version: cfg.translation_version.clone(),
+                cutover: cfg.bump_cutover,
                 ..PusherConfig::default()
             },
             authz.clone(),

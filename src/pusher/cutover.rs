@@ -6,9 +6,12 @@
 //! interruption costs at scale, so the cutover does nothing else: the rollout loop moves
 //! every binding (delete the old binding, create the new one, a request apart), with many
 //! requests in flight, and only afterwards do the Translations' own reconciles record what
-//! was done (one status write each, see [`super::tracked::Tracker::cut_over`]). Moving
-//! host by host instead only spreads the same requests over a longer window, and between
-//! two hosts the window is that of the later one.
+//! was done (one status write each, see [`super::tracked::Tracker::cut_over`]).
+//!
+//! [`CutoverOrder::HostByHost`] moves one host's bindings after another's instead: the
+//! pods of one host then reach each other throughout, but two hosts' pods are apart from
+//! the first host's batch to the second's. The benchmark measures both
+//! (`docs/benchmark.md`); all at once is the default.
 //!
 //! A move that fails is left to its Translation's reconcile, which makes the same two
 //! requests itself (see `bindings_in_bump` in the reconcile). Both ways are idempotent: a
@@ -25,7 +28,7 @@ use midonet_translators::model::{Kind, Resource};
 
 use super::deps::{interface_of, Interface};
 use super::plan::{self, Desired};
-use super::PusherContext;
+use super::{CutoverOrder, PusherContext};
 use crate::crd::{PushedResource, Translation};
 
 type Key = ObjectRef<Translation>;
@@ -112,14 +115,18 @@ pub(super) async fn cut_over_all(
     }
     let start = Instant::now();
     let total = todo.len();
-    let results: Vec<(Key, bool)> = futures::stream::iter(todo)
-        .map(|m| async move {
-            let moved = move_binding(&m, ctx).await;
-            (m.key, moved)
-        })
-        .buffer_unordered(IN_FLIGHT)
-        .collect()
-        .await;
+    let mut results: Vec<(Key, bool)> = Vec::with_capacity(total);
+    for batch in batches(todo, ctx.config.cutover) {
+        let done: Vec<(Key, bool)> = futures::stream::iter(batch)
+            .map(|m| async move {
+                let moved = move_binding(&m, ctx).await;
+                (m.key, moved)
+            })
+            .buffer_unordered(IN_FLIGHT)
+            .collect()
+            .await;
+        results.extend(done);
+    }
     let moved = results.iter().filter(|(_, ok)| *ok).count();
     tracing::info!(
         bindings = total,
@@ -132,6 +139,21 @@ pub(super) async fn cut_over_all(
     woken.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     woken.dedup();
     woken
+}
+
+/// The moves in the batches `order` makes of them, one after the other.
+fn batches(moves: Vec<Move>, order: CutoverOrder) -> Vec<Vec<Move>> {
+    match order {
+        CutoverOrder::AllAtOnce => vec![moves],
+        CutoverOrder::HostByHost => {
+            let mut by_host: std::collections::BTreeMap<uuid::Uuid, Vec<Move>> =
+                std::collections::BTreeMap::new();
+            for m in moves {
+                by_host.entry(m.interface.0).or_default().push(m);
+            }
+            by_host.into_values().collect()
+        }
+    }
 }
 
 /// Deletes the old bindings of the interface and creates the new one; on success the
@@ -204,6 +226,31 @@ mod tests {
         );
         assert_eq!(m.old, vec![(old_key(), format!("/hosts/{HOST}/ports/old"))]);
         assert_eq!(m.binding.path, format!("/hosts/{HOST}/ports/{NEW_PORT}"));
+    }
+
+    #[test]
+    fn host_by_host_makes_one_batch_per_host_all_at_once_one() {
+        let tr = |name: &str, host: &str| {
+            let mut entry = binding_entry(NEW_PORT);
+            entry.parent = host.into();
+            entry.body = entry.body.replace(HOST, host);
+            translation(name, name, vec![entry])
+        };
+        let other = "5a2b1c7e-0000-4000-8000-000000000002";
+        let trs = [tr("a", HOST), tr("b", other), tr("c", HOST)];
+        let all = moves(&trs, |_| Vec::new(), |_, _| false, old_binder);
+        assert_eq!(all.len(), 3);
+        let names = |b: &Vec<Move>| -> Vec<String> { b.iter().map(|m| m.uid.clone()).collect() };
+        let at_once = batches(all.clone(), CutoverOrder::AllAtOnce);
+        assert_eq!(
+            at_once.iter().map(names).collect::<Vec<_>>(),
+            vec![vec!["a", "b", "c"]]
+        );
+        let by_host = batches(all, CutoverOrder::HostByHost);
+        assert_eq!(
+            by_host.iter().map(names).collect::<Vec<_>>(),
+            vec![vec!["a", "c"], vec!["b"]]
+        );
     }
 
     #[test]

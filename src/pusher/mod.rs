@@ -58,6 +58,19 @@ pub struct PusherConfig {
     pub verify_rate: u32,
     /// The configured Translation version (see [`rollout`]).
     pub version: String,
+    /// How a bump's cutover moves the bindings (see [`cutover`]).
+    pub cutover: CutoverOrder,
+}
+
+/// How a version bump's cutover moves the host-interface bindings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CutoverOrder {
+    /// Every binding in one batch: the shortest window in which pods on the two versions
+    /// cannot reach each other.
+    #[default]
+    AllAtOnce,
+    /// One host's bindings after another's, each host's in one batch.
+    HostByHost,
 }
 
 impl Default for PusherConfig {
@@ -70,6 +83,7 @@ impl Default for PusherConfig {
             verify_period: None,
             verify_rate: 50,
             version: midonet_translators::TranslatorConfig::default().version,
+            cutover: CutoverOrder::default(),
         }
     }
 }
