@@ -21,52 +21,20 @@ mod support;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ListParams};
-use kube::ResourceExt;
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::sim::admin::Faults;
 use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::probe::{assert_interrupted_at_most, EVERY_FLOW};
-use support::rollout::{metric, phase_series};
-use support::scenario::{Scale, Scenario, ScenarioApi};
+use support::rollout::{
+    metric, phase_series, versions, wait_only_version, CONTROLLERS, CONVERGE, SCALE,
+};
+use support::scenario::{Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact, Controllers};
 use support::*;
 
-const SCALE: Scale = Scale {
-    nodes: 3,
-    pods: 12,
-    services: 4,
-    endpoints_per_service: 2,
-    namespaces: 2,
-};
-
-const CONTROLLERS: &str = "node,pod,service,endpoints,pusher";
 /// How often the probe samples every flow.
 const SAMPLE: Duration = Duration::from_millis(20);
-const CONVERGE: Duration = Duration::from_secs(180);
-
-/// The versions the cluster's Translations carry, with how many of each.
-async fn versions(client: &kube::Client) -> std::collections::BTreeMap<String, usize> {
-    let all: Api<Translation> = Api::all(client.clone());
-    let mut out = std::collections::BTreeMap::new();
-    for t in all.list(&ListParams::default()).await.unwrap().items {
-        let v = t.labels().get(VERSION_LABEL).cloned().unwrap_or_default();
-        *out.entry(v).or_default() += 1;
-    }
-    out
-}
-
-async fn wait_only_version(client: &kube::Client, version: &str) {
-    wait_until(
-        &format!("only version-{version} Translations"),
-        CONVERGE,
-        || async {
-            let v = versions(client).await;
-            (v.len() == 1 && v.contains_key(version)).then_some(())
-        },
-    )
-    .await;
-}
 
 /// Watches the controllers' phase metric until `stop`; returns when the cutover was first
 /// and last seen.

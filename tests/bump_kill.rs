@@ -8,35 +8,12 @@ mod support;
 
 use std::time::Duration;
 
-use kube::api::{Api, ListParams};
-use kube::ResourceExt;
-use midonet_kube_controllers::crd::Translation;
-use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::child::ChildControllers;
-use support::rollout::{metric, phase_series};
-use support::scenario::{Scale, Scenario, ScenarioApi};
+use support::rollout::{metric, phase_series, wait_only_version, CONTROLLERS, CONVERGE, SCALE};
+use support::scenario::{Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact};
 use support::*;
-
-const SCALE: Scale = Scale {
-    nodes: 3,
-    pods: 12,
-    services: 4,
-    endpoints_per_service: 2,
-    namespaces: 2,
-};
-const CONTROLLERS: &str = "node,pod,service,endpoints,pusher";
-const CONVERGE: Duration = Duration::from_secs(180);
-
-async fn only_version(client: &kube::Client, version: &str) -> Option<()> {
-    let all: Api<Translation> = Api::all(client.clone());
-    let items = all.list(&ListParams::default()).await.ok()?.items;
-    items
-        .iter()
-        .all(|t| t.labels().get(VERSION_LABEL).map(String::as_str) == Some(version))
-        .then_some(())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bump_survives_sigkills_in_every_phase() {
@@ -93,10 +70,7 @@ async fn a_bump_survives_sigkills_in_every_phase() {
         eprintln!("bump: SIGKILL while {phase}");
         child = spawn("2");
     }
-    wait_until("only version-2 Translations", CONVERGE, || {
-        only_version(&client, "2")
-    })
-    .await;
+    wait_only_version(&client, "2").await;
     wait_exact(&client, &admin, "version 2 after the kills", CONVERGE).await;
     assert_check_passes(&api_url, "version 2 after the kills").await;
     assert!(child.is_running(), "log: {}", log.display());

@@ -1,4 +1,55 @@
-//! Reading a version bump's progress off the controllers' metrics endpoint.
+//! A version bump's tests: their cluster, its progress off the controllers' metrics
+//! endpoint, and the versions the Translations carry.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+use midonet_kube_controllers::crd::Translation;
+use midonet_translators::meta::VERSION_LABEL;
+
+use super::scenario::Scale;
+
+/// A cluster small enough to bump in seconds, with pods on every node and Services
+/// across namespaces.
+pub const SCALE: Scale = Scale {
+    nodes: 3,
+    pods: 12,
+    services: 4,
+    endpoints_per_service: 2,
+    namespaces: 2,
+};
+
+/// The controllers a bump involves.
+pub const CONTROLLERS: &str = "node,pod,service,endpoints,pusher";
+
+/// How long a bump (or the first convergence) may take.
+pub const CONVERGE: Duration = Duration::from_secs(180);
+
+/// The versions the cluster's Translations carry, with how many of each (`""` for none).
+pub async fn versions(client: &kube::Client) -> BTreeMap<String, usize> {
+    let all: Api<Translation> = Api::all(client.clone());
+    let mut out = BTreeMap::new();
+    for t in all.list(&ListParams::default()).await.unwrap().items {
+        let v = t.labels().get(VERSION_LABEL).cloned().unwrap_or_default();
+        *out.entry(v).or_default() += 1;
+    }
+    out
+}
+
+/// Waits until every Translation is of `version`.
+pub async fn wait_only_version(client: &kube::Client, version: &str) {
+    super::wait_until(
+        &format!("only version-{version} Translations"),
+        CONVERGE,
+        || async {
+            let v = versions(client).await;
+            (v.len() == 1 && v.contains_key(version)).then_some(())
+        },
+    )
+    .await;
+}
 
 /// A series' value on the metrics endpoint at `port` (`series` is the name with its labels
 /// and the space before the value), `None` while not exposed or unreachable.
