@@ -158,6 +158,19 @@ impl PusherContext {
         }
     }
 
+    /// `key`'s binding at `path` lost its interface to another Translation's (a binding
+    /// MidoNet holds for one port at a time): its next push creates it again.
+    fn repush_binding(&self, key: ObjectRef<Translation>, path: String) {
+        if let Some(uid) = self.deps.store().get(&key).and_then(|t| t.uid()) {
+            self.tracker.mark_missing(
+                &uid,
+                std::iter::once(path).collect(),
+                tracked::Cause::Cascade,
+            );
+            self.wake([key]);
+        }
+    }
+
     /// The most recent status: ours if we wrote one, else the object's.
     fn recorded_status(&self, tr: &Translation) -> TranslationStatus {
         let uid = tr.uid().unwrap_or_default();
@@ -509,14 +522,7 @@ fn cut_back(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> usize {
             }
             held += 1;
             for (k, path) in current {
-                if let Some(uid) = store.get(&k).and_then(|t| t.uid()) {
-                    ctx.tracker.mark_missing(
-                        &uid,
-                        std::iter::once(path).collect(),
-                        tracked::Cause::Cascade,
-                    );
-                    ctx.wake([k]);
-                }
+                ctx.repush_binding(k, path);
             }
         }
     }

@@ -599,13 +599,7 @@ impl<'a> Reconciling<'a> {
         // The interfaces this Translation bound are free: new bindings of them can go.
         ctx.wake(ctx.deps.bindings_deleted(&self.key));
         for (other, path) in rebind {
-            if let Some(tr) = ctx.deps.store().get(&other) {
-                if let Some(uid) = tr.uid() {
-                    ctx.tracker
-                        .mark_missing(&uid, std::iter::once(path).collect(), Cause::Cascade);
-                    ctx.wake([other]);
-                }
-            }
+            ctx.repush_binding(other, path);
         }
         if let Err(err) = remove_finalizer(self.tr, ctx).await {
             let delay = ctx.retry_delay(ctx.tracker.failed(self.uid));
