@@ -116,7 +116,11 @@ async fn the_plan_of_a_bump_is_what_the_bump_does() {
     // Version 2: counted from the cluster's objects.
     let p = compute(&config(&v2), 100.0).await.unwrap();
     eprintln!("{}", p.render_text());
-    assert_eq!(admin.requests().await.unwrap().total, 0, "plan is read-only");
+    assert_eq!(
+        admin.requests().await.unwrap().total,
+        0,
+        "plan is read-only"
+    );
     let (pods, nodes) = (SCALE.pods, SCALE.nodes);
     // The scenario's Services and the apiserver's own `default/kubernetes`.
     let services = Api::<k8s_openapi::api::core::v1::Service>::all(client.clone())
@@ -127,12 +131,24 @@ async fn the_plan_of_a_bump_is_what_the_bump_does() {
         .len();
     assert_eq!(services, SCALE.services + 1);
     let create = &p.translations.create;
-    let only_bump = |kind: &str| create.get(kind).map(|m| m.keys().copied().collect::<Vec<_>>());
+    let only_bump = |kind: &str| {
+        create
+            .get(kind)
+            .map(|m| m.keys().copied().collect::<Vec<_>>())
+    };
     for kind in ["pod", "node", "service", "midonet-global"] {
         assert_eq!(only_bump(kind), Some(vec![Reason::VersionBump]), "{kind}");
     }
-    assert_eq!(create["pod"][&Reason::VersionBump], pods, "a Translation per pod");
-    assert_eq!(create["node"][&Reason::VersionBump], nodes, "a Translation per node");
+    assert_eq!(
+        create["pod"][&Reason::VersionBump],
+        pods,
+        "a Translation per pod"
+    );
+    assert_eq!(
+        create["node"][&Reason::VersionBump],
+        nodes,
+        "a Translation per node"
+    );
     assert_eq!(
         create["service"][&Reason::VersionBump],
         services,
@@ -148,11 +164,22 @@ async fn the_plan_of_a_bump_is_what_the_bump_does() {
     assert_eq!(p.translations.unchanged, 0, "a bump replaces everything");
     assert_eq!(created + updated, existing, "every Translation replaced");
     assert_eq!(deleted, existing - updated, "every old one deleted");
-    assert_eq!(p.rebinds.by_kind.get("pod"), Some(&pods), "every pod rebound");
-    assert_eq!(p.rebinds.by_kind.get("node"), Some(&nodes), "every node rebound");
+    assert_eq!(
+        p.rebinds.by_kind.get("pod"),
+        Some(&pods),
+        "every pod rebound"
+    );
+    assert_eq!(
+        p.rebinds.by_kind.get("node"),
+        Some(&nodes),
+        "every node rebound"
+    );
     assert_eq!(p.backend.deletes_cutover, pods + nodes);
     let old_resources: usize = admin.state().await.unwrap().translation_paths().len();
-    assert!(p.backend.deletes_retired < old_resources, "cascades counted");
+    assert!(
+        p.backend.deletes_retired < old_resources,
+        "cascades counted"
+    );
 
     let (code, out) = plan_binary(&v2, &["-o", "json"]);
     assert_eq!(code, 1, "something to do");

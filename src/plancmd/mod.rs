@@ -630,7 +630,8 @@ impl Plan {
                 .iter()
                 .map(|(r, n)| format!("{} {n}", r.as_str()))
                 .collect();
-            let _ = writeln!(s, "  {what:<8}{:>7}  {}", total(counts), reasons.join(", "));
+            let line = format!("  {what:<8}{:>7}  {}", total(counts), reasons.join(", "));
+            let _ = writeln!(s, "{}", line.trim_end());
             for (kind, by) in counts {
                 let reasons: Vec<String> = by
                     .iter()
