@@ -519,13 +519,14 @@ pub fn plan(
         going.push(t);
     }
     // What stays claims its paths: they are not deleted.
+    let going_keys: HashSet<(String, String)> = going.iter().map(|g| key_of(g)).collect();
     let claimed: HashSet<String> = desired
         .iter()
         .chain(
             live_existing
-                .values()
-                .copied()
-                .filter(|t| !going.iter().any(|g| key_of(g) == key_of(t))),
+                .iter()
+                .filter(|(k, _)| !going_keys.contains(*k))
+                .map(|(_, t)| *t),
         )
         .flat_map(|t| t.desired_paths().collect::<Vec<_>>())
         .collect();
