@@ -16,6 +16,7 @@ pub mod locks;
 pub mod logfields;
 pub mod netcheck;
 pub mod nodeannotator;
+pub mod plancmd;
 pub mod pusher;
 pub mod retry;
 pub mod run;

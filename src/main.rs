@@ -46,9 +46,20 @@ enum Command {
         #[command(flatten)]
         run: Box<RunArgs>,
     },
+    /// Show what the controllers would do now (Translations, backend requests, interfaces
+    /// rebound, duration) without doing it; with --translation-version, what that version
+    /// bump would do. Reads only. Exit 0 when there is nothing to do, 1 when there is
+    /// something to do, 2 on error (as `kubectl diff`). Takes the same settings as `run`.
+    Plan {
+        #[command(flatten)]
+        plan: plancmd::PlanArgs,
+        #[command(flatten)]
+        run: Box<RunArgs>,
+    },
 }
 
 use midonet_kube_controllers::netcheck::cli as netcheck;
+use midonet_kube_controllers::plancmd::cli as plancmd;
 
 /// When invoked as `kubectl-midonet` (a symlink on PATH is enough), kubectl runs it for
 /// `kubectl midonet …`; the subcommands are the same.
@@ -61,15 +72,16 @@ fn invoked_as_plugin(argv0: Option<&std::ffi::OsStr>) -> bool {
         .is_some_and(|n| n == KUBECTL_PLUGIN)
 }
 
-/// Runs a `trace` or `check` job: exit 2 for bad settings and errors, else what
+/// Runs a `trace`, `check` or `plan` job: exit 2 for bad settings and errors, else what
 /// `outcome` says about the result.
-fn run_netcheck<Fut, T>(
+fn run_netcheck<Fut, T, E>(
     args: RunArgs,
     job: impl FnOnce(Config) -> Fut,
     outcome: impl FnOnce(&T) -> ExitCode,
 ) -> ExitCode
 where
-    Fut: std::future::Future<Output = Result<T, netcheck::NetcheckError>>,
+    Fut: std::future::Future<Output = Result<T, E>>,
+    E: std::fmt::Display,
 {
     let cfg = match args.validate() {
         Ok(cfg) => cfg,
@@ -200,6 +212,17 @@ fn main() -> ExitCode {
                 }
             },
         ),
+        Some(Command::Plan { plan, run }) => run_netcheck(
+            *run,
+            move |cfg| plancmd::run_plan(cfg, plan),
+            |p: &midonet_kube_controllers::plancmd::Plan| {
+                if p.nothing_to_do() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            },
+        ),
         Some(Command::BackendSim(args)) => {
             let rt = match runtime() {
                 Ok(rt) => rt,
@@ -261,6 +284,25 @@ mod tests {
         assert!(
             matches!(&cli, Ok(Cli { command: Some(Command::Trace { trace, run }) })
                 if trace.output == netcheck::TraceOutput::Json && run.tenant == "t"),
+            "{:?}",
+            cli.err()
+        );
+        let cli = Cli::try_parse_from([
+            "x",
+            "plan",
+            "-o",
+            "json",
+            "--translation-version",
+            "2",
+            "--request-rate",
+            "50",
+        ])
+        .map_err(|e| e.to_string());
+        assert!(
+            matches!(&cli, Ok(Cli { command: Some(Command::Plan { plan, run }) })
+                if plan.output == plancmd::PlanOutput::Json
+                    && plan.request_rate == 50.0
+                    && run.translation_version.as_deref() == Some("2")),
             "{:?}",
             cli.err()
         );

@@ -39,7 +39,9 @@ use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 use crate::retry::RetryPolicy;
 pub use metrics::TranslatorMetrics;
-pub use sync::{build as translation_object, sync_translations, SyncOutcome, FIELD_MANAGER};
+pub use sync::{
+    build as translation_object, sync_translations, up_to_date, SyncOutcome, FIELD_MANAGER,
+};
 
 /// A failed translation is retried after 0.5–2.5 s: its Kubernetes writes failed, which
 /// is an apiserver outage or a conflict, both short; the wide jitter spreads many objects

@@ -123,7 +123,7 @@ pub fn keep_for_handover(
 }
 
 /// True when the cached Translation already carries everything we would apply.
-pub(super) fn up_to_date(cached: &Translation, want: &Translation) -> bool {
+pub fn up_to_date(cached: &Translation, want: &Translation) -> bool {
     let labels_ok = want
         .labels()
         .iter()

@@ -1,0 +1,694 @@
+//! `plan`: what the controllers would do now, or after a Translation version bump, without
+//! doing any of it.
+//!
+//! The decision is pure ([`desired`] and [`plan`]): from the cluster's objects it computes the
+//! Translations the translators would write for the planned version (the same translator
+//! functions the runner calls, built into Translation objects the way the runner builds them),
+//! compares them with the Translations that exist, and counts what follows:
+//!
+//! - the Translations created, updated and deleted, by kind (the first segment of the name)
+//!   and by [`Reason`];
+//! - the backend requests the pusher sends for them: creates and updates from
+//!   [`plan_apply`](crate::pusher::plan::plan_apply) against what each Translation's status
+//!   records as pushed; deletions from [`plan_delete`](crate::pusher::plan::plan_delete), so
+//!   that what MidoNet's cascades delete (a bridge's ports, a chain's rules, a port's binding)
+//!   costs nothing, counting as taken by another deletion what a Translation deleted in the
+//!   same plan provides; one DELETE per binding a bump's cutover moves (the old binding goes
+//!   a request before the new one is created, see [`crate::pusher::rollout`]);
+//! - the host interfaces whose binding moves to another port;
+//! - the duration those requests take at a given request rate.
+//!
+//! Only the Translations of the enabled controllers are planned ([`Scope`]); every
+//! Translation of another version goes, whatever its kind, as the pusher's retirement of a
+//! bump deletes them all. The I/O shell ([`cli`]) lists the objects once and writes nothing.
+
+pub mod cli;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::ResourceExt;
+use midonet_dataplane::Cluster;
+use midonet_translators::endpoints::SERVICE_NAME_LABEL;
+use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
+use midonet_translators::model::Resource;
+use midonet_translators::policy::{PolicyCluster, GROUP_LABEL};
+use midonet_translators::{DesiredTranslation, SliceView, TranslatorConfig};
+use serde::Serialize;
+
+use crate::crd::{PushedResource, Translation};
+use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Step};
+use crate::translate::{owner_reference, translation_object, up_to_date};
+
+/// Backend requests per second the estimate assumes unless told otherwise: the rate of the
+/// version bump at scale S in `docs/benchmark.md` (21,595 requests in 174 s, 2-core machine,
+/// simulator latency 1 ms). A slower machine did 55/s in the same run.
+pub const DEFAULT_REQUEST_RATE: f64 = 124.0;
+
+/// Why a Translation is created, updated or deleted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reason {
+    /// It exists only in another version, or is replaced by the planned version's.
+    VersionBump,
+    /// Same name, other resources (or labels, owner) than its object now asks for.
+    ChangedObject,
+    /// No object wants it any more.
+    Stale,
+    /// Its object has no Translation yet.
+    NewObject,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::VersionBump => "version-bump",
+            Reason::ChangedObject => "changed-object",
+            Reason::Stale => "stale",
+            Reason::NewObject => "new-object",
+        }
+    }
+}
+
+/// Which controllers are enabled: what `plan` plans for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Enabled {
+    pub node: bool,
+    pub pod: bool,
+    pub service: bool,
+    pub endpoints: bool,
+    pub network_policy: bool,
+}
+
+impl Enabled {
+    pub const ALL: Enabled = Enabled {
+        node: true,
+        pod: true,
+        service: true,
+        endpoints: true,
+        network_policy: true,
+    };
+
+    pub fn any(&self) -> bool {
+        self.node || self.pod || self.service || self.endpoints || self.network_policy
+    }
+}
+
+/// The Translations of the planned version's own (current) kinds that the enabled
+/// controllers manage, and so prune when no object wants them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Scope {
+    /// Kinds of owner objects (`Pod`, `Service`, …).
+    pub owner_kinds: BTreeSet<String>,
+    pub globals: bool,
+    pub groups: bool,
+}
+
+impl Scope {
+    pub fn manages(&self, tr: &Translation) -> bool {
+        if tr.labels().contains_key(GLOBAL_LABEL) {
+            return self.globals;
+        }
+        if tr.labels().contains_key(GROUP_LABEL) {
+            return self.groups;
+        }
+        tr.owner_references()
+            .first()
+            .is_some_and(|o| self.owner_kinds.contains(&o.kind))
+    }
+}
+
+fn live<K: kube::Resource<DynamicType = ()>>(obj: &K) -> bool {
+    obj.meta().deletion_timestamp.is_none() && owner_reference(obj).is_some()
+}
+
+fn built<K: kube::Resource<DynamicType = ()>>(
+    out: &mut Vec<Translation>,
+    obj: &K,
+    desired: Vec<DesiredTranslation>,
+) {
+    let owner = owner_reference(obj);
+    out.extend(
+        desired
+            .iter()
+            .map(|d| translation_object(d, owner.as_ref())),
+    );
+}
+
+/// The Translations the enabled translators write for `cluster` at `cfg.version`, as the
+/// runner builds them (owner reference, owner-UID label, finalizer), and the scope they are
+/// pruned in. Endpoints come from `cluster.endpoint_slices` when it is `Some` (the runner's
+/// Service controller then translates them), else from `cluster.endpoints`.
+pub fn desired(
+    cfg: &TranslatorConfig,
+    cluster: &Cluster,
+    enabled: &Enabled,
+) -> (Vec<Translation>, Scope) {
+    let mut out = Vec::new();
+    let mut scope = Scope::default();
+    if !enabled.any() {
+        return (out, scope);
+    }
+    scope.globals = true;
+    out.extend(
+        midonet_translators::global(cfg)
+            .iter()
+            .map(|d| translation_object(d, None)),
+    );
+    let nodes: HashMap<String, &Node> = cluster.nodes.iter().map(|n| (n.name_any(), n)).collect();
+    if enabled.node {
+        scope.owner_kinds.insert("Node".into());
+        for n in cluster.nodes.iter().filter(|n| live(*n)) {
+            built(&mut out, n, midonet_translators::node(cfg, n).translations);
+        }
+    }
+    if enabled.pod {
+        scope.owner_kinds.insert("Pod".into());
+        for p in cluster.pods.iter().filter(|p| live(*p)) {
+            let node = p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .and_then(|n| nodes.get(n).copied());
+            built(
+                &mut out,
+                p,
+                midonet_translators::pod(cfg, p, node).translations,
+            );
+        }
+    }
+    // Without the endpoints controller the Service controller translates Services only.
+    let slices = cluster
+        .endpoint_slices
+        .as_ref()
+        .filter(|_| enabled.endpoints);
+    if enabled.service {
+        scope.owner_kinds.insert("Service".into());
+        for svc in cluster.services.iter().filter(|s| live(*s)) {
+            let translated = match slices {
+                Some(slices) => {
+                    let (ns, name) = (svc.namespace(), svc.name_any());
+                    let mine = slices.iter().filter(|s| {
+                        s.namespace() == ns && s.labels().get(SERVICE_NAME_LABEL) == Some(&name)
+                    });
+                    crate::translate::slices::translate_with_slices(
+                        cfg,
+                        svc,
+                        mine.map(SliceView::from),
+                    )
+                }
+                None => midonet_translators::service(cfg, svc),
+            };
+            built(&mut out, svc, translated.translations);
+        }
+    }
+    if enabled.endpoints {
+        // With slices the Service controller takes the Endpoints' Translations over.
+        scope.owner_kinds.insert("Endpoints".into());
+        if slices.is_none() {
+            let services: HashMap<(Option<String>, String), &Service> = cluster
+                .services
+                .iter()
+                .map(|s| ((s.namespace(), s.name_any()), s))
+                .collect();
+            for ep in cluster.endpoints.iter().filter(|e| live(*e)) {
+                let svc = services.get(&(ep.namespace(), ep.name_any())).copied();
+                built(
+                    &mut out,
+                    ep,
+                    midonet_translators::endpoints(cfg, ep, svc).translations,
+                );
+            }
+        }
+    }
+    if enabled.network_policy {
+        scope.owner_kinds.insert("NetworkPolicy".into());
+        scope.groups = true;
+        let pc = PolicyCluster::new(cluster.namespaces.iter(), cluster.pods.iter());
+        for np in cluster.network_policies.iter().filter(|n| live(*n)) {
+            built(
+                &mut out,
+                np,
+                midonet_translators::network_policy(cfg, np, &pc).translations,
+            );
+        }
+        // As the group pass: no groups for policies of a terminating namespace.
+        let terminating: HashSet<String> = cluster
+            .namespaces
+            .iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_some())
+            .map(|ns| ns.name_any())
+            .collect();
+        let policies = cluster
+            .network_policies
+            .iter()
+            .filter(|np| np.metadata.deletion_timestamp.is_none())
+            .filter(|np| !terminating.contains(&np.namespace().unwrap_or_default()));
+        out.extend(
+            midonet_translators::address_groups(cfg, policies, &pc)
+                .iter()
+                .map(|d| translation_object(d, None)),
+        );
+    }
+    (out, scope)
+}
+
+/// Counts by kind and reason.
+pub type Counts = BTreeMap<String, BTreeMap<Reason, usize>>;
+
+fn total(c: &Counts) -> usize {
+    c.values().flat_map(|m| m.values()).sum()
+}
+
+fn by_reason(c: &Counts) -> BTreeMap<Reason, usize> {
+    let mut out = BTreeMap::new();
+    for (reason, n) in c.values().flat_map(|m| m.iter()) {
+        *out.entry(*reason).or_default() += n;
+    }
+    out
+}
+
+/// The Translation changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TranslationChanges {
+    pub create: Counts,
+    pub update: Counts,
+    pub delete: Counts,
+    /// Desired and already as desired.
+    pub unchanged: usize,
+    /// Being deleted already (their backend deletions are counted below).
+    pub deleting: usize,
+}
+
+/// The backend requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendRequests {
+    pub creates: usize,
+    pub updates: usize,
+    /// DELETEs: `deletes_cutover + deletes_removed + deletes_retired`.
+    pub deletes: usize,
+    /// Old bindings a bump's cutover deletes right before their interface's new one.
+    pub deletes_cutover: usize,
+    /// Resources a Translation that stays no longer asks for.
+    pub deletes_removed: usize,
+    /// Deleted Translations' resources MidoNet's cascades do not take.
+    pub deletes_retired: usize,
+    /// Deleted Translations' resources MidoNet's cascades take: no request.
+    pub cascaded: usize,
+    /// Changed resources MidoNet cannot update (the pusher reports them; no request).
+    pub immutable: usize,
+    /// Translations whose spec cannot be pushed at all (namespace/name: error).
+    pub invalid: Vec<String>,
+}
+
+impl BackendRequests {
+    pub fn total(&self) -> usize {
+        self.creates + self.updates + self.deletes
+    }
+}
+
+/// Host interfaces whose binding moves to another port.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Rebinds {
+    pub total: usize,
+    /// By the kind of the Translation that binds it next.
+    pub by_kind: BTreeMap<String, usize>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Estimate {
+    pub requests: usize,
+    pub requests_per_second: f64,
+    pub seconds: f64,
+}
+
+/// What the controllers would do.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The version planned for.
+    pub version: String,
+    /// The existing Translations by version label (`""`: none).
+    pub existing_versions: BTreeMap<String, usize>,
+    pub translations: TranslationChanges,
+    pub backend: BackendRequests,
+    pub rebinds: Rebinds,
+    pub estimate: Estimate,
+}
+
+/// The kind segment of a Translation's name (`pod.1.ns-a` → `pod`).
+fn kind_of(name: &str) -> String {
+    name.split('.').next().unwrap_or(name).to_string()
+}
+
+fn key_of(tr: &Translation) -> (String, String) {
+    (tr.namespace().unwrap_or_default(), tr.name_any())
+}
+
+fn version_of(tr: &Translation) -> Option<&String> {
+    tr.labels().get(VERSION_LABEL)
+}
+
+/// A Translation's name without its version segment, the same in every version:
+/// `(namespace, "<kind>.<key>")`, `None` for names not versioned this way.
+fn identity(tr: &Translation) -> Option<(String, String)> {
+    let version = version_of(tr)?;
+    let name = tr.name_any();
+    let (kind, rest) = name.split_once('.')?;
+    let key = rest.strip_prefix(version.as_str())?.strip_prefix('.')?;
+    Some((tr.namespace().unwrap_or_default(), format!("{kind}.{key}")))
+}
+
+/// What a bump keeps the same from version to version: the object a Translation stands for
+/// (its owner's UID, or `global`).
+fn owner_of(tr: &Translation) -> Option<String> {
+    tr.labels().get(OWNER_UID_LABEL).cloned().or_else(|| {
+        tr.labels()
+            .contains_key(GLOBAL_LABEL)
+            .then(|| "global".to_string())
+    })
+}
+
+/// A host interface: (host ID, interface name).
+type Interface = (uuid::Uuid, String);
+
+fn bindings(tr: &Translation) -> Vec<(Interface, uuid::Uuid)> {
+    parse_lenient(tr.desired_resources())
+        .into_iter()
+        .filter_map(|d| match d.resource {
+            Resource::HostInterfacePort(b) => Some(((b.parent, b.interface_name?), b.port_id)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn add(c: &mut Counts, kind: String, reason: Reason) {
+    *c.entry(kind).or_default().entry(reason).or_default() += 1;
+}
+
+/// Plans the move from `existing` (the cluster's Translations, with their status) to
+/// `desired` ([`desired`] for `version`), for the Translations `scope` manages; backend
+/// requests at `rate` per second.
+pub fn plan(
+    version: &str,
+    desired: &[Translation],
+    existing: &[Translation],
+    scope: &Scope,
+    rate: f64,
+) -> Plan {
+    let mut changes = TranslationChanges::default();
+    let mut backend = BackendRequests::default();
+    let mut rebinds = Rebinds::default();
+    let mut existing_versions: BTreeMap<String, usize> = BTreeMap::new();
+    for tr in existing {
+        *existing_versions
+            .entry(version_of(tr).cloned().unwrap_or_default())
+            .or_default() += 1;
+    }
+    let live_existing: HashMap<(String, String), &Translation> = existing
+        .iter()
+        .filter(|t| t.metadata.deletion_timestamp.is_none())
+        .map(|t| (key_of(t), t))
+        .collect();
+    let other_versions: HashSet<(String, String)> = live_existing
+        .values()
+        .filter(|t| version_of(t).is_some_and(|v| v != version))
+        .filter_map(|t| identity(t))
+        .collect();
+    let other_version_owners: HashSet<String> = live_existing
+        .values()
+        .filter(|t| version_of(t).is_some_and(|v| v != version))
+        .filter_map(|t| owner_of(t))
+        .collect();
+    // Interfaces bound now: by any live Translation, and by another version's.
+    let mut bound: HashMap<Interface, Vec<(uuid::Uuid, bool)>> = HashMap::new();
+    for t in live_existing.values() {
+        let old = version_of(t).is_some_and(|v| v != version);
+        for (interface, port) in bindings(t) {
+            bound.entry(interface).or_default().push((port, old));
+        }
+    }
+
+    let wanted: HashSet<(String, String)> = desired.iter().map(key_of).collect();
+    for want in desired {
+        let key = key_of(want);
+        let kind = kind_of(&key.1);
+        let current = live_existing.get(&key).copied();
+        match current {
+            Some(c) if up_to_date(c, want) => changes.unchanged += 1,
+            Some(c) => {
+                let reason = if version_of(c) != version_of(want) {
+                    Reason::VersionBump
+                } else {
+                    Reason::ChangedObject
+                };
+                add(&mut changes.update, kind.clone(), reason);
+            }
+            None => {
+                let bump = identity(want).is_some_and(|i| other_versions.contains(&i))
+                    || owner_of(want).is_some_and(|o| other_version_owners.contains(&o));
+                let reason = if bump {
+                    Reason::VersionBump
+                } else {
+                    Reason::NewObject
+                };
+                add(&mut changes.create, kind.clone(), reason);
+            }
+        }
+        let pushed: &[PushedResource] = current
+            .and_then(|c| c.status.as_ref())
+            .map_or(&[], |s| s.pushed.as_slice());
+        let parsed = match parse_all(want.desired_resources()) {
+            Ok(p) => p,
+            Err(err) => {
+                backend.invalid.push(format!("{}/{}: {err}", key.0, key.1));
+                continue;
+            }
+        };
+        let apply = plan_apply(parsed, pushed);
+        for (d, step) in &apply.steps {
+            match step {
+                Step::Create => {
+                    backend.creates += 1;
+                    if let Resource::HostInterfacePort(b) = &d.resource {
+                        if let Some(name) = &b.interface_name {
+                            let before = bound.get(&(b.parent, name.clone()));
+                            let moved = before
+                                .is_some_and(|ports| ports.iter().any(|(p, _)| *p != b.port_id));
+                            if moved {
+                                rebinds.total += 1;
+                                *rebinds.by_kind.entry(kind.clone()).or_default() += 1;
+                            }
+                            // The cutover deletes another version's binding first.
+                            backend.deletes_cutover += before.map_or(0, |ports| {
+                                ports
+                                    .iter()
+                                    .filter(|(p, old)| *old && *p != b.port_id)
+                                    .count()
+                            });
+                        }
+                    }
+                }
+                Step::Update => backend.updates += 1,
+                Step::ImmutableChanged => backend.immutable += 1,
+                Step::Unchanged | Step::Withheld => {}
+            }
+        }
+        backend.deletes_removed += apply.removals.len();
+    }
+
+    // The Translations that go: every other version's, and the stale ones of the scope.
+    let mut going: Vec<&Translation> = Vec::new();
+    for t in existing {
+        if t.metadata.deletion_timestamp.is_some() {
+            changes.deleting += 1;
+            going.push(t);
+            continue;
+        }
+        if wanted.contains(&key_of(t)) {
+            continue;
+        }
+        let reason = match version_of(t) {
+            Some(v) if v != version => Reason::VersionBump,
+            _ if scope.manages(t) => Reason::Stale,
+            _ => continue,
+        };
+        add(&mut changes.delete, kind_of(&t.name_any()), reason);
+        going.push(t);
+    }
+    // What stays claims its paths: they are not deleted.
+    let going_keys: HashSet<(String, String)> = going.iter().map(|g| key_of(g)).collect();
+    let claimed: HashSet<String> = desired
+        .iter()
+        .chain(
+            live_existing
+                .iter()
+                .filter(|(k, _)| !going_keys.contains(*k))
+                .map(|(_, t)| *t),
+        )
+        .flat_map(|t| t.desired_paths().collect::<Vec<_>>())
+        .collect();
+    let parsed: Vec<_> = going
+        .iter()
+        .map(|t| parse_lenient(t.desired_resources()))
+        .collect();
+    // Which deleted Translation provides each ID the deletions take out of the backend.
+    let mut provider: HashMap<uuid::Uuid, usize> = HashMap::new();
+    for (i, rs) in parsed.iter().enumerate() {
+        for d in rs.iter().filter(|d| !claimed.contains(&d.path)) {
+            if let Some(id) = d.resource.own_id() {
+                provider.insert(id, i);
+            }
+        }
+    }
+    for (i, (t, rs)) in going.iter().zip(&parsed).enumerate() {
+        let taken: HashSet<uuid::Uuid> = rs
+            .iter()
+            .flat_map(|d| d.resource.deleted_with())
+            .filter(|id| provider.get(id).is_some_and(|p| *p != i))
+            .collect();
+        let pushed = t.status.as_ref().map_or(&[][..], |s| s.pushed.as_slice());
+        let deletion = plan_delete(pushed, rs, &taken, |p| claimed.contains(p));
+        backend.deletes_retired += deletion.requests.len();
+        backend.cascaded += deletion.cascaded.len();
+    }
+    backend.deletes = backend.deletes_cutover + backend.deletes_removed + backend.deletes_retired;
+    let requests = backend.total();
+    let seconds = if rate > 0.0 {
+        requests as f64 / rate
+    } else {
+        0.0
+    };
+    Plan {
+        version: version.to_string(),
+        existing_versions,
+        translations: changes,
+        backend,
+        rebinds,
+        estimate: Estimate {
+            requests,
+            requests_per_second: rate,
+            seconds,
+        },
+    }
+}
+
+impl Plan {
+    /// Nothing to write, push or delete.
+    pub fn nothing_to_do(&self) -> bool {
+        let t = &self.translations;
+        total(&t.create) == 0
+            && total(&t.update) == 0
+            && total(&t.delete) == 0
+            && t.deleting == 0
+            && self.backend.total() == 0
+            && self.backend.invalid.is_empty()
+            && self.backend.immutable == 0
+            && self.rebinds.total == 0
+    }
+
+    /// Translations created / updated / deleted.
+    pub fn translation_totals(&self) -> (usize, usize, usize) {
+        let t = &self.translations;
+        (total(&t.create), total(&t.update), total(&t.delete))
+    }
+
+    /// The plan for a person.
+    pub fn render_text(&self) -> String {
+        use std::fmt::Write;
+        if self.nothing_to_do() {
+            return "nothing to do\n".to_string();
+        }
+        let mut s = String::new();
+        let versions: Vec<String> = self
+            .existing_versions
+            .iter()
+            .map(|(v, n)| {
+                let v = if v.is_empty() { "(none)" } else { v };
+                format!("{v}: {n}")
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "Plan for Translation version {} (existing Translations by version: {})",
+            self.version,
+            if versions.is_empty() {
+                "none".to_string()
+            } else {
+                versions.join(", ")
+            }
+        );
+        let _ = writeln!(s, "\nTranslations:");
+        let t = &self.translations;
+        for (what, counts) in [
+            ("create", &t.create),
+            ("update", &t.update),
+            ("delete", &t.delete),
+        ] {
+            let reasons: Vec<String> = by_reason(counts)
+                .iter()
+                .map(|(r, n)| format!("{} {n}", r.as_str()))
+                .collect();
+            let line = format!("  {what:<8}{:>7}  {}", total(counts), reasons.join(", "));
+            let _ = writeln!(s, "{}", line.trim_end());
+            for (kind, by) in counts {
+                let reasons: Vec<String> = by
+                    .iter()
+                    .map(|(r, n)| format!("{} {n}", r.as_str()))
+                    .collect();
+                let n: usize = by.values().sum();
+                let _ = writeln!(s, "    {kind:<20}{n:>5}  {}", reasons.join(", "));
+            }
+        }
+        let _ = writeln!(s, "  {:<8}{:>7}", "unchanged", t.unchanged);
+        if t.deleting > 0 {
+            let _ = writeln!(s, "  {:<8}{:>7}", "deleting", t.deleting);
+        }
+        let b = &self.backend;
+        let _ = writeln!(s, "\nBackend requests: {}", b.total());
+        let _ = writeln!(s, "  create  {:>7}", b.creates);
+        let _ = writeln!(s, "  update  {:>7}", b.updates);
+        let _ = writeln!(
+            s,
+            "  delete  {:>7}  (cutover {}, removed {}, retired {}; {} more deleted by MidoNet's cascades)",
+            b.deletes, b.deletes_cutover, b.deletes_removed, b.deletes_retired, b.cascaded
+        );
+        if b.immutable > 0 {
+            let _ = writeln!(
+                s,
+                "  {} changed resources MidoNet cannot update (reported, not pushed)",
+                b.immutable
+            );
+        }
+        for invalid in &b.invalid {
+            let _ = writeln!(s, "  invalid: {invalid}");
+        }
+        let kinds: Vec<String> = self
+            .rebinds
+            .by_kind
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "\nHost interfaces rebound: {}{}",
+            self.rebinds.total,
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
+            }
+        );
+        let _ = writeln!(
+            s,
+            "\nEstimated duration: {:.1} s ({} requests at {} requests/s)",
+            self.estimate.seconds, self.estimate.requests, self.estimate.requests_per_second
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests;
