@@ -16,7 +16,7 @@ mod cases;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
@@ -75,7 +75,7 @@ async fn backend_matrix(client: &Client, admin: &AdminClient) -> BTreeMap<Cell, 
         .unwrap()
         .items;
     let mut pods = Vec::new();
-    for ns in NAMESPACES {
+    for ns in NAMESPACES.into_iter().chain(["kube-system"]) {
         pods.extend(
             Api::<Pod>::namespaced(client.clone(), ns)
                 .list(&Default::default())
@@ -206,14 +206,17 @@ async fn network_policies_keep_their_truth_tables() {
         .await;
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    for ns in cases::namespaces() {
+    for ns in cases::namespaces()
+        .into_iter()
+        .filter(|n| n.metadata.name.as_deref() != Some("kube-system"))
+    {
         namespaces
             .create(&PostParams::default(), &ns)
             .await
             .unwrap();
     }
-    for p in all_pods() {
-        let full = pod(p, &[("pod", p.pod)]);
+    for p in servers() {
+        let full = pod(p, &labels_of(p));
         let api: Api<Pod> = Api::namespaced(client.clone(), p.ns);
         let mut created = full.clone();
         created.status = None;
@@ -227,6 +230,17 @@ async fn network_policies_keep_their_truth_tables() {
         .await
         .unwrap();
     }
+    // Each server's Service and its Endpoints, as the endpoints controller would write them.
+    for p in servers() {
+        Api::<Service>::namespaced(client.clone(), p.ns)
+            .create(&PostParams::default(), &service(p))
+            .await
+            .unwrap();
+        Api::<Endpoints>::namespaced(client.clone(), p.ns)
+            .create(&PostParams::default(), &endpoints(p))
+            .await
+            .unwrap();
+    }
     let deadline = Duration::from_secs(30);
     wait_table(&client, &admin, "no policy", |_, _, _, _| true, deadline).await;
 
@@ -237,15 +251,18 @@ async fn network_policies_keep_their_truth_tables() {
         let took = wait_table(&client, &admin, case.name, case.expect, deadline).await;
         eprintln!("{}: table holds after {took:?}", case.name);
         if case.name == "allow from a pod in a namespace" {
-            // The oracle can fail: without the peer's accept rule exactly y/b -> x/a flips.
+            // The oracle can fail: without the peer's accept rule exactly y/b -> x/a flips,
+            // directly and through x/a's Service.
             delete_peer_accept(&admin, sim.api_url().as_str()).await;
             let got = backend_matrix(&client, &admin).await;
             let mut diff = differences(&expected(case.expect), &got);
             diff.sort();
             let mut want: Vec<String> = PROBES
                 .iter()
-                .map(|(port, proto)| {
-                    format!("y/b -> x/a {port}/{proto:?}: expected allowed, got denied")
+                .flat_map(|(port, proto)| {
+                    ["x/a", "svc/x/a"].map(|to| {
+                        format!("y/b -> {to} {port}/{proto:?}: expected allowed, got denied")
+                    })
                 })
                 .collect();
             want.sort();

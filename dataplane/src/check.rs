@@ -314,7 +314,7 @@ fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &m
         policies: &cluster.network_policies,
         namespaces: &cluster.namespaces,
     };
-    let party = |name: &str, ip: Ipv4Addr| {
+    fn party<'a>(cluster: &'a Cluster, name: &'a str, ip: Ipv4Addr) -> crate::policy::Party<'a> {
         let pod = name.strip_prefix("pod/").and_then(|rest| {
             let (ns, pod) = rest.split_once('/')?;
             cluster.pods.iter().find(|p| {
@@ -323,11 +323,12 @@ fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &m
                     && p.spec.as_ref().and_then(|s| s.host_network) != Some(true)
             })
         });
-        match pod {
-            Some(p) => crate::policy::Party::Pod(p, ip),
-            None => crate::policy::Party::Address(ip),
+        match (pod, name.strip_prefix("node/")) {
+            (Some(p), _) => crate::policy::Party::Pod(p, ip),
+            (None, Some(node)) => crate::policy::Party::Node(node, ip),
+            (None, None) => crate::policy::Party::Address(ip),
         }
-    };
+    }
     for flow in flows.iter_mut() {
         let Some(from_ip) = attachments
             .iter()
@@ -336,10 +337,10 @@ fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &m
         else {
             continue;
         };
-        let client = party(&flow.from, from_ip);
+        let client = party(cluster, &flow.from, from_ip);
         if let Some(expected) = flow.expected.as_mut() {
             expected.retain(|(name, to)| {
-                policies.allows(client, party(name, to.ip), to.port, flow.protocol)
+                policies.allows(client, party(cluster, name, to.ip), to.port, flow.protocol)
             });
             if expected.is_empty() {
                 flow.expected = None;

@@ -147,6 +147,8 @@ pub(crate) struct Walk<'a> {
     /// Port groups of the exterior port the packet entered through.
     port_groups: BTreeSet<Uuid>,
     ingress_device: Option<Uuid>,
+    /// The packet's tuple as it entered the network: what connection tracking looks up.
+    orig_tuple: crate::packet::FlowTuple,
     forward: Option<bool>,
     current_device: Uuid,
     devices: u32,
@@ -169,6 +171,7 @@ impl<'a> Walk<'a> {
             out_port: None,
             port_groups: BTreeSet::new(),
             ingress_device: None,
+            orig_tuple: pkt.tuple(),
             forward: None,
             current_device: Uuid::nil(),
             devices: 0,
@@ -692,13 +695,15 @@ impl<'a> Walk<'a> {
         );
     }
 
-    /// midolman `ConnTrackState.isForwardFlow`: decided once per packet, on first use.
+    /// midolman `ConnTrackState.isForwardFlow`: decided once per packet, on first use, by
+    /// the packet's *original* tuple (`origMatch`) on its ingress device: a reply that a
+    /// reverse NAT rewrote before the first look-up is still recognised.
     fn is_forward(&mut self) -> bool {
         if let Some(f) = self.forward {
             return f;
         }
         let device = self.ingress_device.unwrap_or(self.current_device);
-        let f = !self.state.is_tracked_return(self.pkt.tuple(), device);
+        let f = !self.state.is_tracked_return(self.orig_tuple, device);
         self.forward = Some(f);
         f
     }

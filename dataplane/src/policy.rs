@@ -35,14 +35,26 @@ use midonet_translators::model::Ipv4Cidr;
 pub enum Party<'a> {
     /// A pod on the pod network, with its address.
     Pod(&'a Pod, Ipv4Addr),
-    /// Anything else: a node, a host-network pod, an outside address.
+    /// A node's host stack (by node name) sending from one of its addresses. NetworkPolicy
+    /// always allows traffic from a node to the pods running on it (kubelet probes); to
+    /// anything else a node is an address like any other.
+    Node(&'a str, Ipv4Addr),
+    /// Anything else: a host-network pod, an outside address.
     Address(Ipv4Addr),
 }
 
 impl Party<'_> {
+    /// Whether this is the host stack of the node `pod` runs on.
+    fn is_node_of(&self, pod: &Pod) -> bool {
+        let Party::Node(node, _) = self else {
+            return false;
+        };
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(*node)
+    }
+
     fn ip(&self) -> Ipv4Addr {
         match self {
-            Party::Pod(_, ip) | Party::Address(ip) => *ip,
+            Party::Pod(_, ip) | Party::Node(_, ip) | Party::Address(ip) => *ip,
         }
     }
 }
@@ -224,7 +236,8 @@ impl Policies<'_> {
     /// Whether a new connection from `client` to `server` on `port`/`proto` is allowed.
     pub fn allows(&self, client: Party<'_>, server: Party<'_>, port: u16, proto: Protocol) -> bool {
         let ingress_ok = match server {
-            Party::Address(_) => true,
+            Party::Address(_) | Party::Node(..) => true,
+            Party::Pod(pod, _) if client.is_node_of(pod) => true,
             Party::Pod(pod, _) => {
                 let selecting = self.selecting(pod, true);
                 selecting.is_empty()
@@ -241,7 +254,7 @@ impl Policies<'_> {
             }
         };
         let egress_ok = match client {
-            Party::Address(_) => true,
+            Party::Address(_) | Party::Node(..) => true,
             Party::Pod(pod, _) => {
                 let selecting = self.selecting(pod, false);
                 selecting.is_empty()
@@ -334,6 +347,23 @@ mod tests {
         assert!(!p.allows(Party::Address(ip("192.168.1.9")), pa, 1, Protocol::Udp));
         // Not selected: open.
         assert!(p.allows(pa, pc, 1, Protocol::Tcp));
+    }
+
+    #[test]
+    fn a_node_always_reaches_its_own_pods_only() {
+        let mut a = pod("x", "a", json!({}));
+        a.spec = Some(serde_json::from_value(json!({"nodeName": "n1", "containers": []})).unwrap());
+        let policies = [np("x", json!({"podSelector": {}}))];
+        let p = Policies {
+            policies: &policies,
+            namespaces: &[],
+        };
+        let pa = Party::Pod(&a, ip("10.0.0.1"));
+        // Deny-all ingress: the pod's own node still reaches it, another node does not,
+        // and neither does the same address when it is not a node's.
+        assert!(p.allows(Party::Node("n1", ip("10.0.0.2")), pa, 80, Protocol::Tcp));
+        assert!(!p.allows(Party::Node("n2", ip("10.0.1.2")), pa, 80, Protocol::Tcp));
+        assert!(!p.allows(Party::Address(ip("10.0.0.2")), pa, 80, Protocol::Tcp));
     }
 
     #[test]

@@ -458,3 +458,30 @@ fn port_groups_and_ip_address_groups() {
     assert!(trace(&topo, &probe("a")).unwrap().all_work());
     assert!(!trace(&topo, &probe("c")).unwrap().delivered());
 }
+
+#[test]
+fn a_reply_is_recognised_by_its_original_tuple_after_a_reverse_nat() {
+    // ConnTrackState.isForwardFlow looks up ConnTrackKey(origMatch, ingress device): the
+    // packet as it entered the network, not as a reverse NAT on the way has rewritten it.
+    // a reaches b through the DNAT on B1; B1's outbound filter then lets only return flows
+    // to a through. b's reply is reverse-DNATed on B1 (source 10.0.2.10:8080 becomes
+    // 10.9.9.9:80) *before* that filter asks whether it is a return flow: it still is.
+    let mut net = Net::new();
+    load_balancer(&mut net, &["10.0.2.10"]);
+    let mut replies = rule(420, 421, RuleType::Accept);
+    replies.condition.match_return_flow = Some(true);
+    let mut to_a = rule(420, 422, RuleType::Drop);
+    to_a.dl_type = Some(0x0800);
+    to_a.nw_dst_address = Some(ip("10.0.1.10"));
+    to_a.nw_dst_length = Some(32);
+    net.chain(420, vec![replies, to_a]);
+    net.bridge_mut(B1).outbound_filter_id = Some(id(420));
+    let t = net.tcp("a", "10.9.9.9", 80);
+    assert!(t.all_work(), "{t:#?}");
+    assert_eq!(
+        t.paths[0].client_sees,
+        Some(SocketV4::new(ip("10.9.9.9"), 80))
+    );
+    // Nothing but a reply gets to a: c's new connection is dropped there.
+    assert!(!net.tcp("c", "10.0.1.10", 80).delivered());
+}

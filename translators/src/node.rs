@@ -103,6 +103,8 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
 
     let mut bridge_body = Bridge::named(bridge, tenant, backend_name(name.to_string()));
     bridge_body.inbound_filter_id = Some(main_chain_id(cfg));
+    // Egress policies run on the way out of the bridge, after KUBE-MAIN's Service DNAT.
+    bridge_body.outbound_filter_id = Some(crate::policy::node_bridge_egress_filter(cfg));
     let mut resources: Vec<Resource> = vec![
         bridge_body.into(),
         Port::bridge_port(bridge, bridge_port).into(),
@@ -160,6 +162,10 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
         HostInterfacePort::new(host, node_port, NODE_INTERFACE_NAME).into(),
     ]);
     if let Some(s) = subnet {
+        // The node's host stack reaches its own pods whatever their ingress policies.
+        resources.extend(crate::policy::node_ingress(
+            cfg, base, node_port, s.node_ip, s.subnet,
+        ));
         // Pods reach the node's own addresses through the node's port.
         for ip in addresses {
             resources.push(route(

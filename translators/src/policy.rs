@@ -1,9 +1,14 @@
 //! NetworkPolicy (`networking.k8s.io/v1`): IP address groups, port groups and rule chains
 //! behind the filters of every pod port.
 //!
-//! Every pod port carries two fixed global chains (see [`policy_globals`]):
-//! `outboundFilterId` = KUBE-NP-INGRESS (what is delivered to the pod) and
-//! `inboundFilterId` = KUBE-NP-EGRESS (what the pod sends). Each is
+//! Two fixed global chains filter every pod's traffic (see [`policy_globals`]): each pod
+//! port's `outboundFilterId` is KUBE-NP-INGRESS (what is delivered to the pod), and each
+//! node bridge's `outboundFilterId` is KUBE-NP-EGRESS (what leaves the bridge, recognised
+//! as a pod's by the port group of the port it entered the network through). The egress
+//! chain sits on the bridge's way *out*, after KUBE-MAIN's Service DNAT in the bridge's
+//! inbound filter, so that egress rules, like ingress rules, see the load-balanced
+//! destination: a pod allowed to reach some pods reaches them through their Service too, and
+//! a Service address lets through nothing its backends' policies refuse. Each chain is
 //!
 //! ```text
 //! 1 accept  matchReturnFlow           replies of allowed connections, both directions
@@ -11,6 +16,10 @@
 //! 3 jump    KUBE-NP-<dir>-ISOLATE     one drop per policy: the pods it selects
 //! (runs out: accepted)                pods no policy selects stay open
 //! ```
+//!
+//! KUBE-NP-INGRESS-ALLOW also holds one accept per node ([`node_ingress`]): what a node's
+//! host stack sends to the pods of that node, which NetworkPolicy always allows (kubelet
+//! probes).
 //!
 //! The shared ALLOW and ISOLATE chains only ever hold rules whose order does not matter
 //! (an ALLOW jump accepts or falls through; an ISOLATE rule drops or falls through), so many
@@ -107,6 +116,12 @@ fn allow_chain_id(cfg: &TranslatorConfig, dir: Direction) -> Uuid {
     )
 }
 
+/// The port group of every node's host port (the port bound to `midokube-mido`): traffic
+/// that entered the network there comes from a node's host stack.
+pub fn node_port_group_id(cfg: &TranslatorConfig) -> Uuid {
+    sub_id(main_chain_id(cfg), "Policy Node Port Group")
+}
+
 fn isolate_chain_id(cfg: &TranslatorConfig, dir: Direction) -> Uuid {
     sub_id(
         main_chain_id(cfg),
@@ -114,8 +129,9 @@ fn isolate_chain_id(cfg: &TranslatorConfig, dir: Direction) -> Uuid {
     )
 }
 
-/// The global Translation `network-policy`: the two filter chains of every pod port and
-/// the shared ALLOW and ISOLATE chains they jump to. Pushed before any pod port names them.
+/// The global Translation `network-policy`: the two filter chains (of every pod port, of
+/// every node bridge), the shared ALLOW and ISOLATE chains they jump to, and the port group
+/// of the nodes' host ports. Pushed before any pod port or node bridge names them.
 pub fn policy_globals(cfg: &TranslatorConfig) -> DesiredTranslation {
     let mut resources = Vec::new();
     let mut rules = Vec::new();
@@ -136,17 +152,59 @@ pub fn policy_globals(cfg: &TranslatorConfig) -> DesiredTranslation {
         to_isolate.position = Some(3);
         rules.extend([replies, to_allow, to_isolate].map(entry));
     }
+    resources.push(entry(PortGroup::new(
+        node_port_group_id(cfg),
+        "KUBE-NP-NODE-PORTS",
+    )));
     resources.extend(rules);
     crate::global::global_translation(cfg, "network-policy", resources)
 }
 
-/// A pod's bridge port, filtered by the policy chains from its creation on: a pod is
-/// never reachable before the policies apply to it.
+/// A pod's bridge port, filtered for ingress from its creation on: a pod is never
+/// reachable before the policies apply to it. Its egress is filtered by its node bridge
+/// ([`node_bridge_egress_filter`]), which exists before any of its ports.
 pub fn pod_port(cfg: &TranslatorConfig, bridge: Uuid, port: Uuid) -> Resource {
     let mut p = Port::bridge_port(bridge, port);
-    p.inbound_filter_id = Some(filter_chain_id(cfg, Direction::Egress));
     p.outbound_filter_id = Some(filter_chain_id(cfg, Direction::Ingress));
     entry(p)
+}
+
+/// The outbound filter of every node bridge: the egress policies, applied after the
+/// bridge's inbound filter has load-balanced Service traffic onto an endpoint.
+pub fn node_bridge_egress_filter(cfg: &TranslatorConfig) -> Uuid {
+    filter_chain_id(cfg, Direction::Egress)
+}
+
+/// What a node adds to the policies, in push order, once its host port `node_port` exists:
+/// the port's membership in the node port group, then an accept in KUBE-NP-INGRESS-ALLOW
+/// of what entered through a node's host port from this node's address (`node_ip`) to this
+/// node's pods (`pod_cidr`). NetworkPolicy always allows traffic from a pod's own node;
+/// another node's host is subject to the policies like any address. The rule's ID covers
+/// everything its body depends on (rules are never updated in place).
+pub fn node_ingress(
+    cfg: &TranslatorConfig,
+    node_base: Uuid,
+    node_port: Uuid,
+    node_ip: Ipv4Addr,
+    pod_cidr: Ipv4Cidr,
+) -> Vec<Resource> {
+    let group = node_port_group_id(cfg);
+    let allow = allow_chain_id(cfg, Direction::Ingress);
+    let mut accept = Rule::new(
+        allow,
+        sub_id(
+            node_base,
+            &format!("Policy Node Ingress/{node_ip}/{pod_cidr}"),
+        ),
+        RuleType::Accept,
+    )
+    .from_host(node_ip);
+    accept.nw_dst_address = Some(pod_cidr.addr);
+    accept.nw_dst_length = Some(pod_cidr.prefix_len);
+    accept.condition.port_group = Some(group);
+    // Order inside the shared ALLOW chain does not matter: the head is as good as any place.
+    accept.position = Some(1);
+    vec![entry(PortGroupPort::new(group, node_port)), entry(accept)]
 }
 
 fn chain(cfg: &TranslatorConfig, id: Uuid, name: String) -> Resource {

@@ -7,13 +7,21 @@
 //! expectation is written by hand from the NetworkPolicy specification as a predicate over
 //! (client, server, port, protocol); it never looks at Translations. A pod talking to
 //! itself does not leave its network namespace and is not part of the matrix.
+//!
+//! Every server pod is also reached through a Service of its own (cluster IP
+//! `P::svc_ip`, service port = pod port + 1000): NetworkPolicy acts on the load-balanced
+//! destination, so each Service cell must equal the pod cell it balances onto. A
+//! kube-dns-like server (`kube-system/dns`, label `k8s-app=kube-dns`, on n2, serving port 53
+//! over UDP and TCP behind the Service `kube-system/kube-dns`) is a server of the matrix
+//! too. And each node's host stack reaches every pod on that node whatever the policies
+//! (the Kubernetes documentation: traffic from the node a pod runs on is always allowed).
 
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use midonet_dataplane::{trace, Probe, Protocol, SocketV4, Topology};
 use serde_json::json;
@@ -44,20 +52,61 @@ impl P {
         format!("{}/{}", self.ns, self.pod)
     }
 
-    /// Pods a and c on node n1, b on n2: every case crosses nodes and stays on one.
+    /// Pods a and c on node n1, b (and the DNS server) on n2: every case crosses nodes and
+    /// stays on one.
     pub fn node(&self) -> &'static str {
-        if self.pod == "b" {
+        if self.pod == "b" || self.is_dns() {
             "n2"
         } else {
             "n1"
         }
     }
 
+    pub fn is_dns(&self) -> bool {
+        *self == DNS
+    }
+
     pub fn ip(&self) -> Ipv4Addr {
         let n = if self.node() == "n1" { 1 } else { 2 };
+        if self.is_dns() {
+            return Ipv4Addr::new(10, 1, n, 53);
+        }
         let ns = NAMESPACES.iter().position(|x| *x == self.ns).unwrap_or(0) as u8;
         let pod = PODS.iter().position(|x| *x == self.pod).unwrap_or(0) as u8;
         Ipv4Addr::new(10, 1, n, 10 + ns * 10 + pod)
+    }
+
+    /// The cluster IP of the pod's own Service (`kube-dns` for the DNS server).
+    pub fn svc_ip(&self) -> Ipv4Addr {
+        let o = self.ip().octets();
+        Ipv4Addr::new(10, 96, 200 + o[2], o[3])
+    }
+
+    /// The Service's name.
+    pub fn svc_name(&self) -> String {
+        if self.is_dns() {
+            "kube-dns".to_string()
+        } else {
+            format!("svc-{}", self.pod)
+        }
+    }
+
+    /// The (target port, protocol) pairs the server serves.
+    pub fn probes(&self) -> Vec<(u16, Protocol)> {
+        if self.is_dns() {
+            vec![(53, Protocol::Udp), (53, Protocol::Tcp)]
+        } else {
+            PROBES.to_vec()
+        }
+    }
+
+    /// The service port that balances onto `target`.
+    pub fn svc_port(&self, target: u16) -> u16 {
+        if self.is_dns() {
+            target
+        } else {
+            target + 1000
+        }
     }
 
     pub fn mac(&self) -> String {
@@ -66,6 +115,20 @@ impl P {
     }
 }
 
+/// The kube-dns-like server.
+pub const DNS: P = P {
+    ns: "kube-system",
+    pod: "dns",
+};
+
+/// Every server of the matrix: the e2e pods and the DNS server.
+pub fn servers() -> Vec<P> {
+    let mut out = all_pods();
+    out.push(DNS);
+    out
+}
+
+/// The e2e pods (the clients of the matrix).
 pub fn all_pods() -> Vec<P> {
     NAMESPACES
         .iter()
@@ -97,36 +160,106 @@ pub fn namespace(name: &str, labels: &[(&str, &str)]) -> Namespace {
     serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap()
 }
 
+/// x, y and z (labelled `ns=<name>`), and kube-system (as an apiserver v1.20 has it: no
+/// labels), where the DNS server runs.
 pub fn namespaces() -> Vec<Namespace> {
     NAMESPACES
         .iter()
         .map(|ns| namespace(ns, &[("ns", ns)]))
+        .chain([namespace("kube-system", &[])])
         .collect()
 }
 
 /// The pod as the apiserver returns it once it is running (`status` included).
 pub fn pod(p: P, labels: &[(&str, &str)]) -> Pod {
     let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let ports: Vec<serde_json::Value> = p
+        .probes()
+        .into_iter()
+        .map(|(port, proto)| {
+            let proto = match proto {
+                Protocol::Tcp => "TCP",
+                Protocol::Udp => "UDP",
+            };
+            json!({"name": format!("serve-{port}-{}", proto.to_lowercase()),
+                   "containerPort": port, "protocol": proto})
+        })
+        .collect();
     serde_json::from_value(json!({
         "metadata": {"name": p.pod, "namespace": p.ns, "labels": labels,
                      "annotations": {"midonet.org/mac-address": p.mac()}},
         "spec": {"nodeName": p.node(), "containers": [{"name": "server", "image": "agnhost",
-            "ports": [
-                {"name": "serve-80-tcp", "containerPort": 80, "protocol": "TCP"},
-                {"name": "serve-80-udp", "containerPort": 80, "protocol": "UDP"},
-                {"name": "serve-81-tcp", "containerPort": 81, "protocol": "TCP"},
-                {"name": "serve-81-udp", "containerPort": 81, "protocol": "UDP"}]}]},
+            "ports": ports}]},
         "status": {"phase": "Running", "podIP": p.ip().to_string(),
                    "podIPs": [{"ip": p.ip().to_string()}]}
     }))
     .unwrap()
 }
 
+/// The labels of a server as created: `pod=<name>`, or `k8s-app=kube-dns`.
+pub fn labels_of(p: P) -> Vec<(&'static str, &'static str)> {
+    if p.is_dns() {
+        vec![("k8s-app", "kube-dns")]
+    } else {
+        vec![("pod", p.pod)]
+    }
+}
+
+/// Every server pod with its labels.
 pub fn pods() -> Vec<Pod> {
-    all_pods()
+    servers()
         .into_iter()
-        .map(|p| pod(p, &[("pod", p.pod)]))
+        .map(|p| pod(p, &labels_of(p)))
         .collect()
+}
+
+fn port_name(port: u16, proto: Protocol) -> String {
+    format!(
+        "{}-{port}",
+        if proto == Protocol::Tcp { "tcp" } else { "udp" }
+    )
+}
+
+fn proto_name(proto: Protocol) -> &'static str {
+    if proto == Protocol::Tcp {
+        "TCP"
+    } else {
+        "UDP"
+    }
+}
+
+/// The server's Service: no selector (its Endpoints are written as the endpoints
+/// controller would), one service port per served port and protocol.
+pub fn service(p: P) -> Service {
+    let ports: Vec<serde_json::Value> = p
+        .probes()
+        .into_iter()
+        .map(|(port, proto)| {
+            json!({"name": port_name(port, proto), "port": p.svc_port(port),
+                   "targetPort": port, "protocol": proto_name(proto)})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": p.svc_name(), "namespace": p.ns},
+        "spec": {"type": "ClusterIP", "clusterIP": p.svc_ip().to_string(), "ports": ports}
+    }))
+    .unwrap()
+}
+
+/// The server's ready Endpoints: the pod's address on each served port.
+pub fn endpoints(p: P) -> Endpoints {
+    let ports: Vec<serde_json::Value> = p
+        .probes()
+        .into_iter()
+        .map(|(port, proto)| {
+            json!({"name": port_name(port, proto), "port": port, "protocol": proto_name(proto)})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": {"name": p.svc_name(), "namespace": p.ns},
+        "subsets": [{"addresses": [{"ip": p.ip().to_string()}], "ports": ports}]
+    }))
+    .unwrap()
 }
 
 pub fn policy(ns: &str, name: &str, spec: serde_json::Value) -> NetworkPolicy {
@@ -215,14 +348,30 @@ pub fn static_cases() -> Vec<Case> {
         },
         Case {
             name: "allow egress only to DNS",
-            // x/a may only send to port 53 over UDP (anywhere): none of the matrix's ports.
+            // x/a may only send to the DNS pods (label k8s-app=kube-dns in any namespace) on
+            // port 53, UDP and TCP: it resolves names through the kube-dns Service, and
+            // reaches nothing else, neither a pod nor a Service.
             policies: vec![policy(
                 "x",
                 "dns-only",
                 json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
+                       "egress": [{"to": [{"namespaceSelector": {},
+                                           "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                                   "ports": [{"port": 53, "protocol": "UDP"},
+                                             {"port": 53, "protocol": "TCP"}]}]}),
+            )],
+            expect: |c, s, port, _| !c.is("x", "a") || (s.is_dns() && port == 53),
+        },
+        Case {
+            name: "allow egress only to UDP 53",
+            // x/a may only send to port 53 over UDP, anywhere: DNS over UDP, not over TCP.
+            policies: vec![policy(
+                "x",
+                "udp-53-only",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
                        "egress": [{"ports": [{"port": 53, "protocol": "UDP"}]}]}),
             )],
-            expect: |c, _, _, _| !c.is("x", "a"),
+            expect: |c, _, port, proto| !c.is("x", "a") || (port == 53 && proto == Protocol::Udp),
         },
         Case {
             name: "ipBlock with except",
@@ -329,46 +478,82 @@ pub fn expect_ns_y_and_z(c: P, s: P, _: u16, _: Protocol) -> bool {
     !s.is("x", "a") || c.ns == "y" || c.ns == "z"
 }
 
-/// One cell of the matrix.
+/// One cell of the matrix: (client, server, port, protocol). The server is `ns/pod` for
+/// the pod's own address and port, `svc/ns/pod` for its Service's cluster IP and service
+/// port (the cell keeps the target port); the client is `ns/pod`, or `node/<name>` for a
+/// node's host stack.
 pub type Cell = (String, String, u16, Protocol);
 
-/// The whole matrix on `topo`: a cell is true when the connection works both ways.
-pub fn matrix(topo: &Topology) -> BTreeMap<Cell, bool> {
-    let mut out = BTreeMap::new();
+/// Every cell with its server's address: the pod cells, the Service cells, and the cells
+/// from each node's host stack to the pods on that node.
+fn cells() -> Vec<(Cell, String, SocketV4, Option<(P, P)>)> {
+    let mut out = Vec::new();
     for c in all_pods() {
-        for s in all_pods() {
+        for s in servers() {
             if c == s {
                 continue;
             }
-            for (port, proto) in PROBES {
-                let probe = Probe {
-                    from: format!("pod/{}/{}", c.ns, c.pod),
-                    to: SocketV4::new(s.ip(), port),
-                    protocol: proto,
-                    src_port: 40000,
-                };
-                let works = trace(topo, &probe).map(|t| t.all_work()).unwrap_or(false);
-                out.insert((c.name(), s.name(), port, proto), works);
+            for (port, proto) in s.probes() {
+                let from = format!("pod/{}/{}", c.ns, c.pod);
+                out.push((
+                    (c.name(), s.name(), port, proto),
+                    from.clone(),
+                    SocketV4::new(s.ip(), port),
+                    Some((c, s)),
+                ));
+                out.push((
+                    (c.name(), format!("svc/{}", s.name()), port, proto),
+                    from,
+                    SocketV4::new(s.svc_ip(), s.svc_port(port)),
+                    Some((c, s)),
+                ));
             }
+        }
+    }
+    for s in servers() {
+        for (port, proto) in s.probes() {
+            let node = format!("node/{}", s.node());
+            out.push((
+                (node.clone(), s.name(), port, proto),
+                node,
+                SocketV4::new(s.ip(), port),
+                None,
+            ));
         }
     }
     out
 }
 
-/// The expected matrix of a predicate.
+/// The whole matrix on `topo`: a cell is true when the connection works both ways.
+pub fn matrix(topo: &Topology) -> BTreeMap<Cell, bool> {
+    cells()
+        .into_iter()
+        .map(|(cell, from, to, _)| {
+            let probe = Probe {
+                from,
+                to,
+                protocol: cell.3,
+                src_port: 40000,
+            };
+            let works = trace(topo, &probe).map(|t| t.all_work()).unwrap_or(false);
+            (cell, works)
+        })
+        .collect()
+}
+
+/// The expected matrix of a predicate: a Service cell as the pod cell it balances onto,
+/// and a node's host always reaching its own pods.
 pub fn expected(expect: Expect) -> BTreeMap<Cell, bool> {
-    let mut out = BTreeMap::new();
-    for c in all_pods() {
-        for s in all_pods() {
-            if c == s {
-                continue;
-            }
-            for (port, proto) in PROBES {
-                out.insert((c.name(), s.name(), port, proto), expect(c, s, port, proto));
-            }
-        }
-    }
-    out
+    cells()
+        .into_iter()
+        .map(|(cell, _, _, pair)| {
+            let allowed = match pair {
+                Some((c, s)) => expect(c, s, cell.2, cell.3),
+                None => true,
+            };
+            (cell, allowed)
+        })
+        .collect()
 }
 
 /// The cells where `got` differs from `want`, rendered for a failure message.
