@@ -336,13 +336,15 @@ async fn group_translations(client: &Client) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-/// Names of the backend's address and port groups.
+/// Names of the backend's address and port groups that NetworkPolicies select (not the
+/// global group of the nodes' ports).
 async fn backend_groups(admin: &AdminClient) -> BTreeSet<String> {
     let state = admin.state().await.unwrap();
     [Kind::IpAddrGroup, Kind::PortGroup]
         .into_iter()
         .flat_map(|k| state.entries_of(k))
         .filter_map(|e| e.body.get("name").and_then(|n| n.as_str()))
+        .filter(|n| *n != midonet_translators::policy::NODE_PORT_GROUP_NAME)
         .map(str::to_string)
         .collect()
 }

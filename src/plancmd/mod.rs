@@ -493,7 +493,9 @@ pub fn plan(
                 }
                 Step::Update => backend.updates += 1,
                 Step::ImmutableChanged => backend.immutable += 1,
-                Step::Unchanged | Step::Withheld => {}
+                // Withheld and CutOver are a bump's marks on a reconcile's plan, never
+                // made by plan_apply.
+                Step::Unchanged | Step::Withheld | Step::CutOver => {}
             }
         }
         backend.deletes_removed += apply.removals.len();

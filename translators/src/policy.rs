@@ -154,11 +154,15 @@ pub fn policy_globals(cfg: &TranslatorConfig) -> DesiredTranslation {
     }
     resources.push(entry(PortGroup::new(
         node_port_group_id(cfg),
-        "KUBE-NP-NODE-PORTS",
+        NODE_PORT_GROUP_NAME,
     )));
     resources.extend(rules);
     crate::global::global_translation(cfg, "network-policy", resources)
 }
+
+/// The global port group of the nodes' host ports (their traffic to their own pods is
+/// always allowed).
+pub const NODE_PORT_GROUP_NAME: &str = "KUBE-NP-NODE-PORTS";
 
 /// A pod's bridge port, filtered for ingress from its creation on: a pod is never
 /// reachable before the policies apply to it. Its egress is filtered by its node bridge

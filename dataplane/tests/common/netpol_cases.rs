@@ -484,9 +484,13 @@ pub fn expect_ns_y_and_z(c: P, s: P, _: u16, _: Protocol) -> bool {
 /// node's host stack.
 pub type Cell = (String, String, u16, Protocol);
 
+/// A cell to probe: the cell, the client (`pod/ns/name` or `node/name`), the address
+/// connected to, and the (client, server) pods when both are pods.
+type CellProbe = (Cell, String, SocketV4, Option<(P, P)>);
+
 /// Every cell with its server's address: the pod cells, the Service cells, and the cells
 /// from each node's host stack to the pods on that node.
-fn cells() -> Vec<(Cell, String, SocketV4, Option<(P, P)>)> {
+fn cells() -> Vec<CellProbe> {
     let mut out = Vec::new();
     for c in all_pods() {
         for s in servers() {
