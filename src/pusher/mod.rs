@@ -137,6 +137,11 @@ impl PusherContext {
             if let Some(ctx) = observer.upgrade() {
                 ctx.deps.observe(event);
                 ctx.rollout.observe(event);
+                if let watcher::Event::Apply(tr) | watcher::Event::InitApply(tr) = event {
+                    if let Some(uid) = tr.uid() {
+                        ctx.tracker.observed(&uid, tr.status.as_ref());
+                    }
+                }
             }
         }));
         ctx

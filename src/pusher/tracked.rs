@@ -102,6 +102,20 @@ impl Tracker {
         lock(&self.state).entry(uid).written = Some(status);
     }
 
+    /// The informer shows `status` on the Translation: once that is what this process
+    /// wrote, the cache says it, and the copy (a second status per Translation in memory)
+    /// goes. Watch events come in resourceVersion order, so no older status follows.
+    pub fn observed(&self, uid: &str, status: Option<&TranslationStatus>) {
+        let mut state = lock(&self.state);
+        let Some(entry) = state.by_uid.get_mut(uid) else {
+            return;
+        };
+        if entry.written.is_some() && entry.written.as_ref() == status {
+            entry.written = None;
+            state.tidy(uid);
+        }
+    }
+
     /// The Translation is gone: nothing about it is kept.
     pub fn forget(&self, uid: &str) {
         let mut state = lock(&self.state);
@@ -258,6 +272,27 @@ mod tests {
         assert_eq!(t.missing("a"), Missing::from([("/y".into(), Cause::Drift)]));
         t.recreated("a", "/y");
         assert!(t.missing("a").is_empty());
+        assert!(lock(&t.state).by_uid.is_empty());
+    }
+
+    #[test]
+    fn the_written_status_is_kept_until_the_informer_shows_it() {
+        let t = Tracker::default();
+        let ours = TranslationStatus {
+            pushed_hash: Some("h2".into()),
+            ..TranslationStatus::default()
+        };
+        let older = TranslationStatus {
+            pushed_hash: Some("h1".into()),
+            ..TranslationStatus::default()
+        };
+        t.remember_status("a", ours.clone());
+        t.observed("a", Some(&older));
+        assert_eq!(t.written("a"), Some(ours.clone()));
+        t.observed("a", None);
+        assert_eq!(t.written("a"), Some(ours.clone()));
+        t.observed("a", Some(&ours));
+        assert_eq!(t.written("a"), None);
         assert!(lock(&t.state).by_uid.is_empty());
     }
 
