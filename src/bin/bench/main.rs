@@ -32,6 +32,7 @@ use tracker::ReadyTracker;
 
 mod apirequests;
 mod costs;
+mod memory;
 mod tracker;
 
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
@@ -378,12 +379,22 @@ impl Controllers {
 
     /// Peak resident set size in KiB (`VmHWM`).
     fn peak_rss_kib(&self) -> Res<u64> {
+        self.status_kib("VmHWM:")
+    }
+
+    /// Resident set size now, in KiB (`VmRSS`).
+    fn rss_kib(&self) -> Res<u64> {
+        self.status_kib("VmRSS:")
+    }
+
+    /// A `kB` field of `/proc/PID/status`.
+    fn status_kib(&self, field: &str) -> Res<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?))?;
         status
             .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .find_map(|l| l.strip_prefix(field))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .ok_or_else(|| "no VmHWM in /proc/PID/status".into())
+            .ok_or_else(|| format!("no {field} in /proc/PID/status").into())
     }
 
     async fn stop(mut self) -> Res<()> {
@@ -823,10 +834,12 @@ async fn run(args: Args) -> Res<()> {
         .sum();
     let controllers_cpu = cpu_time(ctl.pid()?)?;
     let peak_rss = ctl.peak_rss_kib()?;
+    let rss_after = ctl.rss_kib()?;
     let events_dropped = ctl
         .metric("midonet_kube_controllers_events_dropped_total", "")
         .await?;
     ctl.stop().await?;
+    let cached = memory::read(&client).await?;
     // After the sync and its counts: `check` reads the cluster and the backend.
     eprintln!("bench: check");
     let checked = check(&kubeconfig, &api_url).await?;
@@ -931,6 +944,16 @@ async fn run(args: Args) -> Res<()> {
             target: "<= 100 MiB (scale S)",
         },
         Row {
+            name: "RSS once converged",
+            value: format!("{:.1} MiB", rss_after as f64 / 1024.0),
+            target: "-",
+        },
+        Row {
+            name: "cached objects, serialized (lower bound)",
+            value: cached.summary(),
+            target: "-",
+        },
+        Row {
             name: "check: flows (failed) / evaluation / read",
             value: format!(
                 "{} ({check_failures}) / {} / {}",
@@ -954,6 +977,8 @@ async fn run(args: Args) -> Res<()> {
         "initialRequests": initial_requests,
         "requestsPerResource": per_resource,
         "peakRssKiB": peak_rss,
+        "rssAfterSyncKiB": rss_after,
+        "cacheContent": cached.json(),
         "apiserverCpuSecondsFloor": floor_cpu.as_secs_f64(),
         "apiserverCpuSecondsFloorWithStatus": status_floor_cpu.as_secs_f64(),
         "apiserverCpuSecondsSync": initial_cpu.as_secs_f64(),
