@@ -6,11 +6,9 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::check::assert_check_passes;
 use support::child::ChildControllers;
-use support::rollout::{metric, phase_series, wait_only_version, CONTROLLERS, CONVERGE, SCALE};
+use support::rollout::{wait_only_version, wait_phase, CONTROLLERS, CONVERGE, SCALE};
 use support::scenario::{Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact};
 use support::*;
@@ -49,17 +47,10 @@ async fn a_bump_survives_sigkills_in_every_phase() {
     let mut child = spawn("2");
     let mut killed = Vec::new();
     for phase in ["building", "cutting_over", "retiring"] {
-        let series = phase_series(phase);
-        let seen = tokio::time::timeout(CONVERGE, async {
-            loop {
-                if metric(child.metrics, &series).await == Some(1.0) {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        })
-        .await;
-        if seen.is_err() {
+        if wait_phase(child.metrics, &[phase], CONVERGE)
+            .await
+            .is_none()
+        {
             panic!(
                 "phase {phase} never seen; killed in {killed:?}; log: {}",
                 log.display()

@@ -68,3 +68,24 @@ pub async fn metric(port: u16, series: &str) -> Option<f64> {
 pub fn phase_series(phase: &str) -> String {
     format!("midonet_kube_controllers_rollout_phase{{phase=\"{phase}\"}} ")
 }
+
+/// Waits until the controllers' metrics at `port` show the bump in one of `phases`;
+/// answers which, or `None` after `timeout`.
+pub async fn wait_phase(port: u16, phases: &[&str], timeout: Duration) -> Option<String> {
+    let series: Vec<(String, String)> = phases
+        .iter()
+        .map(|p| (p.to_string(), phase_series(p)))
+        .collect();
+    tokio::time::timeout(timeout, async {
+        loop {
+            for (phase, s) in &series {
+                if metric(port, s).await == Some(1.0) {
+                    return phase.clone();
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .ok()
+}

@@ -1,0 +1,86 @@
+//! A Translation version bump through outages: MidoNet unreachable while the new version
+//! builds, then the kube-apiserver restarted once the bump cuts over or retires. Neither
+//! may lose or duplicate anything: the bump must go on once each is back, and end exactly
+//! at the new version (`exact_state`: nothing of the old version leaked, nothing twice),
+//! with `check` passing and the process alive throughout. A test binary of its own: the
+//! apiserver restart would disturb any other test sharing the control plane.
+
+mod support;
+
+use std::time::Duration;
+
+use support::check::assert_check_passes;
+use support::child::ChildControllers;
+use support::rollout::{wait_only_version, wait_phase, CONTROLLERS, CONVERGE, SCALE};
+use support::scenario::{Scenario, ScenarioApi};
+use support::stack::{start_sim_for, wait_exact};
+use support::*;
+
+/// How long MidoNet stays unreachable.
+const BACKEND_OUTAGE: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bump_goes_on_after_backend_and_apiserver_outages() {
+    let client = admin_client().await;
+    let scenario = Scenario::new("outage", SCALE);
+    // Slow requests stretch every phase over several polls of the phase metric.
+    let (sim, admin) = start_sim_for(&scenario, 40).await;
+    scenario.create(&client).await;
+    let kubeconfig = control_plane().kubeconfig.clone();
+    let api_url = sim.api_url().to_string();
+    let log = ChildControllers::log_path("bump-outage");
+    let _ = std::fs::remove_file(&log);
+    let spawn = |v: &str| {
+        ChildControllers::spawn(
+            &kubeconfig,
+            &api_url,
+            &[
+                "--controllers",
+                CONTROLLERS,
+                // With leader election an apiserver outage past the renew deadline makes
+                // the process give up by design (tests/chaos_kill.rs covers that side).
+                "--leader-elect",
+                "false",
+                "--translation-version",
+                v,
+            ],
+            &log,
+        )
+    };
+    let v1 = spawn("1");
+    wait_exact(&client, &admin, "version 1", CONVERGE).await;
+    assert_check_passes(&api_url, "version 1").await;
+    v1.sigkill();
+
+    let mut child = spawn("2");
+    let building = wait_phase(child.metrics, &["building"], CONVERGE).await;
+    assert!(
+        building.is_some(),
+        "no building phase; log: {}",
+        log.display()
+    );
+    let mut faults = admin.faults().await.unwrap();
+    faults.down = true;
+    admin.set_faults(faults.clone()).await.unwrap();
+    eprintln!("bump: MidoNet down while building");
+    tokio::time::sleep(BACKEND_OUTAGE).await;
+    faults.down = false;
+    admin.set_faults(faults).await.unwrap();
+
+    let later = wait_phase(child.metrics, &["cutting_over", "retiring"], CONVERGE).await;
+    let Some(phase) = later else {
+        panic!(
+            "the bump never got past building after the outage; log: {}",
+            log.display()
+        );
+    };
+    eprintln!("bump: kube-apiserver restarted while {phase}");
+    restart_apiserver().await;
+
+    wait_only_version(&client, "2").await;
+    wait_exact(&client, &admin, "version 2 after the outages", CONVERGE).await;
+    assert_check_passes(&api_url, "version 2 after the outages").await;
+    assert!(child.is_running(), "log: {}", log.display());
+    drop(child);
+    sim.shutdown().await;
+}
