@@ -133,7 +133,7 @@ struct Links {
 /// The key the index keeps: namespace and name only. (`ObjectRef::from_obj` also copies the
 /// UID and resourceVersion, which equality ignores; kept in every map of the index, they
 /// cost about a megabyte at scale S.)
-fn key_of(tr: &Translation) -> Key {
+pub(super) fn key_of(tr: &Translation) -> Key {
     let key = ObjectRef::new(tr.metadata.name.as_deref().unwrap_or_default());
     match tr.metadata.namespace.as_deref() {
         Some(ns) => key.within(ns),

@@ -29,6 +29,7 @@ use kube::runtime::watcher;
 use kube::ResourceExt;
 use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
 
+use super::deps::key_of;
 use super::status::{ready_condition, ReadyReason};
 use crate::crd::Translation;
 
@@ -296,12 +297,10 @@ impl Rollout {
     pub fn observe(&self, event: &watcher::Event<Translation>) {
         let mut state = self.lock();
         match event {
-            watcher::Event::Apply(tr) => state.set(ObjectRef::from_obj(tr), Member::of(tr)),
-            watcher::Event::Delete(tr) => state.unset(&ObjectRef::from_obj(tr)),
+            watcher::Event::Apply(tr) => state.set(key_of(tr), Member::of(tr)),
+            watcher::Event::Delete(tr) => state.unset(&key_of(tr)),
             watcher::Event::Init => state.relisted.clear(),
-            watcher::Event::InitApply(tr) => state
-                .relisted
-                .push((ObjectRef::from_obj(tr), Member::of(tr))),
+            watcher::Event::InitApply(tr) => state.relisted.push((key_of(tr), Member::of(tr))),
             watcher::Event::InitDone => {
                 let relisted = std::mem::take(&mut state.relisted);
                 state.members.clear();
