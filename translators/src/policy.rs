@@ -164,6 +164,11 @@ pub fn policy_globals(cfg: &TranslatorConfig) -> DesiredTranslation {
 /// always allowed).
 pub const NODE_PORT_GROUP_NAME: &str = "KUBE-NP-NODE-PORTS";
 
+/// How the backend name of every port group and IP address group the policies make begins.
+/// MidoNet's groups carry no tenant of their own (port groups may, ours do not), so this is
+/// what tells the orphan sweep that a group is the policies'.
+pub const GROUP_NAME_PREFIX: &str = "KUBE-NP-";
+
 /// A pod's bridge port, filtered for ingress from its creation on: a pod is never
 /// reachable before the policies apply to it. Its egress is filtered by its node bridge
 /// ([`node_bridge_egress_filter`]), which exists before any of its ports.
@@ -550,7 +555,7 @@ impl GroupKey {
             GroupScope::Namespaces(sel) => format!("namespaces={}", sel.describe()),
         };
         backend_name(format!(
-            "KUBE-NP-{what}-{scope};pods={}",
+            "{GROUP_NAME_PREFIX}{what}-{scope};pods={}",
             self.pods.describe()
         ))
     }
@@ -1257,6 +1262,13 @@ mod tests {
         // three: the selected db pod (a third), the web pods of tier a (a fourth), and the
         // web pods of tiers a and b as peers: the very group one and two select.
         assert_eq!(groups.len(), 4, "{groups:#?}");
+        // The orphan sweep knows the policies' groups by their name.
+        for g in &groups {
+            let b: serde_json::Value = serde_json::from_str(&g.resources[0].body).unwrap();
+            let name = b["name"].as_str().unwrap();
+            assert!(name.starts_with(GROUP_NAME_PREFIX), "{name}");
+        }
+        assert!(NODE_PORT_GROUP_NAME.starts_with(GROUP_NAME_PREFIX));
         let members = |tr: &DesiredTranslation| -> (String, Vec<String>) {
             let mut addrs: Vec<String> = tr
                 .resources
