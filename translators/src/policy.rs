@@ -19,7 +19,8 @@
 //!
 //! KUBE-NP-INGRESS-ALLOW also holds one accept per node ([`node_ingress`]): what a node's
 //! host stack sends to the pods of that node, which NetworkPolicy always allows (kubelet
-//! probes).
+//! probes). KUBE-NP-EGRESS-ALLOW holds the other direction ([`node_egress`]): what the pods
+//! of a node send to that node's own addresses.
 //!
 //! The shared ALLOW and ISOLATE chains only ever hold rules whose order does not matter
 //! (an ALLOW jump accepts or falls through; an ISOLATE rule drops or falls through), so many
@@ -214,6 +215,37 @@ pub fn node_ingress(
     // Order inside the shared ALLOW chain does not matter: the head is as good as any place.
     accept.position = Some(1);
     vec![entry(PortGroupPort::new(group, node_port)), entry(accept)]
+}
+
+/// What a node adds to the egress policies: per address of the node's host (`node_ips`: its
+/// interface on the bridge and its Node addresses), an accept in KUBE-NP-EGRESS-ALLOW of
+/// what its pods (`pod_cidr`) send there. NetworkPolicy always allows traffic to the node a
+/// pod runs on; another node's host is subject to the egress rules like any address. The
+/// destination is the one after KUBE-MAIN's Service DNAT, so a Service whose endpoint is
+/// this node's host is allowed too. One rule per address, its ID covering its body.
+pub fn node_egress(
+    cfg: &TranslatorConfig,
+    node_base: Uuid,
+    pod_cidr: Ipv4Cidr,
+    node_ips: &[Ipv4Addr],
+) -> Vec<Resource> {
+    let allow = allow_chain_id(cfg, Direction::Egress);
+    let ips: BTreeSet<Ipv4Addr> = node_ips.iter().copied().collect();
+    ips.into_iter()
+        .map(|ip| {
+            let mut accept = Rule::new(
+                allow,
+                sub_id(node_base, &format!("Policy Node Egress/{pod_cidr}/{ip}")),
+                RuleType::Accept,
+            )
+            .to_host(ip);
+            accept.nw_src_address = Some(pod_cidr.addr);
+            accept.nw_src_length = Some(pod_cidr.prefix_len);
+            // Order inside the shared ALLOW chain does not matter.
+            accept.position = Some(1);
+            entry(accept)
+        })
+        .collect()
 }
 
 fn chain(cfg: &TranslatorConfig, id: Uuid, name: String) -> Resource {
