@@ -192,8 +192,8 @@ async fn list_backend(
     }
     let mut children = Vec::new();
     for p in &parents {
-        // A parent deleted since it was listed has no children left to worry about.
         let Some(id) = p.id else { continue };
+        // A parent deleted since it was listed has no children left to worry about.
         let listed = match p.kind {
             Kind::Bridge => backend.list_bridge_ports(id).await.map(|ports| {
                 ports
