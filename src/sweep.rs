@@ -2,9 +2,11 @@
 //!
 //! A resource is *claimed* when some Translation (Terminating ones included) names its
 //! item path, either in its desired resources or in `status.pushed`. The sweep lists the
-//! tenant's bridges, routers and chains, and under each claimed one its ports, routes (not
-//! the `Local` routes MidoNet makes by itself) and rules; every unclaimed item is an
-//! orphan. Children of an orphan parent are not reported: deleting the parent deletes them.
+//! tenant's bridges, routers and chains, the NetworkPolicy port groups and IP address groups
+//! (known by their name, [`GROUP_NAME_PREFIX`]: MidoNet gives an IP address group no tenant),
+//! and under each claimed one its ports, routes (not the `Local` routes MidoNet makes by
+//! itself), rules, member ports or addresses; every unclaimed item is an orphan. Children
+//! of an orphan parent are not reported: deleting the parent deletes them.
 //!
 //! The backend is listed *before* the Translations, so a resource pushed for a Translation
 //! created during the sweep is never taken for an orphan. The periodic loop deletes (when
@@ -16,6 +18,7 @@ use std::time::Duration;
 
 use kube::api::{Api, ListParams};
 use midonet_translators::model::{Bridge, Chain, Kind, Resource, RouteType, Router};
+use midonet_translators::policy::GROUP_NAME_PREFIX;
 use prometheus::{IntCounterVec, IntGaugeVec, Opts, Registry};
 use uuid::Uuid;
 
@@ -23,13 +26,17 @@ use crate::backend::{BackendClient, BackendError};
 use crate::crd::Translation;
 
 /// The kinds the sweep looks at, in report order.
-pub const SWEPT_KINDS: [Kind; 6] = [
+pub const SWEPT_KINDS: [Kind; 10] = [
     Kind::Bridge,
     Kind::Router,
     Kind::Chain,
+    Kind::PortGroup,
+    Kind::IpAddrGroup,
     Kind::Port,
     Kind::Route,
     Kind::Rule,
+    Kind::PortGroupPort,
+    Kind::IpAddrGroupAddr,
 ];
 
 /// A backend resource of our tenant that no Translation claims.
@@ -97,15 +104,16 @@ impl Claims {
         claims
     }
 
-    fn claims(&self, path: &str, id: Uuid) -> bool {
-        self.paths.contains(path) || self.ids.contains(&id)
+    /// `id` is the resource's own ID; members of groups have none.
+    fn claims(&self, path: &str, id: Option<Uuid>) -> bool {
+        self.paths.contains(path) || id.is_some_and(|id| self.ids.contains(&id))
     }
 }
 
 /// A listed backend resource.
 struct Found {
     kind: Kind,
-    id: Uuid,
+    id: Option<Uuid>,
     path: String,
     description: String,
     /// Item path of the parent, for a child.
@@ -167,19 +175,35 @@ async fn list_backend(
     for c in devices.chains {
         parents.push(found(Kind::Chain, "chains", c.id, "chain".into()));
     }
+    for g in backend.list_port_groups().await? {
+        if is_policy_group(g.name.as_deref(), g.tenant_id.as_deref(), tenant) {
+            let what = format!("port group {:?}", g.name.as_deref().unwrap_or_default());
+            parents.push(found(Kind::PortGroup, "port_groups", g.id, what));
+        }
+    }
+    for g in backend.list_ip_addr_groups().await? {
+        if is_policy_group(g.name.as_deref(), None, tenant) {
+            let what = format!(
+                "IP address group {:?}",
+                g.name.as_deref().unwrap_or_default()
+            );
+            parents.push(found(Kind::IpAddrGroup, "ip_addr_groups", g.id, what));
+        }
+    }
     let mut children = Vec::new();
     for p in &parents {
+        let Some(id) = p.id else { continue };
         // A parent deleted since it was listed has no children left to worry about.
         let listed = match p.kind {
-            Kind::Bridge => backend.list_bridge_ports(p.id).await.map(|ports| {
+            Kind::Bridge => backend.list_bridge_ports(id).await.map(|ports| {
                 ports
                     .into_iter()
                     .map(|x| found(Kind::Port, "ports", x.id, format!("port of {}", p.path)))
                     .collect::<Vec<_>>()
             }),
             Kind::Router => {
-                let ports = backend.list_router_ports(p.id).await;
-                let routes = backend.list_routes(p.id).await;
+                let ports = backend.list_router_ports(id).await;
+                let routes = backend.list_routes(id).await;
                 match (ports, routes) {
                     (Ok(ports), Ok(routes)) => Ok(ports
                         .into_iter()
@@ -201,7 +225,19 @@ async fn list_backend(
                     (Err(e), _) | (_, Err(e)) => Err(e),
                 }
             }
-            _ => backend.list_rules(p.id).await.map(|rules| {
+            Kind::PortGroup => backend.list_port_group_ports(id).await.map(|members| {
+                members
+                    .into_iter()
+                    .map(|m| member(Resource::PortGroupPort(m), &p.path))
+                    .collect()
+            }),
+            Kind::IpAddrGroup => backend.list_ip_addr_group_addrs(id).await.map(|addrs| {
+                addrs
+                    .into_iter()
+                    .map(|a| member(Resource::IpAddrGroupAddr(a), &p.path))
+                    .collect()
+            }),
+            _ => backend.list_rules(id).await.map(|rules| {
                 rules
                     .into_iter()
                     .map(|x| found(Kind::Rule, "rules", x.id, format!("rule of {}", p.path)))
@@ -223,18 +259,42 @@ async fn list_backend(
 fn found(kind: Kind, collection: &str, id: Uuid, description: String) -> Found {
     Found {
         kind,
-        id,
+        id: Some(id),
         path: format!("/{collection}/{id}"),
         description,
         parent: None,
     }
 }
 
+/// A group member (port or address): no ID of its own, its item path names it.
+fn member(r: Resource, group_path: &str) -> Found {
+    let what = match &r {
+        Resource::PortGroupPort(m) => format!("member port {} of {group_path}", m.port_id),
+        Resource::IpAddrGroupAddr(a) => format!("address {} of {group_path}", a.addr),
+        _ => format!("member of {group_path}"),
+    };
+    Found {
+        kind: r.kind(),
+        id: None,
+        path: r.item_path(),
+        description: what,
+        parent: None,
+    }
+}
+
+/// Whether a port group or IP address group is one the NetworkPolicy translator of
+/// `tenant` could have made: named with [`GROUP_NAME_PREFIX`], and (a port group may carry
+/// one) of no other tenant. Hand-made groups of operators are never ours.
+fn is_policy_group(name: Option<&str>, group_tenant: Option<&str>, tenant: &str) -> bool {
+    name.is_some_and(|n| n.starts_with(GROUP_NAME_PREFIX))
+        && group_tenant.is_none_or(|t| t == tenant)
+}
+
 /// The backend resources of `tenant` that no Translation claims, sorted by kind and path.
 ///
 /// One LIST of all Translations (after listing the backend), and one backend GET per
-/// collection: the tenant's bridges, routers and chains, then the ports, routes and rules
-/// of each claimed one.
+/// collection: the tenant's bridges, routers and chains and the policy groups, then the
+/// ports, routes, rules and group members of each.
 pub async fn find_orphans(
     kube: &kube::Client,
     backend: &BackendClient,
@@ -245,6 +305,17 @@ pub async fn find_orphans(
         .list(&ListParams::default())
         .await?;
     let claims = Claims::from_translations(&trs.items);
+    Ok(unclaimed(parents, children, &claims, tenant))
+}
+
+/// The listed resources `claims` does not cover, children of an unclaimed parent left out,
+/// sorted by kind and path.
+fn unclaimed(
+    parents: Vec<Found>,
+    children: Vec<Found>,
+    claims: &Claims,
+    tenant: &str,
+) -> Vec<Orphan> {
     let mut orphan_parents = BTreeSet::new();
     let mut orphans = Vec::new();
     for p in parents {
@@ -253,10 +324,15 @@ pub async fn find_orphans(
             orphans.push(Orphan {
                 kind: p.kind,
                 path: p.path,
-                description: format!(
-                    "{} of tenant {tenant} claimed by no Translation",
-                    p.description
-                ),
+                description: match p.kind {
+                    Kind::PortGroup | Kind::IpAddrGroup => {
+                        format!("NetworkPolicy {} claimed by no Translation", p.description)
+                    }
+                    _ => format!(
+                        "{} of tenant {tenant} claimed by no Translation",
+                        p.description
+                    ),
+                },
             });
         }
     }
@@ -277,7 +353,7 @@ pub async fn find_orphans(
     }
     orphans.sort();
     orphans.dedup_by(|a, b| a.path == b.path);
-    Ok(orphans)
+    orphans
 }
 
 /// Deletes the orphans (404 counts as deleted). Returns how many were deleted. Stops at the
@@ -472,13 +548,105 @@ mod tests {
             ..TranslationStatus::default()
         });
         let claims = Claims::from_translations(&[tr]);
-        assert!(claims.claims(&format!("/bridges/{b}"), b));
-        assert!(claims.claims(&format!("/ports/{p}"), p));
-        assert!(claims.claims(&format!("/rules/{gone}"), gone));
-        assert!(claims.claims(&format!("/ports/{odd}"), odd));
+        assert!(claims.claims(&format!("/bridges/{b}"), Some(b)));
+        assert!(claims.claims(&format!("/ports/{p}"), Some(p)));
+        assert!(claims.claims(&format!("/rules/{gone}"), Some(gone)));
+        assert!(claims.claims(&format!("/ports/{odd}"), Some(odd)));
         let other = Uuid::new_v4();
-        assert!(!claims.claims(&format!("/bridges/{other}"), other));
+        assert!(!claims.claims(&format!("/bridges/{other}"), Some(other)));
         // A path is claimed for its kind only.
-        assert!(!claims.claims(&format!("/routers/{b}"), Uuid::new_v4()));
+        assert!(!claims.claims(&format!("/routers/{b}"), Some(Uuid::new_v4())));
+    }
+
+    #[test]
+    fn policy_groups_are_known_by_name_and_tenant() {
+        assert!(is_policy_group(Some("KUBE-NP-NODE-PORTS"), None, "t"));
+        assert!(is_policy_group(
+            Some("KUBE-NP-ADDRS-ns=shop;pods=app in (web)"),
+            None,
+            "t"
+        ));
+        assert!(is_policy_group(
+            Some("KUBE-NP-PORTS-ns=a;pods={}"),
+            Some("t"),
+            "t"
+        ));
+        // Another tenant's, an operator's own, a nameless one: never ours.
+        assert!(!is_policy_group(Some("KUBE-NP-NODE-PORTS"), Some("u"), "t"));
+        assert!(!is_policy_group(Some("admins"), None, "t"));
+        assert!(!is_policy_group(None, Some("t"), "t"));
+    }
+
+    #[test]
+    fn unclaimed_groups_and_members_are_orphans() {
+        use midonet_translators::model::{IpAddrGroup, IpAddrGroupAddr, PortGroup, PortGroupPort};
+        let (live_pg, live_ag, gone_pg, gone_ag, port, stray_port) = (
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+            Uuid::new_v4(),
+        );
+        let ip = |s: &str| s.parse::<std::net::Ipv4Addr>().unwrap();
+        let live: Vec<Resource> = vec![
+            PortGroup::new(live_pg, "KUBE-NP-NODE-PORTS").into(),
+            PortGroupPort::new(live_pg, port).into(),
+            IpAddrGroup::new(live_ag, "KUBE-NP-ADDRS-ns=a;pods={}").into(),
+            IpAddrGroupAddr::new(live_ag, ip("10.1.0.1")).into(),
+        ];
+        let tr = Translation::new(
+            "networkpolicygroup.v1.abc",
+            "a",
+            TranslationSpec {
+                resources: live.iter().map(Resource::to_entry).collect(),
+            },
+        );
+        let claims = Claims::from_translations(&[tr]);
+        let group = |kind, collection, id| found(kind, collection, id, "group".into());
+        let parents = vec![
+            group(Kind::PortGroup, "port_groups", live_pg),
+            group(Kind::IpAddrGroup, "ip_addr_groups", live_ag),
+            group(Kind::PortGroup, "port_groups", gone_pg),
+            group(Kind::IpAddrGroup, "ip_addr_groups", gone_ag),
+        ];
+        let child = |r: Resource| {
+            let mut f = member(r.clone(), "g");
+            f.parent = Some(match &r {
+                Resource::PortGroupPort(m) => format!("/port_groups/{}", m.parent),
+                Resource::IpAddrGroupAddr(a) => format!("/ip_addr_groups/{}", a.parent),
+                _ => unreachable!(),
+            });
+            f
+        };
+        let stray_member: Resource = PortGroupPort::new(live_pg, stray_port).into();
+        let stray_addr: Resource = IpAddrGroupAddr::new(live_ag, ip("10.1.0.9")).into();
+        let children = vec![
+            child(live[1].clone()),
+            child(live[3].clone()),
+            child(stray_member.clone()),
+            child(stray_addr.clone()),
+            // Go with their orphaned group.
+            child(PortGroupPort::new(gone_pg, port).into()),
+            child(IpAddrGroupAddr::new(gone_ag, ip("10.1.0.1")).into()),
+        ];
+        let orphans = unclaimed(parents, children, &claims, "t");
+        let got: BTreeSet<(Kind, String)> =
+            orphans.iter().map(|o| (o.kind, o.path.clone())).collect();
+        let want: BTreeSet<(Kind, String)> = [
+            (Kind::PortGroup, format!("/port_groups/{gone_pg}")),
+            (Kind::IpAddrGroup, format!("/ip_addr_groups/{gone_ag}")),
+            (
+                Kind::PortGroupPort,
+                format!("/port_groups/{live_pg}/ports/{stray_port}"),
+            ),
+            (
+                Kind::IpAddrGroupAddr,
+                format!("/ip_addr_groups/{live_ag}/versions/4/ip_addrs/10.1.0.9"),
+            ),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(got, want, "{orphans:#?}");
     }
 }

@@ -13,7 +13,8 @@
 //! Then it must converge to exactly what the objects call for: the Translations are
 //! exactly those the pure translators make of the objects, none is Terminating, all are
 //! Ready=True, the simulator holds exactly their resources and none twice (see
-//! `support::stack::exact_state`); and the binary must not have exited by itself.
+//! `support::stack::exact_state`); the data-plane `check` of that state passes (every
+//! promised connection works); and the binary must not have exited by itself.
 
 mod support;
 
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 use midonet_kube_controllers::sim::admin::Faults;
 use midonet_kube_controllers::sim::SimConfig;
 use rand::{Rng, SeedableRng};
+use support::check::assert_check_passes;
 use support::child::ChildControllers;
 use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact};
@@ -139,6 +141,7 @@ async fn converges_exactly_after_20_sigkills_during_scenario_s() {
         elapsed(t0),
         log.display()
     );
+    assert_check_passes(&api_url, "after 20 SIGKILLs").await;
     // What the kills cost: creations repeated after a kill answer 409 and are settled.
     let requests = admin.requests().await.unwrap();
     eprintln!(

@@ -10,7 +10,8 @@ mod support;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, PostParams};
 use midonet_dataplane::{FlowKind, Protocol, SocketV4};
-use midonet_kube_controllers::netcheck::cli::trace_live;
+use midonet_kube_controllers::netcheck::cli::{trace_live, trace_live_via};
+use midonet_kube_controllers::netcheck::Via;
 use midonet_kube_controllers::sim::admin::TraceRequest;
 use midonet_translators::model::Kind;
 use serde_json::{json, Value};
@@ -84,10 +85,13 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
     }
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
-    services
-        .create(&PostParams::default(), &service("web"))
-        .await
-        .unwrap();
+    // web also has an external IP: `trace --via external-ip` goes there.
+    let external_ip: std::net::Ipv4Addr = "198.51.100.20".parse().unwrap();
+    let mut web = service("web");
+    if let Some(spec) = web.spec.as_mut() {
+        spec.external_ips = Some(vec![external_ip.to_string()]);
+    }
+    services.create(&PostParams::default(), &web).await.unwrap();
     services
         .create(&PostParams::default(), &service("empty"))
         .await
@@ -145,6 +149,36 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
     for p in &t.paths {
         assert_eq!(p.client_sees, Some(SocketV4::new(cluster_ip, 80)));
     }
+    // The same Service at its external IP: the same endpoints, answered from that address.
+    let (t, dest) = trace_live_via(
+        &live,
+        &from,
+        &format!("svc/{ns}/web:http"),
+        Via::ExternalIp,
+        None,
+        40000,
+    )
+    .unwrap();
+    assert_eq!(dest.address, SocketV4::new(external_ip, 80));
+    assert_eq!(t.candidates(), want);
+    assert!(
+        t.all_work(),
+        "{}",
+        serde_json::to_string_pretty(&t).unwrap()
+    );
+    for p in &t.paths {
+        assert_eq!(p.client_sees, Some(SocketV4::new(external_ip, 80)));
+    }
+    // No load-balancer ingress: a usage error, not a trace to somewhere else.
+    assert!(trace_live_via(
+        &live,
+        &from,
+        &format!("svc/{ns}/web:http"),
+        Via::LoadBalancer,
+        None,
+        40000
+    )
+    .is_err());
     let (t, _) = trace_live(&live, &from, &format!("svc/{ns}/empty:80"), None, 40000).unwrap();
     assert!(!t.delivered());
 
@@ -228,6 +262,42 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
         "{out}"
     );
     assert!(out.contains("[Translation "), "{out}");
+    // --via: the binary goes to the external IP and says so.
+    let (code, out, err) = run_binary(
+        &api,
+        &[
+            "trace",
+            "--from",
+            &from,
+            "--to",
+            &format!("svc/{ns}/web:http"),
+            "--via",
+            "external-ip",
+            "-o",
+            "json",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{out}\n{err}");
+    let v: Value = serde_json::from_str(&out).expect("trace JSON");
+    assert_eq!(v["verdict"], "delivered");
+    assert_eq!(v["to"]["ip"], external_ip.to_string());
+    assert_eq!(v["to"]["via"], "external-ip");
+    let (code, _, err) = run_binary(
+        &api,
+        &[
+            "trace",
+            "--from",
+            &from,
+            "--to",
+            "10.244.1.10:8080",
+            "--via",
+            "lb",
+        ],
+    )
+    .await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--via applies to svc/"), "{err}");
     let (code, out, err) = run_binary(
         &api,
         &[

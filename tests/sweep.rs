@@ -15,8 +15,10 @@ use midonet_kube_controllers::crd::{Translation, TranslationSpec};
 use midonet_kube_controllers::sweep::{delete_orphans, find_orphans, Orphan};
 use midonet_translators::meta::FINALIZER;
 use midonet_translators::model::{
-    Bridge, Chain, Kind, Port, Resource, Route, Router, Rule, RuleType,
+    Bridge, Chain, IpAddrGroup, IpAddrGroupAddr, Kind, Port, PortGroup, PortGroupPort, Resource,
+    Route, Router, Rule, RuleType,
 };
+use midonet_translators::policy::NODE_PORT_GROUP_NAME;
 use serde_json::json;
 use support::stack::Controllers;
 use support::*;
@@ -100,27 +102,36 @@ async fn orphan_sweep() {
     .expect("backend client");
 
     // Claimed: a chain with a rule, a bridge with two ports, a router with an addressed
-    // port (MidoNet adds a Local route for it) and a route.
-    let (c1, b1, r1, rp) = (id(), id(), id(), id());
+    // port (MidoNet adds a Local route for it) and a route, and NetworkPolicy groups as the
+    // translator names them: the node port group with a member port, an address group with
+    // an address.
+    let (c1, b1, r1, rp, bp1, bp2) = (id(), id(), id(), id(), id(), id());
+    let (pg1, ag1) = (id(), id());
     let mut router_port = Port::router_port(r1, rp);
     router_port.port_subnet = Some(vec!["10.9.0.1/24".parse().unwrap()]);
     let kept = vec![
         chain(c1, Some(TENANT)),
         rule(c1, id()),
         bridge(b1, TENANT),
-        Port::bridge_port(b1, id()).into(),
-        Port::bridge_port(b1, id()).into(),
+        Port::bridge_port(b1, bp1).into(),
+        Port::bridge_port(b1, bp2).into(),
         router(r1),
         router_port.into(),
         Route::normal(r1, id(), "10.20.0.0/16".parse().unwrap(), rp).into(),
+        PortGroup::new(pg1, NODE_PORT_GROUP_NAME).into(),
+        PortGroupPort::new(pg1, bp1).into(),
+        IpAddrGroup::new(ag1, "KUBE-NP-ADDRS-ns=shop;pods=app in (web)").into(),
+        IpAddrGroupAddr::new(ag1, "10.1.0.1".parse().unwrap()).into(),
     ];
     // To be abandoned: its finalizer is force-removed and it is deleted.
-    let (c2, b2) = (id(), id());
+    let (c2, b2, ag2) = (id(), id(), id());
     let abandoned = vec![
         chain(c2, Some(TENANT)),
         rule(c2, id()),
         bridge(b2, TENANT),
         Port::bridge_port(b2, id()).into(),
+        IpAddrGroup::new(ag2, "KUBE-NP-ADDRS-ns=shop;pods={}").into(),
+        IpAddrGroupAddr::new(ag2, "10.1.0.2".parse().unwrap()).into(),
     ];
     // Terminating (held by a second finalizer): still claimed.
     let b3 = id();
@@ -176,6 +187,10 @@ async fn orphan_sweep() {
     let stray_port: Resource = Port::bridge_port(b1, id()).into();
     let stray_route: Resource = Route::normal(r1, id(), "10.30.0.0/16".parse().unwrap(), rp).into();
     let stray_chain = chain(id(), Some(TENANT));
+    // A policy group left over, and members no Translation has in live groups.
+    let stray_group: Resource = PortGroup::new(id(), "KUBE-NP-PORTS-ns=shop;pods={}").into();
+    let stray_member: Resource = PortGroupPort::new(pg1, bp2).into();
+    let stray_addr: Resource = IpAddrGroupAddr::new(ag1, "10.1.0.9".parse().unwrap()).into();
     // Not ours: other tenants, no tenant.
     let other_bridge = bridge(id(), "someone-else");
     let other_chain = chain(id(), None);
@@ -184,6 +199,11 @@ async fn orphan_sweep() {
         id(),
     )
     .into();
+    // Not the policies': an operator's group, another tenant's.
+    let other_group: Resource = PortGroup::new(id(), "admins").into();
+    let mut other_tenant_group = PortGroup::new(id(), NODE_PORT_GROUP_NAME);
+    other_tenant_group.tenant_id = Some("someone-else".into());
+    let other_tenant_group: Resource = other_tenant_group.into();
     for r in [
         &stray_bridge,
         &stray_bridge_port,
@@ -194,6 +214,11 @@ async fn orphan_sweep() {
         &other_bridge,
         &other_port,
         &other_chain,
+        &stray_group,
+        &stray_member,
+        &stray_addr,
+        &other_group,
+        &other_tenant_group,
     ] {
         backend.apply(r).await.unwrap();
     }
@@ -239,8 +264,12 @@ async fn orphan_sweep() {
         &stray_port,
         &stray_route,
         &stray_chain,
+        &stray_group,
+        &stray_member,
+        &stray_addr,
         &abandoned[0],
         &abandoned[2],
+        &abandoned[4],
     ]
     .into_iter()
     .map(path)
@@ -275,30 +304,33 @@ async fn orphan_sweep() {
         .collect();
     let want: BTreeSet<String> = expected.iter().map(|(k, p)| format!("{k} {p}")).collect();
     assert_eq!(printed, want, "{stdout}");
-    assert!(stdout.contains("7 orphan(s)"), "{stdout}");
+    assert!(stdout.contains("11 orphan(s)"), "{stdout}");
     assert_eq!(
         find_orphans(&client, &backend, TENANT).await.unwrap().len(),
-        7,
+        11,
         "the dry run deleted something"
     );
 
     // Delete: the orphans and their children are gone; everything claimed and everything
     // of other tenants stays.
     let deleted = delete_orphans(&backend, &orphans).await.unwrap();
-    assert_eq!(deleted, 7);
+    assert_eq!(deleted, 11);
     let state = admin.state().await.unwrap();
     for r in expected.iter().map(|(_, p)| p).chain([
         &stray_bridge_port.item_path(),
         &abandoned[1].item_path(),
         &abandoned[3].item_path(),
+        &abandoned[5].item_path(),
     ]) {
         assert!(!state.contains(r), "{r} still exists");
     }
-    for r in kept
-        .iter()
-        .chain(&terminating)
-        .chain([&other_bridge, &other_port, &other_chain])
-    {
+    for r in kept.iter().chain(&terminating).chain([
+        &other_bridge,
+        &other_port,
+        &other_chain,
+        &other_group,
+        &other_tenant_group,
+    ]) {
         assert!(
             state.contains(&r.item_path()),
             "{} was deleted",
@@ -310,7 +342,7 @@ async fn orphan_sweep() {
         .unwrap()
         .is_empty());
     // Deleting again is harmless (404 counts as deleted).
-    assert_eq!(delete_orphans(&backend, &orphans).await.unwrap(), 7);
+    assert_eq!(delete_orphans(&backend, &orphans).await.unwrap(), 11);
 
     // Let the Terminating Translation go (the pusher deletes its resources).
     api.patch(

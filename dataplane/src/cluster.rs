@@ -215,7 +215,10 @@ impl Cluster {
 /// The addresses a Service is reached at, each once: the cluster IP, the IPv4
 /// `spec.externalIPs`, the IPv4 `status.loadBalancer.ingress[].ip` whose `ipMode` is not
 /// `Proxy` (with `Proxy` the load balancer delivers to the nodes or pods itself).
-fn service_addresses(svc: &Service, cluster_ip: Ipv4Addr) -> Vec<(Ipv4Addr, ServiceAddressKind)> {
+pub fn service_addresses(
+    svc: &Service,
+    cluster_ip: Ipv4Addr,
+) -> Vec<(Ipv4Addr, ServiceAddressKind)> {
     let external = svc
         .spec
         .iter()

@@ -11,7 +11,9 @@
 //!   for Egress, or some such policy has an egress rule whose peers match the server and
 //!   whose ports match (a named port resolved on the server pod, if it is one).
 //!
-//! Replies of an allowed connection are always allowed (policies are stateful).
+//! Traffic between a pod and the node it runs on is allowed both ways whatever the policies
+//! (the specification: traffic to and from the node where a Pod is running is always
+//! allowed). Replies of an allowed connection are always allowed (policies are stateful).
 //! Peers: `podSelector` alone picks pods of the policy's namespace, `namespaceSelector`
 //! alone every pod of the matching namespaces, both the matching pods of the matching
 //! namespaces; selectors never match something that is not a pod on the pod network;
@@ -35,9 +37,9 @@ use midonet_translators::model::Ipv4Cidr;
 pub enum Party<'a> {
     /// A pod on the pod network, with its address.
     Pod(&'a Pod, Ipv4Addr),
-    /// A node's host stack (by node name) sending from one of its addresses. NetworkPolicy
-    /// always allows traffic from a node to the pods running on it (kubelet probes); to
-    /// anything else a node is an address like any other.
+    /// A node's host stack (by node name) at one of its addresses. NetworkPolicy always
+    /// allows traffic between a node and the pods running on it (kubelet probes, a pod
+    /// reaching its node's services); to the other pods a node is an address like any other.
     Node(&'a str, Ipv4Addr),
     /// Anything else: a host-network pod, an outside address.
     Address(Ipv4Addr),
@@ -255,6 +257,7 @@ impl Policies<'_> {
         };
         let egress_ok = match client {
             Party::Address(_) | Party::Node(..) => true,
+            Party::Pod(pod, _) if server.is_node_of(pod) => true,
             Party::Pod(pod, _) => {
                 let selecting = self.selecting(pod, false);
                 selecting.is_empty()
@@ -364,6 +367,27 @@ mod tests {
         assert!(p.allows(Party::Node("n1", ip("10.0.0.2")), pa, 80, Protocol::Tcp));
         assert!(!p.allows(Party::Node("n2", ip("10.0.1.2")), pa, 80, Protocol::Tcp));
         assert!(!p.allows(Party::Address(ip("10.0.0.2")), pa, 80, Protocol::Tcp));
+    }
+
+    #[test]
+    fn a_pod_always_reaches_its_own_node_only() {
+        let mut a = pod("x", "a", json!({}));
+        a.spec = Some(serde_json::from_value(json!({"nodeName": "n1", "containers": []})).unwrap());
+        let policies = [np(
+            "x",
+            json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+        )];
+        let p = Policies {
+            policies: &policies,
+            namespaces: &[],
+        };
+        let pa = Party::Pod(&a, ip("10.0.0.1"));
+        // Deny-all egress: the pod still reaches its own node, on any of its addresses, not
+        // another node, nor the same address when it is not a node's.
+        assert!(p.allows(pa, Party::Node("n1", ip("10.0.0.2")), 10250, Protocol::Tcp));
+        assert!(p.allows(pa, Party::Node("n1", ip("192.168.0.1")), 53, Protocol::Udp));
+        assert!(!p.allows(pa, Party::Node("n2", ip("10.0.1.2")), 10250, Protocol::Tcp));
+        assert!(!p.allows(pa, Party::Address(ip("10.0.0.2")), 10250, Protocol::Tcp));
     }
 
     #[test]

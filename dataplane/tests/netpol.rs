@@ -2,7 +2,8 @@
 //! suite and each case's policies are translated by the pure translators, pushed into the
 //! data-plane model the way MidoNet stores them, and the whole reachability matrix is
 //! compared with the table written from the specification (`common/netpol_cases.rs`): pod
-//! to pod, pod to each pod's Service, and each node's host to its own pods.
+//! to pod, pod to each pod's Service, and each node's host to its own pods; and the table
+//! of each pod to each node's host.
 
 #[path = "common/netpol_cases.rs"]
 mod cases;
@@ -186,12 +187,9 @@ fn a_missing_rule_changes_exactly_its_cells() {
     let diff = differences(&expected(deny.expect), &got);
     // Pods of x cannot send, so the replies of every connection *to* x are dropped too.
     // Six pods outside x, three servers in x, four ports, directly and through the
-    // Service: 144 cells; and each node's host to the pods of x on it: 12 more.
-    assert_eq!(
-        diff.len(),
-        6 * 3 * PROBES.len() * 2 + 3 * PROBES.len(),
-        "{diff:#?}"
-    );
+    // Service: 144 cells. Each node's host still reaches the pods of x on it: what they
+    // send to their own node is always allowed, replies or not.
+    assert_eq!(diff.len(), 6 * 3 * PROBES.len() * 2, "{diff:#?}");
     assert!(diff
         .iter()
         .all(|d| (d.contains(" -> x/") || d.contains(" -> svc/x/"))
@@ -432,6 +430,57 @@ fn a_node_reaches_its_own_isolated_pods_only() {
         .flat_map(|pod| {
             PROBES.iter().map(move |(port, proto)| {
                 format!("node/n1 -> x/{pod} {port}/{proto:?}: expected allowed, got denied")
+            })
+        })
+        .collect();
+    want.sort();
+    assert_eq!(diff, want);
+}
+
+/// A pod always reaches its own node's host, whatever its egress policies; another node's
+/// host is subject to them.
+#[test]
+fn pods_reach_their_own_node_host() {
+    for case in host_cases() {
+        let (resources, cluster) = translate(&namespaces(), &pods(), &case.policies);
+        let topo = Topology::new(resources, RuleOrder::Pushed, cluster.attachments());
+        assert!(topo.problems().is_empty(), "{:?}", topo.problems());
+        let diff = differences(&host_expected(case.expect), &host_matrix(&topo));
+        assert!(diff.is_empty(), "{}:\n{}", case.name, diff.join("\n"));
+    }
+}
+
+/// The oracle can fail: without node n1's egress accepts, exactly the cells of the isolated
+/// pods of x on n1 to n1's host flip to denied.
+#[test]
+fn without_the_node_egress_accept_pods_lose_their_own_node() {
+    let case = host_cases()
+        .into_iter()
+        .find(|c| c.name.starts_with("deny all egress"))
+        .unwrap();
+    let (resources, cluster) = translate(&namespaces(), &pods(), &case.policies);
+    let n1_cidr = std::net::Ipv4Addr::new(10, 1, 1, 0);
+    let without: Vec<Resource> = resources
+        .into_iter()
+        .filter(|r| {
+            !matches!(r, Resource::Rule(rule) if rule.rule_type == RuleType::Accept
+                && rule.nw_src_address == Some(n1_cidr)
+                && rule.nw_src_length == Some(24)
+                && rule.condition.port_group.is_none())
+        })
+        .collect();
+    let topo = Topology::new(without, RuleOrder::Pushed, cluster.attachments());
+    let mut diff = differences(&host_expected(case.expect), &host_matrix(&topo));
+    diff.sort();
+    let mut want: Vec<String> = ["a", "c"]
+        .iter()
+        .flat_map(|pod| {
+            node_ips("n1").into_iter().flat_map(move |ip| {
+                ["Tcp", "Udp"].map(move |proto| {
+                    format!(
+                        "x/{pod} -> node/n1@{ip} {HOST_PORT}/{proto}: expected allowed, got denied"
+                    )
+                })
             })
         })
         .collect();

@@ -12,7 +12,7 @@ use midonet_dataplane::{
     check, trace, Cluster, Probe, Protocol, Report, RuleOrder, Topology, Trace, Verdict,
 };
 
-use super::{backend::read_topology, resolve, Destination, Owners, Source, Target};
+use super::{backend::read_topology, resolve, Destination, Owners, Source, Target, Via};
 use crate::backend::{BackendClient, BackendError};
 use crate::config::Config;
 use crate::crd::Translation;
@@ -58,6 +58,11 @@ pub struct TraceArgs {
     /// pod/NAMESPACE/NAME:PORT or IP:PORT.
     #[arg(long)]
     pub to: String,
+    /// Which address of the Service svc/… goes to: cluster-ip (default), external-ip (the
+    /// first of spec.externalIPs), lb (the first status.loadBalancer.ingress IP), or one of
+    /// the Service's addresses, e.g. 203.0.113.7.
+    #[arg(long, value_parser = Via::parse, default_value = "cluster-ip")]
+    pub via: Via,
     /// L4 protocol (default: the Service port's, else tcp).
     #[arg(long, value_enum)]
     pub protocol: Option<ProtocolArg>,
@@ -190,7 +195,7 @@ pub async fn load_cluster(kube: &kube::Client) -> Result<Cluster, NetcheckError>
     Ok(cluster)
 }
 
-/// Traces `from` → `to` on the live model.
+/// Traces `from` → `to` on the live model (a Service at its cluster IP).
 pub fn trace_live(
     live: &Live,
     from: &str,
@@ -198,9 +203,21 @@ pub fn trace_live(
     protocol: Option<Protocol>,
     src_port: u16,
 ) -> Result<(Trace, Destination), NetcheckError> {
+    trace_live_via(live, from, to, Via::ClusterIp, protocol, src_port)
+}
+
+/// Traces `from` → `to` on the live model, a Service at the address `via` picks.
+pub fn trace_live_via(
+    live: &Live,
+    from: &str,
+    to: &str,
+    via: Via,
+    protocol: Option<Protocol>,
+    src_port: u16,
+) -> Result<(Trace, Destination), NetcheckError> {
     let source = Source::parse(from).map_err(NetcheckError::Usage)?;
     let target = Target::parse(to).map_err(NetcheckError::Usage)?;
-    let dest = resolve(&live.cluster, &target, to, protocol).map_err(NetcheckError::Usage)?;
+    let dest = resolve(&live.cluster, &target, to, protocol, via).map_err(NetcheckError::Usage)?;
     let t = trace(
         &live.topology,
         &Probe {
@@ -233,13 +250,20 @@ fn print(text: &str) -> Result<(), NetcheckError> {
 pub async fn run_trace(cfg: Config, args: TraceArgs) -> Result<Verdict, NetcheckError> {
     // Parse before any request: a typo is not worth a round trip.
     Source::parse(&args.from).map_err(NetcheckError::Usage)?;
-    Target::parse(&args.to).map_err(NetcheckError::Usage)?;
+    let target = Target::parse(&args.to).map_err(NetcheckError::Usage)?;
+    if args.via != Via::ClusterIp && !matches!(target, Target::Service { .. }) {
+        return Err(NetcheckError::Usage(format!(
+            "--via applies to svc/NAMESPACE/NAME:PORT, not {:?}",
+            args.to
+        )));
+    }
     let (kube, backend) = clients(&cfg).await?;
     let live = load(&kube, &backend, &cfg.tenant).await?;
-    let (t, dest) = trace_live(
+    let (t, dest) = trace_live_via(
         &live,
         &args.from,
         &args.to,
+        args.via,
         args.protocol.map(Protocol::from),
         args.src_port,
     )?;

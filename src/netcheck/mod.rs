@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use k8s_openapi::api::core::v1::Pod;
+use midonet_dataplane::cluster::{service_addresses, ServiceAddressKind};
 use midonet_dataplane::{
     Cluster, FlowKind, Hop, Leg, Protocol, Report, SocketV4, Topology, Trace, Verdict,
 };
@@ -113,6 +114,44 @@ impl Target {
     }
 }
 
+/// Which address of a Service `svc/…` targets: `trace --via`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Via {
+    /// The cluster IP.
+    #[default]
+    ClusterIp,
+    /// The first IPv4 `spec.externalIPs` entry.
+    ExternalIp,
+    /// The first IPv4 `status.loadBalancer.ingress[].ip` (not `ipMode: Proxy`).
+    LoadBalancer,
+    /// This address, which must be one of the Service's.
+    Address(Ipv4Addr),
+}
+
+impl Via {
+    pub fn parse(s: &str) -> Result<Via, String> {
+        match s {
+            "cluster-ip" => Ok(Via::ClusterIp),
+            "external-ip" => Ok(Via::ExternalIp),
+            "lb" | "load-balancer" => Ok(Via::LoadBalancer),
+            _ => s.parse().map(Via::Address).map_err(|_| {
+                format!("--via {s:?}: use cluster-ip, external-ip, lb or one of the Service's IPs")
+            }),
+        }
+    }
+
+    fn describe(self) -> String {
+        match self {
+            Via::ClusterIp => "IPv4 cluster IP".into(),
+            Via::ExternalIp => "IPv4 external IP (spec.externalIPs)".into(),
+            Via::LoadBalancer => {
+                "IPv4 load-balancer ingress IP (status.loadBalancer.ingress[].ip)".into()
+            }
+            Via::Address(ip) => format!("address {ip}"),
+        }
+    }
+}
+
 /// A target resolved against the cluster.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Destination {
@@ -126,16 +165,26 @@ pub struct Destination {
     /// The Service port it names, `svc/NS/NAME:PORT`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
+    /// Which of the Service's addresses `address` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<ServiceAddressKind>,
 }
 
 /// Resolves `target` in `cluster`. `protocol` is the one asked for; without it a Service
-/// port's own protocol is used, and TCP otherwise.
+/// port's own protocol is used, and TCP otherwise. `via` picks the Service's address (only
+/// a Service target takes one other than the cluster IP).
 pub fn resolve(
     cluster: &Cluster,
     target: &Target,
     text: &str,
     protocol: Option<Protocol>,
+    via: Via,
 ) -> Result<Destination, String> {
+    if via != Via::ClusterIp && !matches!(target, Target::Service { .. }) {
+        return Err(format!(
+            "--via applies to svc/NAMESPACE/NAME:PORT, not {text:?}"
+        ));
+    }
     match target {
         Target::Address(a) => Ok(Destination {
             target: text.to_string(),
@@ -143,6 +192,7 @@ pub fn resolve(
             protocol: protocol.unwrap_or(Protocol::Tcp),
             pod: pod_with_ip(cluster, a.ip),
             service: None,
+            via: None,
         }),
         Target::Pod {
             namespace,
@@ -165,6 +215,7 @@ pub fn resolve(
                 protocol: protocol.unwrap_or(Protocol::Tcp),
                 pod: Some(midonet_dataplane::cluster::pod_name(namespace, name)),
                 service: None,
+                via: None,
             })
         }
         Target::Service {
@@ -184,13 +235,22 @@ pub fn resolve(
                 .spec
                 .as_ref()
                 .ok_or_else(|| format!("service {namespace}/{name} has no spec"))?;
-            let ip = spec
+            let cluster_ip = spec
                 .cluster_ip
                 .as_deref()
                 .into_iter()
                 .chain(spec.cluster_ips.iter().flatten().map(String::as_str))
                 .find_map(|s| s.parse::<Ipv4Addr>().ok())
                 .ok_or_else(|| format!("service {namespace}/{name} has no IPv4 cluster IP"))?;
+            let (ip, kind) = service_addresses(svc, cluster_ip)
+                .into_iter()
+                .find(|(ip, kind)| match via {
+                    Via::ClusterIp => *kind == ServiceAddressKind::ClusterIp,
+                    Via::ExternalIp => *kind == ServiceAddressKind::ExternalIp,
+                    Via::LoadBalancer => *kind == ServiceAddressKind::LoadBalancerIngress,
+                    Via::Address(want) => *ip == want,
+                })
+                .ok_or_else(|| format!("service {namespace}/{name} has no {}", via.describe()))?;
             let found = spec
                 .ports
                 .iter()
@@ -218,6 +278,7 @@ pub fn resolve(
                 protocol: proto,
                 pod: None,
                 service: Some(format!("svc/{namespace}/{name}:{number}")),
+                via: Some(kind),
             })
         }
     }
@@ -354,6 +415,7 @@ pub fn trace_json(t: &Trace, dest: &Destination, topo: &Topology, owners: &Owner
             "target": dest.target,
             "pod": dest.pod,
             "service": dest.service,
+            "via": dest.via,
             "ip": dest.address.ip,
             "port": dest.address.port,
             "protocol": dest.protocol,
@@ -417,8 +479,13 @@ fn leg_text(out: &mut String, title: &str, l: &Leg, topo: &Topology, owners: &Ow
 
 /// The text output of `trace`.
 pub fn trace_text(t: &Trace, dest: &Destination, topo: &Topology, owners: &Owners) -> String {
+    let via = match dest.via {
+        Some(ServiceAddressKind::ExternalIp) => ", external IP",
+        Some(ServiceAddressKind::LoadBalancerIngress) => ", load-balancer ingress",
+        Some(ServiceAddressKind::ClusterIp) | None => "",
+    };
     let mut out = format!(
-        "{} {} -> {} ({}{})\n",
+        "{} {} -> {} ({}{}{via})\n",
         t.sent.protocol,
         t.from,
         dest.target,
@@ -511,6 +578,73 @@ pub fn check_table(r: &Report, elapsed: std::time::Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_service_resolves_at_the_address_asked_for() {
+        let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "app"},
+            "spec": {"clusterIP": "10.96.0.10",
+                     "externalIPs": ["2001:db8::1", "198.51.100.7", "198.51.100.8"],
+                     "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]},
+            "status": {"loadBalancer": {"ingress": [{"hostname": "lb.example"},
+                                                    {"ip": "203.0.113.5"}]}}
+        }))
+        .unwrap();
+        let plain: k8s_openapi::api::core::v1::Service = serde_json::from_value(json!({
+            "metadata": {"name": "plain", "namespace": "app"},
+            "spec": {"clusterIP": "10.96.0.11", "ports": [{"port": 80}]}
+        }))
+        .unwrap();
+        let cluster = Cluster {
+            services: vec![svc, plain],
+            ..Cluster::default()
+        };
+        let at = |to: &str, via: Via| {
+            resolve(&cluster, &Target::parse(to).unwrap(), to, None, via)
+                .map(|d| (d.address, d.via))
+        };
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        use ServiceAddressKind::*;
+        assert_eq!(
+            at("svc/app/web:http", Via::ClusterIp),
+            Ok((SocketV4::new(ip("10.96.0.10"), 80), Some(ClusterIp)))
+        );
+        // The first IPv4 external IP, the first ingress with an IP.
+        assert_eq!(
+            at("svc/app/web:http", Via::ExternalIp),
+            Ok((SocketV4::new(ip("198.51.100.7"), 80), Some(ExternalIp)))
+        );
+        assert_eq!(
+            at("svc/app/web:80", Via::LoadBalancer),
+            Ok((
+                SocketV4::new(ip("203.0.113.5"), 80),
+                Some(LoadBalancerIngress)
+            ))
+        );
+        // Any of its addresses by value; not someone else's.
+        assert_eq!(
+            at("svc/app/web:80", Via::Address(ip("198.51.100.8"))),
+            Ok((SocketV4::new(ip("198.51.100.8"), 80), Some(ExternalIp)))
+        );
+        assert_eq!(
+            at("svc/app/web:80", Via::Address(ip("10.96.0.10"))),
+            Ok((SocketV4::new(ip("10.96.0.10"), 80), Some(ClusterIp)))
+        );
+        let err = at("svc/app/web:80", Via::Address(ip("198.51.100.9"))).unwrap_err();
+        assert!(err.contains("no address 198.51.100.9"), "{err}");
+        let err = at("svc/app/plain:80", Via::ExternalIp).unwrap_err();
+        assert!(err.contains("app/plain has no IPv4 external IP"), "{err}");
+        let err = at("svc/app/plain:80", Via::LoadBalancer).unwrap_err();
+        assert!(err.contains("load-balancer ingress"), "{err}");
+        // Only a Service has addresses to choose from.
+        assert!(at("10.96.0.10:80", Via::ExternalIp).is_err());
+        assert_eq!(Via::parse("lb"), Ok(Via::LoadBalancer));
+        assert_eq!(Via::parse("load-balancer"), Ok(Via::LoadBalancer));
+        assert_eq!(Via::parse("external-ip"), Ok(Via::ExternalIp));
+        assert_eq!(Via::parse("cluster-ip"), Ok(Via::ClusterIp));
+        assert_eq!(Via::parse("1.2.3.4"), Ok(Via::Address(ip("1.2.3.4"))));
+        assert!(Via::parse("external").is_err());
+    }
 
     #[test]
     fn targets_and_sources_parse() {

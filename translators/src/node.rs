@@ -166,6 +166,11 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
         resources.extend(crate::policy::node_ingress(
             cfg, base, node_port, s.node_ip, s.subnet,
         ));
+        // And its pods reach the node's host whatever their egress policies.
+        let host_ips: Vec<Ipv4Addr> = std::iter::once(s.node_ip)
+            .chain(addresses.iter().copied())
+            .collect();
+        resources.extend(crate::policy::node_egress(cfg, base, s.subnet, &host_ips));
         // Pods reach the node's own addresses through the node's port.
         for ip in addresses {
             resources.push(route(

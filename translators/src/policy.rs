@@ -19,7 +19,8 @@
 //!
 //! KUBE-NP-INGRESS-ALLOW also holds one accept per node ([`node_ingress`]): what a node's
 //! host stack sends to the pods of that node, which NetworkPolicy always allows (kubelet
-//! probes).
+//! probes). KUBE-NP-EGRESS-ALLOW holds the other direction ([`node_egress`]): what the pods
+//! of a node send to that node's own addresses.
 //!
 //! The shared ALLOW and ISOLATE chains only ever hold rules whose order does not matter
 //! (an ALLOW jump accepts or falls through; an ISOLATE rule drops or falls through), so many
@@ -164,6 +165,11 @@ pub fn policy_globals(cfg: &TranslatorConfig) -> DesiredTranslation {
 /// always allowed).
 pub const NODE_PORT_GROUP_NAME: &str = "KUBE-NP-NODE-PORTS";
 
+/// How the backend name of every port group and IP address group the policies make begins.
+/// MidoNet's groups carry no tenant of their own (port groups may, ours do not), so this is
+/// what tells the orphan sweep that a group is the policies'.
+pub const GROUP_NAME_PREFIX: &str = "KUBE-NP-";
+
 /// A pod's bridge port, filtered for ingress from its creation on: a pod is never
 /// reachable before the policies apply to it. Its egress is filtered by its node bridge
 /// ([`node_bridge_egress_filter`]), which exists before any of its ports.
@@ -209,6 +215,37 @@ pub fn node_ingress(
     // Order inside the shared ALLOW chain does not matter: the head is as good as any place.
     accept.position = Some(1);
     vec![entry(PortGroupPort::new(group, node_port)), entry(accept)]
+}
+
+/// What a node adds to the egress policies: per address of the node's host (`node_ips`: its
+/// interface on the bridge and its Node addresses), an accept in KUBE-NP-EGRESS-ALLOW of
+/// what its pods (`pod_cidr`) send there. NetworkPolicy always allows traffic to the node a
+/// pod runs on; another node's host is subject to the egress rules like any address. The
+/// destination is the one after KUBE-MAIN's Service DNAT, so a Service whose endpoint is
+/// this node's host is allowed too. One rule per address, its ID covering its body.
+pub fn node_egress(
+    cfg: &TranslatorConfig,
+    node_base: Uuid,
+    pod_cidr: Ipv4Cidr,
+    node_ips: &[Ipv4Addr],
+) -> Vec<Resource> {
+    let allow = allow_chain_id(cfg, Direction::Egress);
+    let ips: BTreeSet<Ipv4Addr> = node_ips.iter().copied().collect();
+    ips.into_iter()
+        .map(|ip| {
+            let mut accept = Rule::new(
+                allow,
+                sub_id(node_base, &format!("Policy Node Egress/{pod_cidr}/{ip}")),
+                RuleType::Accept,
+            )
+            .to_host(ip);
+            accept.nw_src_address = Some(pod_cidr.addr);
+            accept.nw_src_length = Some(pod_cidr.prefix_len);
+            // Order inside the shared ALLOW chain does not matter.
+            accept.position = Some(1);
+            entry(accept)
+        })
+        .collect()
 }
 
 fn chain(cfg: &TranslatorConfig, id: Uuid, name: String) -> Resource {
@@ -550,7 +587,7 @@ impl GroupKey {
             GroupScope::Namespaces(sel) => format!("namespaces={}", sel.describe()),
         };
         backend_name(format!(
-            "KUBE-NP-{what}-{scope};pods={}",
+            "{GROUP_NAME_PREFIX}{what}-{scope};pods={}",
             self.pods.describe()
         ))
     }
@@ -1257,6 +1294,13 @@ mod tests {
         // three: the selected db pod (a third), the web pods of tier a (a fourth), and the
         // web pods of tiers a and b as peers: the very group one and two select.
         assert_eq!(groups.len(), 4, "{groups:#?}");
+        // The orphan sweep knows the policies' groups by their name.
+        for g in &groups {
+            let b: serde_json::Value = serde_json::from_str(&g.resources[0].body).unwrap();
+            let name = b["name"].as_str().unwrap();
+            assert!(name.starts_with(GROUP_NAME_PREFIX), "{name}");
+        }
+        assert!(NODE_PORT_GROUP_NAME.starts_with(GROUP_NAME_PREFIX));
         let members = |tr: &DesiredTranslation| -> (String, Vec<String>) {
             let mut addrs: Vec<String> = tr
                 .resources

@@ -15,6 +15,8 @@
 //! over UDP and TCP behind the Service `kube-system/kube-dns`) is a server of the matrix
 //! too. And each node's host stack reaches every pod on that node whatever the policies
 //! (the Kubernetes documentation: traffic from the node a pod runs on is always allowed).
+//! The other direction has its own table ([`host_cases`]): each pod to each node's host
+//! addresses, where a pod always reaches its own node.
 
 #![allow(dead_code)]
 
@@ -571,5 +573,103 @@ pub fn differences(want: &BTreeMap<Cell, bool>, got: &BTreeMap<Cell, bool>) -> V
                 if *v { "denied" } else { "allowed" }
             )
         })
+        .collect()
+}
+
+/// The addresses of a node's host a pod may connect to: its interface on the node's bridge
+/// (the pod CIDR's second address) and its InternalIP.
+pub fn node_ips(node: &str) -> [Ipv4Addr; 2] {
+    let n = if node == "n1" { 1 } else { 2 };
+    [Ipv4Addr::new(10, 1, n, 2), Ipv4Addr::new(192, 168, 0, n)]
+}
+
+/// The nodes of the cluster.
+pub const NODES: [&str; 2] = ["n1", "n2"];
+
+/// The port probed on a node's host (the kubelet's).
+pub const HOST_PORT: u16 = 10250;
+
+/// Expected reachability of a node's host: (client pod, node name) → allowed.
+pub type HostExpect = fn(P, &str) -> bool;
+
+/// A case of the pod → node host table: the policies and, from the specification, which
+/// pods reach which node's host (on every address of it, TCP and UDP).
+pub struct HostCase {
+    pub name: &'static str,
+    pub policies: Vec<NetworkPolicy>,
+    pub expect: HostExpect,
+}
+
+pub fn host_cases() -> Vec<HostCase> {
+    vec![
+        HostCase {
+            name: "deny all egress: a pod still reaches its own node",
+            // The pods of x may send nowhere, except to the node they run on (traffic to
+            // the node where a Pod is running is always allowed); another node's host is an
+            // address like any other. The pods of y and z are not selected.
+            policies: vec![policy(
+                "x",
+                "deny-egress",
+                json!({"podSelector": {}, "policyTypes": ["Egress"]}),
+            )],
+            expect: |c, node| c.ns != "x" || c.node() == node,
+        },
+        HostCase {
+            name: "egress only to y: a pod still reaches its own node",
+            policies: vec![policy(
+                "x",
+                "to-y",
+                json!({"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"],
+                       "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}),
+            )],
+            expect: |c, node| !c.is("x", "a") || c.node() == node,
+        },
+    ]
+}
+
+/// The cells of the host table: each e2e pod to each address of each node's host, TCP and
+/// UDP. The server is `node/<name>@<address>`.
+fn host_cells() -> Vec<(Cell, String, SocketV4, P, &'static str)> {
+    let mut out = Vec::new();
+    for c in all_pods() {
+        for node in NODES {
+            for ip in node_ips(node) {
+                for proto in [Protocol::Tcp, Protocol::Udp] {
+                    out.push((
+                        (c.name(), format!("node/{node}@{ip}"), HOST_PORT, proto),
+                        format!("pod/{}/{}", c.ns, c.pod),
+                        SocketV4::new(ip, HOST_PORT),
+                        c,
+                        node,
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The host table on `topo`: a cell is true when the connection works both ways.
+pub fn host_matrix(topo: &Topology) -> BTreeMap<Cell, bool> {
+    host_cells()
+        .into_iter()
+        .map(|(cell, from, to, _, _)| {
+            let probe = Probe {
+                from,
+                to,
+                protocol: cell.3,
+                src_port: 40000,
+            };
+            let works = trace(topo, &probe).map(|t| t.all_work()).unwrap_or(false);
+            (cell, works)
+        })
+        .collect()
+}
+
+/// The expected host table of a predicate.
+pub fn host_expected(expect: HostExpect) -> BTreeMap<Cell, bool> {
+    host_cells()
+        .into_iter()
+        .map(|(cell, _, _, c, node)| (cell, expect(c, node)))
         .collect()
 }
