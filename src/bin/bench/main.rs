@@ -532,7 +532,7 @@ fn translate_all(
 /// The fewest backend requests a version bump can make: every resource of the new version
 /// created once (as many as the old version has), and of the old version one DELETE for
 /// each resource MidoNet's cascades do not take with another (`Resource::deleted_with`).
-fn bump_floor(old: &midonet_kube_controllers::sim::admin::StateDump) -> Res<usize> {
+fn bump_floor(old: &midonet_kube_controllers::sim::admin::StateDump) -> Res<BumpFloor> {
     let paths = old.translation_paths();
     let resources: Vec<Resource> = old
         .typed_resources()?
@@ -549,7 +549,24 @@ fn bump_floor(old: &midonet_kube_controllers::sim::admin::StateDump) -> Res<usiz
                 .any(|id| ids.contains(id) && r.own_id() != Some(*id))
         })
         .count();
-    Ok(resources.len() + roots)
+    let bindings = resources
+        .iter()
+        .filter(|r| matches!(r, Resource::HostInterfacePort(_)))
+        .count();
+    Ok(BumpFloor {
+        requests: resources.len() + roots,
+        bindings,
+    })
+}
+
+/// A version bump's least backend requests: the new version's creates (as many as the old
+/// version's resources) and the old version's deletions MidoNet's cascades do not do.
+/// `bindings` are the old host-interface bindings: a blue/green bump must delete each one
+/// itself (MidoNet binds an interface to one port at a time), where deleting its port
+/// would have taken it.
+struct BumpFloor {
+    requests: usize,
+    bindings: usize,
 }
 
 /// The Translations' backend resources (parsed, in push order) in levels: each one's
@@ -1086,7 +1103,12 @@ async fn run(args: Args) -> Res<()> {
     tokio::time::sleep(PROBE_LEAD).await;
     admin.reset_requests().await?;
     let t_bump = Instant::now();
-    let ctl = Controllers::spawn(&kubeconfig, &api_url, &["--translation-version", "2"])?;
+    // Drift verification's GETs are periodic, whatever the bump does: left out here.
+    let ctl = Controllers::spawn(
+        &kubeconfig,
+        &api_url,
+        &["--translation-version", "2", "--verify-period", "0"],
+    )?;
     let bump_time = wait_converged(
         &tracker,
         &admin,
@@ -1167,10 +1189,20 @@ async fn run(args: Args) -> Res<()> {
         Row {
             name: "version bump: backend requests / floor",
             value: format!(
-                "{bump_requests} / {bump_floor} = {:.2}",
-                bump_requests as f64 / bump_floor.max(1) as f64
+                "{bump_requests} / {} = {:.2}",
+                bump_floor.requests,
+                bump_requests as f64 / bump_floor.requests.max(1) as f64
             ),
             target: "<= 1.05",
+        },
+        Row {
+            name: "version bump: requests / floor + old bindings deleted",
+            value: format!(
+                "{bump_requests} / {} = {:.2}",
+                bump_floor.requests + bump_floor.bindings,
+                bump_requests as f64 / (bump_floor.requests + bump_floor.bindings).max(1) as f64
+            ),
+            target: "-",
         },
         Row {
             name: "version bump: flows probed / sample period",
@@ -1209,7 +1241,8 @@ async fn run(args: Args) -> Res<()> {
         "networkPolicies": {"count": n_policies, "seconds": np_time.as_secs_f64(),
                             "requests": np_requests},
         "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests,
-                        "floorRequests": bump_floor,
+                        "floorRequests": bump_floor.requests,
+                        "oldBindings": bump_floor.bindings,
                         "byMethod": bump_breakdown.by_method, "byStatus": bump_breakdown.by_status,
                         "byKind": bump_breakdown.by_kind, "probe": bump_probe_json},
         "totalSeconds": t0.elapsed().as_secs_f64(),
