@@ -21,7 +21,6 @@ pub mod pusher;
 pub mod retry;
 pub mod run;
 pub mod scenario;
-pub mod sim;
 pub mod streams;
 pub mod sweep;
 pub mod translate;

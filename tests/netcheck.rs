@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, PostParams};
 use midonet_dataplane::{FlowKind, Protocol, SocketV4};
 use midonet_kube_controllers::netcheck::cli::trace_live;
-use midonet_kube_controllers::sim::admin::TraceRequest;
+use midonet_sim::admin::TraceRequest;
 use midonet_translators::model::Kind;
 use serde_json::{json, Value};
 use support::check::{assert_check_passes, describe};

@@ -27,7 +27,7 @@
 //!
 //! The pure parts (selection, judgement, accounting) are unit-tested here; [`FlowProbe`]
 //! runs them on a thread over any source of the backend's resources (the simulator's
-//! in-process [`crate::sim::StoreReader`] in the benchmark and the tests).
+//! in-process [`midonet_sim::StoreReader`] in the benchmark and the tests).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;

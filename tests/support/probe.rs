@@ -16,7 +16,7 @@ use midonet_kube_controllers::netcheck::cli::load_cluster;
 use midonet_kube_controllers::netcheck::probe::{
     select_flows, FlowProbe, ProbeFlow, ProbeReport, SampleSize,
 };
-use midonet_kube_controllers::sim::SimHandle;
+use midonet_sim::SimHandle;
 
 /// Every Service port from every source and a pod on every other node: for the small
 /// clusters of the tests.

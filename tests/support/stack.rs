@@ -10,8 +10,8 @@ use kube::api::{Api, ListParams};
 use kube::Client;
 use midonet_kube_controllers::config::RunArgs;
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::sim::admin::{AdminClient, StateDump};
-use midonet_kube_controllers::sim::{self, SimConfig, SimHandle};
+use midonet_sim::admin::{AdminClient, StateDump};
+use midonet_sim::{self as sim, SimConfig, SimHandle};
 use midonet_translators::Resource;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -39,7 +39,7 @@ pub async fn start_sim_for(
 ) -> (SimHandle, AdminClient) {
     start_sim_with(SimConfig {
         hosts: scenario.hosts.clone(),
-        faults: midonet_kube_controllers::sim::admin::Faults {
+        faults: midonet_sim::admin::Faults {
             latency_ms,
             ..Default::default()
         },

@@ -22,9 +22,9 @@ use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::netcheck::cli::load_cluster;
 use midonet_kube_controllers::netcheck::probe;
 use midonet_kube_controllers::scenario::{api_in_namespace_of, Scale, Scenario};
-use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
-use midonet_kube_controllers::sim::{self, SimConfig};
 use midonet_kube_controllers::translate;
+use midonet_sim::admin::{AdminClient, Faults};
+use midonet_sim::{self as sim, SimConfig};
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -521,7 +521,7 @@ fn translate_all(
 /// The fewest backend requests a version bump can make: every resource of the new version
 /// created once (as many as the old version has), and of the old version one DELETE for
 /// each resource MidoNet's cascades do not take with another (`Resource::deleted_with`).
-fn bump_floor(old: &midonet_kube_controllers::sim::admin::StateDump) -> Res<usize> {
+fn bump_floor(old: &midonet_sim::admin::StateDump) -> Res<usize> {
     let paths = old.translation_paths();
     let resources: Vec<Resource> = old
         .typed_resources()?
