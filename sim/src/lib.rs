@@ -140,7 +140,7 @@ pub struct SimHandle {
 
 /// Reads the simulator's store in-process: what `GET /_sim/state` answers, without the
 /// HTTP round trip and the JSON of the whole dump. Cheap to clone; for the flow probe
-/// (`netcheck::probe`), which samples the live topology many times a second.
+/// (`midonet_testkit::probe`), which samples the live topology many times a second.
 #[derive(Clone)]
 pub struct StoreReader(Arc<SimState>);
 

@@ -34,7 +34,7 @@ pub async fn start_sim(hosts: &[(&str, Uuid)]) -> (SimHandle, AdminClient) {
 
 /// A simulator knowing `scenario`'s hosts, adding `latency_ms` to every request.
 pub async fn start_sim_for(
-    scenario: &midonet_kube_controllers::scenario::Scenario,
+    scenario: &midonet_testkit::scenario::Scenario,
     latency_ms: u64,
 ) -> (SimHandle, AdminClient) {
     start_sim_with(SimConfig {

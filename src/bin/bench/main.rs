@@ -20,11 +20,11 @@ use kube::{Client, Config};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::netcheck::cli::load_cluster;
-use midonet_kube_controllers::netcheck::probe;
-use midonet_kube_controllers::scenario::{api_in_namespace_of, Scale, Scenario};
 use midonet_kube_controllers::translate;
 use midonet_sim::admin::{AdminClient, Faults};
 use midonet_sim::{self as sim, SimConfig};
+use midonet_testkit::probe;
+use midonet_testkit::scenario::{api_in_namespace_of, Scale, Scenario};
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -45,7 +45,7 @@ const COST_SAMPLES: usize = 1000;
 /// Pause between measures.
 const SETTLE: Duration = Duration::from_secs(3);
 /// The flows the probe samples during the version bump: from one pod per node, this many
-/// Service ports and pods on this many other nodes (`netcheck::probe::select_flows`).
+/// Service ports and pods on this many other nodes (`midonet_testkit::probe::select_flows`).
 const PROBE_SAMPLE: probe::SampleSize = probe::SampleSize {
     services_per_source: 6,
     peers_per_source: 2,
