@@ -6,6 +6,10 @@
 //! the state, count requests and inject faults. See `docs/simulator.md`.
 //!
 //! Embed it with [`start`]; the `backend-sim` subcommand runs it with [`run_cli`].
+//!
+//! It is a crate of its own, depending on the typed model (`midonet-translators`) and the
+//! data-plane model (`midonet-dataplane`) only, so that the controllers' library carries no
+//! test double: the main package uses it for `backend-sim`, the benchmark and the tests.
 
 pub mod admin;
 mod admin_api;
