@@ -48,7 +48,7 @@ pub fn backend_client(cfg: &Config, registry: &Registry) -> Result<BackendClient
         BackendConfig {
             url: cfg.midonet_api.clone(),
             username: cfg.username.clone(),
-            password: crate::backend::Secret::new(cfg.password.expose().to_string()),
+            password: cfg.password.clone(),
             project: cfg.project.clone(),
             ca_file: cfg.ca_file.clone(),
             timeout: cfg.backend_timeout,

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+pub use midonet_translators::Secret;
 use url::Url;
 
 /// The controllers `--controllers` names.
@@ -298,31 +299,6 @@ impl DeprecatedUse {
                 d.setting
             ),
         }
-    }
-}
-
-/// A secret string: its Debug and Display never show the value.
-#[derive(Clone, Default)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(s: String) -> Self {
-        Secret(s)
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
     }
 }
 

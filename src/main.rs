@@ -29,7 +29,7 @@ enum Command {
         delete: bool,
     },
     /// Run the MidoNet REST API simulator (for tests and demos) until Ctrl-C or SIGTERM.
-    BackendSim(Box<midonet_kube_controllers::sim::SimArgs>),
+    BackendSim(Box<midonet_sim::SimArgs>),
     /// Trace a connection through the live MidoNet topology with the data-plane model.
     /// Exit 0 when delivered, 1 when dropped, 2 on error. Takes the same settings as `run`.
     Trace {
@@ -231,7 +231,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match rt.block_on(midonet_kube_controllers::sim::run_cli(*args)) {
+            match rt.block_on(midonet_sim::run_cli(*args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(err) => {
                     eprintln!("error: {err}");

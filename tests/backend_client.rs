@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig, BackendError, Secret};
-use midonet_kube_controllers::sim::admin::Faults;
-use midonet_kube_controllers::sim::SimHandle;
+use midonet_sim::admin::Faults;
+use midonet_sim::SimHandle;
 use midonet_translators::model::*;
 use midonet_translators::TranslationResource;
 use serde_json::json;

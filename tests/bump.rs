@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Api, ListParams};
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::sim::admin::Faults;
+use midonet_sim::admin::Faults;
 use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::probe::{assert_interrupted_at_most, EVERY_FLOW};

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use midonet_dataplane::FlowKind;
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::sim::admin::Faults;
+use midonet_sim::admin::Faults;
 use serde_json::json;
 use support::check::assert_check_passes;
 use support::objects::{pod, set_pod_ip};

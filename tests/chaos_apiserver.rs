@@ -36,7 +36,7 @@ async fn watches_resume_after_an_apiserver_restart() {
         namespaces: 2,
     };
     let scenario = Scenario::new("a", scale);
-    let (sim, admin) = start_sim_with(midonet_kube_controllers::sim::SimConfig {
+    let (sim, admin) = start_sim_with(midonet_sim::SimConfig {
         hosts: scenario.hosts.clone(),
         ..Default::default()
     })

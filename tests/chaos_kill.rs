@@ -21,8 +21,8 @@ mod support;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use midonet_kube_controllers::sim::admin::Faults;
-use midonet_kube_controllers::sim::SimConfig;
+use midonet_sim::admin::Faults;
+use midonet_sim::SimConfig;
 use rand::{Rng, SeedableRng};
 use support::check::assert_check_passes;
 use support::child::ChildControllers;

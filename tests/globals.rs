@@ -13,7 +13,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::sim::admin::AdminClient;
+use midonet_sim::admin::AdminClient;
 use midonet_translators::{Kind, Resource, TranslatorConfig};
 use serde_json::json;
 use support::objects::{metric, node_at, pod, wait_host_ids};

@@ -12,7 +12,7 @@ use kube::api::{Api, PostParams};
 use midonet_dataplane::{FlowKind, Protocol, SocketV4};
 use midonet_kube_controllers::netcheck::cli::{trace_live, trace_live_via};
 use midonet_kube_controllers::netcheck::Via;
-use midonet_kube_controllers::sim::admin::TraceRequest;
+use midonet_sim::admin::TraceRequest;
 use midonet_translators::model::Kind;
 use serde_json::{json, Value};
 use support::check::{assert_check_passes, describe};

@@ -22,7 +22,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use midonet_dataplane::{Cluster, RuleOrder, Topology};
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::sim::admin::AdminClient;
+use midonet_sim::admin::AdminClient;
 use midonet_translators::meta::HOST_ID_ANNOTATION;
 use midonet_translators::model::Kind;
 use midonet_translators::policy::GROUP_LABEL;

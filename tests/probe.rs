@@ -1,4 +1,4 @@
-//! The flow probe (`netcheck::probe`) on the real parts: it must report a flow interrupted
+//! The flow probe (`midonet_testkit::probe`) on the real parts: it must report a flow interrupted
 //! for as long as its pod's port is unbound behind the controllers' back, every other flow
 //! uninterrupted, and nothing at all while nothing changes. And (ignored, run by hand) the
 //! sample period it reaches on a backend of scale S.
@@ -11,10 +11,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
 use midonet_dataplane::Cluster;
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
-use midonet_kube_controllers::netcheck::probe::{
-    judge, select_flows, topology, FlowProbe, SampleSize,
-};
-use midonet_kube_controllers::scenario::{Scale, Scenario};
+use midonet_testkit::probe::{judge, select_flows, topology, FlowProbe, SampleSize};
+use midonet_testkit::scenario::{Scale, Scenario};
 use midonet_translators::policy::PolicyCluster;
 use midonet_translators::{Resource, TranslatorConfig};
 

@@ -29,7 +29,7 @@ async fn translations_of_deleted_objects_go_without_garbage_collection() {
             namespaces: 1,
         },
     );
-    let (sim, admin) = start_sim_with(midonet_kube_controllers::sim::SimConfig {
+    let (sim, admin) = start_sim_with(midonet_sim::SimConfig {
         hosts: scenario.hosts.clone(),
         ..Default::default()
     })

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use midonet_kube_controllers::crd::{Translation, TranslationResource};
-use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
+use midonet_sim::admin::{AdminClient, Faults};
 use midonet_translators::meta::FINALIZER;
 use serde_json::json;
 use support::fixtures::{bridge, port, translation};

@@ -6,8 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use midonet_kube_controllers::sim::admin::{Faults, HostSeed};
-use midonet_kube_controllers::sim::{self, SimConfig};
+use midonet_sim::admin::{Faults, HostSeed};
+use midonet_sim::{self as sim, SimConfig};
 use midonet_translators::model::Kind;
 use serde_json::{json, Value};
 use uuid::Uuid;
@@ -1441,7 +1441,7 @@ async fn collections_and_tenant_filter() {
 #[tokio::test]
 async fn authentication_like_midonet() {
     let sim = sim::start(SimConfig {
-        auth: Some(midonet_kube_controllers::sim::SimAuth {
+        auth: Some(midonet_sim::SimAuth {
             token_ttl: Duration::from_millis(300),
             ..auth()
         }),

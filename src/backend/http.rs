@@ -441,7 +441,7 @@ impl Transport {
         secrets.extend(self.token());
         // Very short strings would match by coincidence and garble the body.
         for secret in secrets.iter().filter(|s| s.expose().len() >= 4) {
-            out = out.replace(secret.expose(), "[redacted]");
+            out = out.replace(secret.expose(), Secret::REDACTED);
         }
         out
     }

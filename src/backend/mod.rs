@@ -15,7 +15,6 @@ mod error;
 mod http;
 mod metrics;
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,49 +22,7 @@ pub use client::BackendClient;
 pub use error::BackendError;
 pub use http::Reachability;
 pub use metrics::ClientMetrics;
-
-/// A string that must not be shown: `Debug` and `Display` print `[redacted]`.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The secret itself, for the one place that has to send it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl From<String> for Secret {
-    fn from(s: String) -> Secret {
-        Secret(s)
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(s: &str) -> Secret {
-        Secret(s.to_string())
-    }
-}
+pub use midonet_translators::Secret;
 
 /// How to reach and authenticate to the MidoNet API.
 #[derive(Clone, Debug)]

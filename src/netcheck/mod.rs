@@ -7,7 +7,6 @@
 
 pub mod backend;
 pub mod cli;
-pub mod probe;
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use midonet_kube_controllers::sim::admin::AdminClient;
-use midonet_kube_controllers::sim::{self, SimAuth, SimConfig, SimHandle};
+use midonet_sim::admin::AdminClient;
+use midonet_sim::{self as sim, SimAuth, SimConfig, SimHandle};
 use serde_json::Value;
 use uuid::Uuid;
 

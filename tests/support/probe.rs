@@ -1,4 +1,4 @@
-//! The flow probe (`netcheck::probe`) against a running stack: the flows are chosen from
+//! The flow probe (`midonet_testkit::probe`) against a running stack: the flows are chosen from
 //! this test binary's cluster as it is when the probe starts, and sampled on the
 //! simulator's store in-process. For tests that change the backend under traffic (a
 //! Translation version bump, a restart) and assert how long any flow was interrupted.
@@ -13,10 +13,8 @@
 use std::time::Duration;
 
 use midonet_kube_controllers::netcheck::cli::load_cluster;
-use midonet_kube_controllers::netcheck::probe::{
-    select_flows, FlowProbe, ProbeFlow, ProbeReport, SampleSize,
-};
-use midonet_kube_controllers::sim::SimHandle;
+use midonet_sim::SimHandle;
+use midonet_testkit::probe::{select_flows, FlowProbe, ProbeFlow, ProbeReport, SampleSize};
 
 /// Every Service port from every source and a pod on every other node: for the small
 /// clusters of the tests.

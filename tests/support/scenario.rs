@@ -1,4 +1,4 @@
-//! The benchmark's scenario objects (`midonet_kube_controllers::scenario`), created and
+//! The benchmark's scenario objects (`midonet_testkit::scenario`), created and
 //! deleted with bounded concurrency, retried through apiserver outages.
 
 use std::time::{Duration, Instant};
@@ -11,9 +11,9 @@ use kube::Client;
 /// Requests in flight while creating or deleting objects.
 pub const CONCURRENCY: usize = 16;
 
-use midonet_kube_controllers::scenario::api_in_namespace_of;
+use midonet_testkit::scenario::api_in_namespace_of;
 #[allow(unused_imports)]
-pub use midonet_kube_controllers::scenario::{Scale, Scenario};
+pub use midonet_testkit::scenario::{Scale, Scenario};
 
 /// Creating and deleting a scenario's objects, retried through apiserver outages; panics on
 /// anything else (test code).

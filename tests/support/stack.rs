@@ -10,8 +10,8 @@ use kube::api::{Api, ListParams};
 use kube::Client;
 use midonet_kube_controllers::config::RunArgs;
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::sim::admin::{AdminClient, StateDump};
-use midonet_kube_controllers::sim::{self, SimConfig, SimHandle};
+use midonet_sim::admin::{AdminClient, StateDump};
+use midonet_sim::{self as sim, SimConfig, SimHandle};
 use midonet_translators::Resource;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -34,12 +34,12 @@ pub async fn start_sim(hosts: &[(&str, Uuid)]) -> (SimHandle, AdminClient) {
 
 /// A simulator knowing `scenario`'s hosts, adding `latency_ms` to every request.
 pub async fn start_sim_for(
-    scenario: &midonet_kube_controllers::scenario::Scenario,
+    scenario: &midonet_testkit::scenario::Scenario,
     latency_ms: u64,
 ) -> (SimHandle, AdminClient) {
     start_sim_with(SimConfig {
         hosts: scenario.hosts.clone(),
-        faults: midonet_kube_controllers::sim::admin::Faults {
+        faults: midonet_sim::admin::Faults {
             latency_ms,
             ..Default::default()
         },

@@ -6,10 +6,12 @@
 pub mod entry;
 pub mod meta;
 pub mod model;
+pub mod secret;
 pub mod version;
 
 pub use entry::TranslationResource;
 pub use model::{BackendObject, Kind, ModelError, Resource};
+pub use secret::Secret;
 pub use version::TRANSLATION_VERSION;
 
 // Translators: identities, names and the per-kind translation functions (see MAPPING.md).

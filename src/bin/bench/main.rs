@@ -20,11 +20,11 @@ use kube::{Client, Config};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::netcheck::cli::load_cluster;
-use midonet_kube_controllers::netcheck::probe;
-use midonet_kube_controllers::scenario::{api_in_namespace_of, Scale, Scenario};
-use midonet_kube_controllers::sim::admin::{AdminClient, Faults};
-use midonet_kube_controllers::sim::{self, SimConfig};
 use midonet_kube_controllers::translate;
+use midonet_sim::admin::{AdminClient, Faults};
+use midonet_sim::{self as sim, SimConfig};
+use midonet_testkit::probe;
+use midonet_testkit::scenario::{api_in_namespace_of, Scale, Scenario};
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -46,7 +46,7 @@ const COST_SAMPLES: usize = 1000;
 /// Pause between measures.
 const SETTLE: Duration = Duration::from_secs(3);
 /// The flows the probe samples during the version bump: from one pod per node, this many
-/// Service ports and pods on this many other nodes (`netcheck::probe::select_flows`).
+/// Service ports and pods on this many other nodes (`midonet_testkit::probe::select_flows`).
 const PROBE_SAMPLE: probe::SampleSize = probe::SampleSize {
     services_per_source: 6,
     peers_per_source: 2,
@@ -532,7 +532,7 @@ fn translate_all(
 /// The fewest backend requests a version bump can make: every resource of the new version
 /// created once (as many as the old version has), and of the old version one DELETE for
 /// each resource MidoNet's cascades do not take with another (`Resource::deleted_with`).
-fn bump_floor(old: &midonet_kube_controllers::sim::admin::StateDump) -> Res<BumpFloor> {
+fn bump_floor(old: &midonet_sim::admin::StateDump) -> Res<BumpFloor> {
     let paths = old.translation_paths();
     let resources: Vec<Resource> = old
         .typed_resources()?

@@ -44,7 +44,7 @@
 //!    own `id`.
 //! 5. `tests.rs`: add a case to `paths_and_media_types_of_every_kind` and a valid base
 //!    body to `arb_body` (the compiler asks for the latter).
-//! 6. Outside this crate: the simulator's store (`src/sim/store/`) must accept and serve the
+//! 6. Outside this crate: the simulator's store (`sim/src/store/`) must accept and serve the
 //!    kind, and the data-plane model (`dataplane/src/topology.rs`) must either use it or
 //!    ignore it deliberately.
 

@@ -27,7 +27,14 @@
 //!
 //! The pure parts (selection, judgement, accounting) are unit-tested here; [`FlowProbe`]
 //! runs them on a thread over any source of the backend's resources (the simulator's
-//! in-process [`crate::sim::StoreReader`] in the benchmark and the tests).
+//! in-process `midonet_sim::StoreReader` in the benchmark and the tests).
+//!
+//! It lives with the test and benchmark tooling, not with the simulator nor in the
+//! controllers' library: it reads the backend through a [`ResourceSource`] closure, so it
+//! does not depend on the simulator (the callers plug the simulator's store in), and no
+//! subcommand of the product runs it; only the benchmark and the tests measure
+//! interruptions with it. Its reading of a flow is `check`'s, built from the same data-plane
+//! model (`midonet-dataplane`), which is all it shares with `netcheck`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;

@@ -449,7 +449,7 @@ fn serve(
     };
     let tenant = tenant_query(uri);
     let outcome = {
-        let mut store = crate::locks::lock(&sim.store);
+        let mut store = crate::lock(&sim.store);
         dispatch(&mut store, endpoint, method, tenant.as_deref(), input)
     };
     let reply = outcome?;

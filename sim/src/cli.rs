@@ -7,7 +7,7 @@ use std::time::Duration;
 use uuid::Uuid;
 
 use super::{start, SimAuth, SimConfig, SimError};
-use crate::backend::Secret;
+use midonet_translators::Secret;
 
 /// Run the MidoNet API simulator until Ctrl-C or SIGTERM.
 #[derive(clap::Args, Debug, Clone)]

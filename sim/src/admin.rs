@@ -287,7 +287,7 @@ pub struct AdminClient {
 
 impl AdminClient {
     /// `admin_url` is the admin API base, e.g. `http://127.0.0.1:8181/_sim/`
-    /// ([`SimHandle::admin_url`](crate::sim::SimHandle::admin_url)).
+    /// ([`SimHandle::admin_url`](crate::SimHandle::admin_url)).
     pub fn new(admin_url: Url) -> Result<AdminClient, AdminError> {
         let mut base = admin_url;
         if !base.path().ends_with('/') {

@@ -6,6 +6,10 @@
 //! the state, count requests and inject faults. See `docs/simulator.md`.
 //!
 //! Embed it with [`start`]; the `backend-sim` subcommand runs it with [`run_cli`].
+//!
+//! It is a crate of its own, depending on the typed model (`midonet-translators`) and the
+//! data-plane model (`midonet-dataplane`) only, so that the controllers' library carries no
+//! test double: the main package uses it for `backend-sim`, the benchmark and the tests.
 
 pub mod admin;
 mod admin_api;
@@ -27,12 +31,12 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
-use crate::backend::Secret;
 use admin::Faults;
 use auth::Authenticator;
 use conn::{ConnInfo, SimListener};
 use counters::RequestCounter;
 use faults::FaultInjector;
+use midonet_translators::Secret;
 use store::Store;
 
 pub use cli::{run_cli, SimArgs};
@@ -93,6 +97,15 @@ pub enum SimError {
     Serve(String),
 }
 
+/// Locks the store, using it as it is if a handler panicked while holding it: every update
+/// leaves the maps consistent enough for a test double, and one bug must not stop the
+/// simulator from serving the rest of a test.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// State shared by the request handlers.
 pub(crate) struct SimState {
     store: Mutex<Store>,
@@ -107,7 +120,7 @@ impl SimState {
     fn with_store<T>(&self, f: impl FnOnce(&mut Store) -> T) -> T {
         // A panic while holding the lock cannot leave the maps inconsistent in a way
         // that matters to a test double; keep serving.
-        let mut store = crate::locks::lock(&self.store);
+        let mut store = crate::lock(&self.store);
         f(&mut store)
     }
 
@@ -131,7 +144,7 @@ pub struct SimHandle {
 
 /// Reads the simulator's store in-process: what `GET /_sim/state` answers, without the
 /// HTTP round trip and the JSON of the whole dump. Cheap to clone; for the flow probe
-/// (`netcheck::probe`), which samples the live topology many times a second.
+/// (`midonet_testkit::probe`), which samples the live topology many times a second.
 #[derive(Clone)]
 pub struct StoreReader(Arc<SimState>);
 

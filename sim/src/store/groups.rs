@@ -278,7 +278,7 @@ pub(crate) fn view_addr(group: Uuid, addr: Ipv4Addr) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::store::Device;
+    use crate::store::Device;
 
     const B: &str = "11111111-1111-4111-8111-111111111111";
     const P: &str = "22222222-2222-4222-8222-222222222222";

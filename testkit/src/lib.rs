@@ -1,0 +1,12 @@
+//! Test and benchmark tooling, kept out of the controllers' library: nothing here is part of
+//! the product, and the product does not depend on it at run time.
+//!
+//! - [`scenario`]: sample clusters at scale (the Kubernetes objects only).
+//! - [`probe`]: the flow probe, which measures how long flows are interrupted while the
+//!   backend changes.
+//!
+//! The benchmark (`src/bin/bench/`, a binary of the main package because it drives the
+//! controllers themselves) and the integration tests both use it.
+
+pub mod probe;
+pub mod scenario;
