@@ -8,7 +8,7 @@ mod support;
 
 use support::check::assert_check_passes;
 use support::child::ChildControllers;
-use support::rollout::{wait_only_version, wait_phase, CONTROLLERS, CONVERGE, SCALE};
+use support::rollout::{spawn_at, wait_only_version, wait_phase, CONVERGE, SCALE};
 use support::scenario::{Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact};
 use support::*;
@@ -20,25 +20,10 @@ async fn a_bump_survives_sigkills_in_every_phase() {
     // Slow requests stretch every phase over several of the probe's polls.
     let (sim, admin) = start_sim_for(&scenario, 40).await;
     scenario.create(&client).await;
-    let kubeconfig = control_plane().kubeconfig.clone();
     let api_url = sim.api_url().to_string();
     let log = ChildControllers::log_path("bump-kill");
     let _ = std::fs::remove_file(&log);
-    let spawn = |v: &str| {
-        ChildControllers::spawn(
-            &kubeconfig,
-            &api_url,
-            &[
-                "--controllers",
-                CONTROLLERS,
-                "--leader-elect",
-                "false",
-                "--translation-version",
-                v,
-            ],
-            &log,
-        )
-    };
+    let spawn = |v: &str| spawn_at(&api_url, &log, v);
     let v1 = spawn("1");
     wait_exact(&client, &admin, "version 1", CONVERGE).await;
     assert_check_passes(&api_url, "version 1").await;

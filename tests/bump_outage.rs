@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use support::check::assert_check_passes;
 use support::child::ChildControllers;
-use support::rollout::{wait_only_version, wait_phase, CONTROLLERS, CONVERGE, SCALE};
+use support::rollout::{spawn_at, wait_only_version, wait_phase, CONVERGE, SCALE};
 use support::scenario::{Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact};
 use support::*;
@@ -26,27 +26,10 @@ async fn a_bump_goes_on_after_backend_and_apiserver_outages() {
     // Slow requests stretch every phase over several polls of the phase metric.
     let (sim, admin) = start_sim_for(&scenario, 40).await;
     scenario.create(&client).await;
-    let kubeconfig = control_plane().kubeconfig.clone();
     let api_url = sim.api_url().to_string();
     let log = ChildControllers::log_path("bump-outage");
     let _ = std::fs::remove_file(&log);
-    let spawn = |v: &str| {
-        ChildControllers::spawn(
-            &kubeconfig,
-            &api_url,
-            &[
-                "--controllers",
-                CONTROLLERS,
-                // With leader election an apiserver outage past the renew deadline makes
-                // the process give up by design (tests/chaos_kill.rs covers that side).
-                "--leader-elect",
-                "false",
-                "--translation-version",
-                v,
-            ],
-            &log,
-        )
-    };
+    let spawn = |v: &str| spawn_at(&api_url, &log, v);
     let v1 = spawn("1");
     wait_exact(&client, &admin, "version 1", CONVERGE).await;
     assert_check_passes(&api_url, "version 1").await;

@@ -9,6 +9,7 @@ use kube::ResourceExt;
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::meta::VERSION_LABEL;
 
+use super::child::ChildControllers;
 use super::scenario::Scale;
 
 /// A cluster small enough to bump in seconds, with pods on every node and Services
@@ -88,4 +89,23 @@ pub async fn wait_phase(port: u16, phases: &[&str], timeout: Duration) -> Option
     })
     .await
     .ok()
+}
+
+/// The controllers binary as a child process at Translation `version`, logging to `log`,
+/// without leader election: an apiserver outage past the renew deadline would make it give
+/// up by design (`tests/chaos_kill.rs` covers that side).
+pub fn spawn_at(api_url: &str, log: &std::path::Path, version: &str) -> ChildControllers {
+    ChildControllers::spawn(
+        &super::control_plane().kubeconfig,
+        api_url,
+        &[
+            "--controllers",
+            CONTROLLERS,
+            "--leader-elect",
+            "false",
+            "--translation-version",
+            version,
+        ],
+        log,
+    )
 }
