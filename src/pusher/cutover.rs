@@ -24,7 +24,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
-use midonet_translators::model::{Kind, Resource};
+use midonet_translators::model::Kind;
 
 use super::deps::{interface_of, Interface};
 use super::plan::{self, Desired};
@@ -97,18 +97,7 @@ pub(super) async fn cut_over_all(
         awaiting.iter().map(|t| &**t),
         |t| ctx.recorded_status(t).pushed,
         |uid, path| ctx.tracker.is_cut_over(uid, path),
-        |key, interface| {
-            ctx.deps
-                .other_binders(key, interface)
-                .into_iter()
-                .filter(|(k, _)| {
-                    ctx.deps
-                        .store()
-                        .get(k)
-                        .is_some_and(|t| ctx.rollout.is_old(&t))
-                })
-                .collect()
-        },
+        |key, interface| ctx.old_binders(key, interface),
     );
     if todo.is_empty() {
         return Vec::new();
@@ -171,9 +160,7 @@ async fn move_binding(m: &Move, ctx: &PusherContext) -> bool {
         tracing::warn!(translation = %m.key, host = %m.interface.0, interface = %m.interface.1, backend_path = %m.binding.path, error = %err, "cutover: cannot create the new binding; its Translation retries");
         return false;
     }
-    if let Resource::HostInterfacePort(_) = &m.binding.resource {
-        ctx.tracker.cut_over(&m.uid, &m.binding.path);
-    }
+    ctx.tracker.cut_over(&m.uid, &m.binding.path);
     true
 }
 

@@ -176,6 +176,25 @@ impl PusherContext {
         }
     }
 
+    /// The old versions' Translations other than `key` that bind `interface`, with the
+    /// path of each one's binding: what a version bump's cutover takes the interface from.
+    fn old_binders(
+        &self,
+        key: &ObjectRef<Translation>,
+        interface: &deps::Interface,
+    ) -> Vec<(ObjectRef<Translation>, String)> {
+        self.deps
+            .other_binders(key, interface)
+            .into_iter()
+            .filter(|(k, _)| {
+                self.deps
+                    .store()
+                    .get(k)
+                    .is_some_and(|t| self.rollout.is_old(&t))
+            })
+            .collect()
+    }
+
     /// The most recent status: ours if we wrote one, else the object's.
     fn recorded_status(&self, tr: &Translation) -> TranslationStatus {
         let uid = tr.uid().unwrap_or_default();

@@ -308,17 +308,7 @@ impl<'a> Reconciling<'a> {
                 cut_over.insert(desired.path.clone());
                 continue;
             }
-            let old: Vec<(ObjectRef<Translation>, String)> = ctx
-                .deps
-                .other_binders(&self.key, &interface)
-                .into_iter()
-                .filter(|(k, _)| {
-                    ctx.deps
-                        .store()
-                        .get(k)
-                        .is_some_and(|t| ctx.rollout.is_old(&t))
-                })
-                .collect();
+            let old = ctx.old_binders(&self.key, &interface);
             if old.is_empty() {
                 continue;
             }
