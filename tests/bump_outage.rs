@@ -7,35 +7,26 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::check::assert_check_passes;
-use support::child::ChildControllers;
-use support::rollout::{spawn_at, wait_only_version, wait_phase, CONVERGE, SCALE};
-use support::scenario::{Scenario, ScenarioApi};
-use support::stack::{start_sim_for, wait_exact};
-use support::*;
+use support::rollout::{wait_only_version, wait_phase, AtVersion1, CONVERGE};
+use support::stack::wait_exact;
+
+use std::time::Duration;
 
 /// How long MidoNet stays unreachable.
 const BACKEND_OUTAGE: Duration = Duration::from_secs(3);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bump_goes_on_after_backend_and_apiserver_outages() {
-    let client = admin_client().await;
-    let scenario = Scenario::new("outage", SCALE);
-    // Slow requests stretch every phase over several polls of the phase metric.
-    let (sim, admin) = start_sim_for(&scenario, 40).await;
-    scenario.create(&client).await;
-    let api_url = sim.api_url().to_string();
-    let log = ChildControllers::log_path("bump-outage");
-    let _ = std::fs::remove_file(&log);
-    let spawn = |v: &str| spawn_at(&api_url, &log, v);
-    let v1 = spawn("1");
-    wait_exact(&client, &admin, "version 1", CONVERGE).await;
-    assert_check_passes(&api_url, "version 1").await;
-    v1.sigkill();
-
-    let mut child = spawn("2");
+    let at = AtVersion1::start("outage").await;
+    let AtVersion1 {
+        client,
+        admin,
+        api_url,
+        log,
+        ..
+    } = &at;
+    let mut child = at.spawn("2");
     let building = wait_phase(child.metrics, &["building"], CONVERGE).await;
     assert!(
         building.is_some(),
@@ -58,12 +49,12 @@ async fn a_bump_goes_on_after_backend_and_apiserver_outages() {
         );
     };
     eprintln!("bump: kube-apiserver restarted while {phase}");
-    restart_apiserver().await;
+    support::restart_apiserver().await;
 
-    wait_only_version(&client, "2").await;
-    wait_exact(&client, &admin, "version 2 after the outages", CONVERGE).await;
-    assert_check_passes(&api_url, "version 2 after the outages").await;
+    wait_only_version(client, "2").await;
+    wait_exact(client, admin, "version 2 after the outages", CONVERGE).await;
+    assert_check_passes(api_url, "version 2 after the outages").await;
     assert!(child.is_running(), "log: {}", log.display());
     drop(child);
-    sim.shutdown().await;
+    at.sim.shutdown().await;
 }

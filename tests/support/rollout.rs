@@ -109,3 +109,44 @@ pub fn spawn_at(api_url: &str, log: &std::path::Path, version: &str) -> ChildCon
         log,
     )
 }
+
+/// A bump test's start: the scenario `name` at [`SCALE`] on a simulator with 40 ms per
+/// request (slow requests stretch every phase over many polls of the phase metric),
+/// converged at version 1 by a child controllers process, `check` passing, that process
+/// killed. The next process is the test's: [`Self::spawn`].
+pub struct AtVersion1 {
+    pub client: kube::Client,
+    pub sim: midonet_sim::SimHandle,
+    pub admin: midonet_sim::admin::AdminClient,
+    pub api_url: String,
+    pub log: std::path::PathBuf,
+}
+
+impl AtVersion1 {
+    pub async fn start(name: &str) -> AtVersion1 {
+        use super::scenario::ScenarioApi;
+        let client = super::admin_client().await;
+        let scenario = super::scenario::Scenario::new(name, SCALE);
+        let (sim, admin) = super::stack::start_sim_for(&scenario, 40).await;
+        scenario.create(&client).await;
+        let api_url = sim.api_url().to_string();
+        let log = ChildControllers::log_path(&format!("bump-{name}"));
+        let _ = std::fs::remove_file(&log);
+        let v1 = spawn_at(&api_url, &log, "1");
+        super::stack::wait_exact(&client, &admin, "version 1", CONVERGE).await;
+        super::check::assert_check_passes(&api_url, "version 1").await;
+        v1.sigkill();
+        AtVersion1 {
+            client,
+            sim,
+            admin,
+            api_url,
+            log,
+        }
+    }
+
+    /// The controllers at `version`, logging where version 1's did.
+    pub fn spawn(&self, version: &str) -> ChildControllers {
+        spawn_at(&self.api_url, &self.log, version)
+    }
+}
