@@ -11,6 +11,15 @@
 //! as fast as they come made the sync take a quarter longer. The queue is bounded; when it
 //! is full, events are dropped (events are best effort by design), counted in
 //! `midonet_kube_controllers_events_dropped_total`, and the drop is logged.
+//!
+//! Only warnings go through a recorder that remembers what it published, so that a
+//! failure repeated on every retry becomes a count on one event (`series`) instead of a
+//! new event each time. kube-rs's recorder keeps every event it published for six
+//! minutes to do that; at scale an initial sync publishes thousands of routine events,
+//! and that memory was a seventh of the controllers' heap at scale S. A routine event
+//! is published without that memory: each one is its own event, with its own note (a
+//! repeat folded into a series would keep the first note, e.g. the first push's count
+//! of changes).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,11 +67,27 @@ pub struct Events {
     source: Arc<Source>,
 }
 
-/// Who reports an event: the recorder keeps the controller's recent events, so a repeat
-/// becomes a count on the same event rather than a new one.
+/// Who reports an event. `warnings` keeps the controller's recent warnings, so a repeat
+/// becomes a count on the same event rather than a new one; routine events are written
+/// by a recorder made for each (see the module doc).
 struct Source {
-    recorder: Recorder,
+    warnings: Recorder,
+    client: Client,
+    reporter: Reporter,
     controller: String,
+}
+
+impl Source {
+    async fn publish(&self, event: &Event, obj: &ObjectReference) -> kube::Result<()> {
+        match event.type_ {
+            EventType::Warning => self.warnings.publish(event, obj).await,
+            EventType::Normal => {
+                Recorder::new(self.client.clone(), self.reporter.clone())
+                    .publish(event, obj)
+                    .await
+            }
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -180,7 +205,9 @@ impl EventPublisher {
             queues: self.queues.clone(),
             dropped: self.dropped.clone(),
             source: Arc::new(Source {
-                recorder: Recorder::new(self.client.clone(), reporter),
+                warnings: Recorder::new(self.client.clone(), reporter.clone()),
+                client: self.client.clone(),
+                reporter,
                 controller: controller.to_string(),
             }),
         }
@@ -251,7 +278,7 @@ impl Publisher {
             action: reason.to_string(),
             secondary: None,
         };
-        if let Err(err) = source.recorder.publish(&event, obj).await {
+        if let Err(err) = source.publish(&event, obj).await {
             // The recorder creates an event, or patches it to count a repeat; the API
             // server's message says which of the two was refused.
             let attempt = Attempt::new("create", "events", obj.namespace.as_deref());
