@@ -39,6 +39,15 @@ pub const UNPROVIDED_HOLD: Duration = Duration::from_secs(3);
 
 type Key = ObjectRef<Translation>;
 
+/// A key as the index stores it: one allocation per Translation, shared by every map that
+/// names it (a Translation is named in about ten entries; each copy of an `ObjectRef` costs
+/// two strings and 96 bytes, together most of the index's memory at scale).
+type Shared = std::sync::Arc<Key>;
+
+fn unshared(key: &Shared) -> Key {
+    Key::clone(key)
+}
+
 /// What a push made possible (see [`Dependencies::pushed`]).
 #[derive(Debug, Default)]
 pub struct Pushed {
@@ -73,37 +82,37 @@ pub struct Blocker {
 #[derive(Default)]
 struct State {
     /// Who provides each referent, and at which backend path.
-    providers: HashMap<Referent, (Key, String)>,
+    providers: HashMap<Referent, (Shared, String)>,
     /// What each Translation provides (to undo its entries).
-    provided: HashMap<Key, Vec<Referent>>,
+    provided: HashMap<Shared, Vec<Referent>>,
     /// Who needs each referent another Translation provides (reverse of `required`).
-    consumers: HashMap<Referent, HashSet<Key>>,
+    consumers: HashMap<Referent, HashSet<Shared>>,
     /// What each Translation needs from other Translations (to undo its entries).
-    required: HashMap<Key, Vec<Referent>>,
+    required: HashMap<Shared, Vec<Referent>>,
     /// Translations listed by a (re-)list in progress, with what they provide and need.
     relisted: Vec<(Key, Links)>,
     /// Translations held back, by the referent they wait for.
-    waiters: HashMap<Referent, HashSet<Key>>,
+    waiters: HashMap<Referent, HashSet<Shared>>,
     /// Translations built on a referent whose provider deleted it (MidoNet then deleted
     /// what they had under it), to verify once a provider pushes it again.
-    cascaded: HashMap<Referent, HashSet<Key>>,
+    cascaded: HashMap<Referent, HashSet<Shared>>,
     /// When each held Translation was first held.
-    held_since: HashMap<Key, Instant>,
+    held_since: HashMap<Shared, Instant>,
     /// Who binds each host interface, at which backend path.
     /// (Nearly always one; a Vec costs far less memory per entry than a map.)
-    binders: HashMap<Interface, Vec<(Key, String)>>,
+    binders: HashMap<Interface, Vec<(Shared, String)>>,
     /// What each Translation that binds any interface binds (to undo its entries).
-    bound: HashMap<Key, Vec<Interface>>,
+    bound: HashMap<Shared, Vec<Interface>>,
     /// Translations held back or refused for a bound interface, by host.
-    interface_waiters: HashMap<Uuid, HashSet<Key>>,
+    interface_waiters: HashMap<Uuid, HashSet<Shared>>,
     /// Interfaces whose binding a Translation lost to another's (a version bump's cutover):
     /// it binds them no more, whatever its spec says, until it is gone.
-    released: HashSet<(Key, Interface)>,
+    released: HashSet<(Shared, Interface)>,
     /// How many live (not deleting) Translations desire each backend path, by the path's
     /// [`path_hash`]: a deletion leaves a path another Translation claims alone.
     claims: HashMap<u64, u32>,
     /// What each live Translation claims (to undo its entries).
-    claimed: HashMap<Key, Vec<u64>>,
+    claimed: HashMap<Shared, Vec<u64>>,
 }
 
 /// A backend path's key in the claims index: 8 bytes instead of the path (a collision,
@@ -313,10 +322,10 @@ impl State {
     /// marked for deletion, still had its resources taken.
     fn forget(&mut self, key: &Key, gone: bool) {
         if gone {
-            self.released.retain(|(k, _)| k != key);
+            self.released.retain(|(k, _)| **k != *key);
         }
         for r in self.provided.remove(key).unwrap_or_default() {
-            if self.providers.get(&r).is_some_and(|(k, _)| k == key) {
+            if self.providers.get(&r).is_some_and(|(k, _)| **k == *key) {
                 self.providers.remove(&r);
             }
         }
@@ -350,7 +359,7 @@ impl State {
         let interfaces = self.bound.remove(key).unwrap_or_default();
         for i in &interfaces {
             if let Some(keys) = self.binders.get_mut(i) {
-                keys.retain(|(k, _)| k != key);
+                keys.retain(|(k, _)| **k != *key);
                 if keys.is_empty() {
                     self.binders.remove(i);
                 }
@@ -361,6 +370,7 @@ impl State {
 
     fn set(&mut self, key: Key, links: Links) {
         self.forget(&key, false);
+        let key: Shared = Shared::new(key);
         let referents = links.provides.iter().map(|(r, _)| *r).collect();
         for (r, path) in links.provides {
             self.providers.insert(r, (key.clone(), path));
@@ -494,7 +504,7 @@ impl Dependencies {
                     }
                     return None;
                 };
-                if provider == key {
+                if **provider == *key {
                     return None;
                 }
                 let tr = self.store.get(provider)?;
@@ -504,7 +514,7 @@ impl Dependencies {
                 let done = tr.metadata.deletion_timestamp.is_none() && pushed(provider, path);
                 (!done).then(|| Blocker {
                     awaited: Awaited::Referent(r),
-                    provider: Some(provider.clone()),
+                    provider: Some(unshared(provider)),
                 })
             });
         // An interface another Translation has bound (and not unbound yet): MidoNet would
@@ -515,10 +525,10 @@ impl Dependencies {
                 let binders = state.binders.get(&interface)?;
                 let (other, _) = binders
                     .iter()
-                    .find(|(k, path)| k != key && *path != d.path && pushed(k, path))?;
+                    .find(|(k, path)| **k != *key && *path != d.path && pushed(k, path))?;
                 Some(Blocker {
                     awaited: Awaited::Interface(interface),
-                    provider: Some(other.clone()),
+                    provider: Some(unshared(other)),
                 })
             })
         };
@@ -534,7 +544,7 @@ impl Dependencies {
         };
         let since = *state
             .held_since
-            .entry(key.clone())
+            .entry(Shared::new(key.clone()))
             .or_insert_with(Instant::now);
         let cap = if blocker.provider.is_some() {
             MAX_HOLD
@@ -546,7 +556,7 @@ impl Dependencies {
             Awaited::Referent(r) => state.waiters.entry(*r).or_default(),
             Awaited::Interface((host, _)) => state.interface_waiters.entry(*host).or_default(),
         }
-        .insert(key.clone());
+        .insert(Shared::new(key.clone()));
         Some((blocker, left))
     }
 
@@ -557,7 +567,7 @@ impl Dependencies {
             .interface_waiters
             .entry(host)
             .or_default()
-            .insert(key.clone());
+            .insert(Shared::new(key.clone()));
     }
 
     /// `key`'s bindings are deleted from the backend (its deletion is being pushed): they
@@ -566,7 +576,14 @@ impl Dependencies {
         let mut state = self.lock();
         let mut woken = Vec::new();
         for (host, _) in state.unbind(key) {
-            woken.extend(state.interface_waiters.remove(&host).unwrap_or_default());
+            woken.extend(
+                state
+                    .interface_waiters
+                    .remove(&host)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(unshared),
+            );
         }
         woken
     }
@@ -576,10 +593,14 @@ impl Dependencies {
     pub fn wait_for(&self, key: &Key, referents: impl IntoIterator<Item = Referent>) {
         let mut state = self.lock();
         for r in referents {
-            if state.providers.get(&r).is_some_and(|(k, _)| k == key) {
+            if state.providers.get(&r).is_some_and(|(k, _)| **k == *key) {
                 continue;
             }
-            state.waiters.entry(r).or_default().insert(key.clone());
+            state
+                .waiters
+                .entry(r)
+                .or_default()
+                .insert(Shared::new(key.clone()));
         }
     }
 
@@ -594,9 +615,9 @@ impl Dependencies {
             let Some(consumers) = state.consumers.get(r) else {
                 continue;
             };
-            let consumers: Vec<Key> = consumers
+            let consumers: Vec<Shared> = consumers
                 .iter()
-                .filter(|k| *k != deleted)
+                .filter(|k| ***k != *deleted)
                 .cloned()
                 .collect();
             if !consumers.is_empty() {
@@ -631,7 +652,7 @@ impl Dependencies {
                 let Some((provider, path)) = state.providers.get(&r) else {
                     return false;
                 };
-                provider != key
+                **provider != *key
                     && !state.claims.contains_key(&path_hash(path))
                     && self
                         .store
@@ -646,7 +667,11 @@ impl Dependencies {
         self.lock()
             .binders
             .get(interface)
-            .cloned()
+            .map(|b| {
+                b.iter()
+                    .map(|(k, path)| (unshared(k), path.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -655,7 +680,12 @@ impl Dependencies {
         self.lock()
             .binders
             .get(interface)
-            .map(|b| b.iter().filter(|(k, _)| k != key).cloned().collect())
+            .map(|b| {
+                b.iter()
+                    .filter(|(k, _)| **k != *key)
+                    .map(|(k, path)| (unshared(k), path.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -663,9 +693,11 @@ impl Dependencies {
     /// bump's cutover): it binds it no more.
     pub fn taken_over(&self, interface: &Interface, from: &Key) {
         let mut state = self.lock();
-        state.released.insert((from.clone(), interface.clone()));
+        state
+            .released
+            .insert((Shared::new(from.clone()), interface.clone()));
         if let Some(binders) = state.binders.get_mut(interface) {
-            binders.retain(|(k, _)| k != from);
+            binders.retain(|(k, _)| **k != *from);
             if binders.is_empty() {
                 state.binders.remove(interface);
             }
@@ -684,8 +716,8 @@ impl Dependencies {
             .into_iter()
             .flatten()
             .filter_map(|r| state.providers.get(r))
-            .map(|(k, _)| k.clone())
-            .filter(|k| k != key)
+            .filter(|(k, _)| **k != *key)
+            .map(|(k, _)| unshared(k))
             .collect();
         out.dedup();
         out
@@ -709,10 +741,10 @@ impl Dependencies {
         let mut cascaded: HashMap<Key, HashSet<Referent>> = HashMap::new();
         for r in referents {
             if let Some(keys) = state.waiters.remove(&r) {
-                out.woken.extend(keys);
+                out.woken.extend(keys.iter().map(unshared));
             }
             for key in state.cascaded.remove(&r).unwrap_or_default() {
-                cascaded.entry(key).or_default().insert(r);
+                cascaded.entry(unshared(&key)).or_default().insert(r);
             }
         }
         out.cascaded = cascaded.into_iter().collect();

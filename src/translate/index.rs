@@ -29,15 +29,19 @@ pub type OwnerNotifier = Box<dyn Fn(&str, &str) + Send + Sync>;
 /// (owner kind, namespace, owner name) of a Translation's first owner.
 type OwnerRefKey = (String, String, String);
 
+/// A Translation's (namespace, name). The index names each Translation in three maps and
+/// each owner in two; one shared allocation apiece keeps it a fraction of its size at scale.
+type Id = Arc<(String, String)>;
+
 #[derive(Default)]
 struct IndexState {
-    by_owner: HashMap<String, BTreeSet<(String, String)>>,
+    by_owner: HashMap<Arc<str>, BTreeSet<Id>>,
     /// The same Translations by their first owner's kind and name, for a controller that
     /// takes over the Translations of another kind's object (see
     /// [`super::TranslatorKind::inherited`]).
-    by_owner_ref: HashMap<OwnerRefKey, BTreeSet<(String, String)>>,
+    by_owner_ref: HashMap<Arc<OwnerRefKey>, BTreeSet<Id>>,
     /// Where each Translation is filed, so that a changed owner moves it.
-    filed: HashMap<(String, String), (String, Option<OwnerRefKey>)>,
+    filed: HashMap<Id, (Arc<str>, Option<Arc<OwnerRefKey>>)>,
     notifiers: HashMap<String, OwnerNotifier>,
     /// (owner key, namespace, name) of the Translations listed by a (re-)list in progress;
     /// they replace the index when the list is complete.
@@ -47,6 +51,15 @@ struct IndexState {
 impl IndexState {
     fn file(&mut self, key: String, by_ref: Option<OwnerRefKey>, id: (String, String)) {
         self.unfile(&id);
+        let id: Id = Arc::new(id);
+        let key: Arc<str> = match self.by_owner.get_key_value(key.as_str()) {
+            Some((shared, _)) => shared.clone(),
+            None => key.into(),
+        };
+        let by_ref = by_ref.map(|r| match self.by_owner_ref.get_key_value(&r) {
+            Some((shared, _)) => shared.clone(),
+            None => Arc::new(r),
+        });
         self.by_owner
             .entry(key.clone())
             .or_default()
@@ -128,7 +141,7 @@ impl OwnerIndex {
         self.lock()
             .by_owner
             .get(owner)
-            .map(|s| s.iter().cloned().collect())
+            .map(|s| s.iter().map(|id| (**id).clone()).collect())
             .unwrap_or_default()
     }
 
@@ -139,7 +152,7 @@ impl OwnerIndex {
         self.lock()
             .by_owner_ref
             .get(&key)
-            .map(|s| s.iter().cloned().collect())
+            .map(|s| s.iter().map(|id| (**id).clone()).collect())
             .unwrap_or_default()
     }
 
