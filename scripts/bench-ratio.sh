@@ -2,7 +2,8 @@
 # Runs the benchmark's initial sync N times (default 5), each on a fresh control plane, and
 # prints every run's convergence, floors and ratios, then the median ratios. One run on a
 # shared 2-core machine varies by ±15 %; the median is the figure to compare. The second
-# floor adds a status write per Translation (see docs/benchmark.md).
+# floor adds a status write per Translation (see docs/benchmark.md). The last column is the
+# controllers' peak RSS.
 #   bash scripts/bench-ratio.sh [N] [extra bench arguments, e.g. --pods 8000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,16 +17,18 @@ field() { # file key: the JSON number after "key":
   grep -o "\"$2\": [0-9.e+-]*" "$1" | head -n1 | awk '{print $2}'
 }
 
-printf '%-4s %14s %10s %8s %16s %8s\n' run convergence floor ratio "floor w/ status" ratio
+printf '%-4s %14s %10s %8s %16s %8s %12s\n' run convergence floor ratio "floor w/ status" ratio "peak RSS"
 for i in $(seq 1 "$runs"); do
   ./target/release/midonet-kube-bench --only-initial --json-out "$out/$i.json" "$@" \
     >"$out/$i.log" 2>&1 || { echo "run $i failed; its output:" >&2; tail -n 30 "$out/$i.log" >&2; exit 1; }
-  printf '%-4s %12.2f s %8.2f s %8.2f %14.2f s %8.2f\n' "$i" \
+  printf '%-4s %12.2f s %8.2f s %8.2f %14.2f s %8.2f %8.1f MiB\n' "$i" \
     "$(field "$out/$i.json" initialConvergenceSeconds)" \
     "$(field "$out/$i.json" floorSeconds)" \
     "$(field "$out/$i.json" convergenceOverFloor)" \
     "$(field "$out/$i.json" floorWithStatusSeconds)" \
-    "$(field "$out/$i.json" convergenceOverFloorWithStatus)"
+    "$(field "$out/$i.json" convergenceOverFloorWithStatus)" \
+    "$(awk -v k="$(field "$out/$i.json" peakRssKiB)" 'BEGIN { print k / 1024 }')"
+  field "$out/$i.json" peakRssKiB >>"$out/rss"
   field "$out/$i.json" convergenceOverFloor >>"$out/ratios"
   field "$out/$i.json" convergenceOverFloorWithStatus >>"$out/status-ratios"
   awk -v a="$(field "$out/$i.json" floorWithStatusSeconds)" -v b="$(field "$out/$i.json" floorSeconds)" \
@@ -39,3 +42,5 @@ summary() { # file label
 summary "$out/ratios" "convergence / floor (target <= 1.5)"
 summary "$out/status-ratios" "convergence / floor with a status write"
 summary "$out/floor-ratios" "floor with a status write / floor"
+awk '{ print $1 / 1024 }' "$out/rss" >"$out/rss-mib"
+summary "$out/rss-mib" "peak RSS of the controllers, MiB"
