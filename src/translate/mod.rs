@@ -7,6 +7,7 @@
 //! collection through the ownerReferences, which also works when the controllers were
 //! offline at the time.
 
+pub mod dispatch;
 pub mod globals;
 pub mod index;
 pub mod kinds;
@@ -239,11 +240,8 @@ async fn reconcile<K: TranslatorKind>(
         .reconcile_duration
         .with_label_values(&[K::NAME])
         .start_timer();
-    let deps = match &ctx.dependencies {
-        Some(store) => K::dependencies(&obj, store),
-        None => Vec::new(),
-    };
-    let translated = K::translate_all(&ctx.shared.config, &obj, &deps);
+    let translated =
+        dispatch::translate_object::<K>(&ctx.shared.config, &obj, ctx.dependencies.as_ref());
     let oref = obj.object_ref(&());
     let inherited = K::inherited(&obj, &ctx.shared.index);
     let action = apply_translated(
