@@ -43,7 +43,9 @@ use crate::crd::{PushedResource, Translation};
 use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Step};
 use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
 use crate::translate::slices::EndpointsSource;
-use crate::translate::{owner_reference, translation_object, up_to_date, TranslatorKind};
+use crate::translate::{
+    owner_reference, translation_object, up_to_date, Dependency, TranslatorKind,
+};
 
 /// Backend requests per second the estimate assumes unless told otherwise: the rate of the
 /// version bump at scale S in `docs/benchmark.md` (21,595 requests in 174 s, 2-core machine,
@@ -239,14 +241,14 @@ impl Translators for Planned<'_> {
             .owner_kinds
             .insert(<K::Object as kube::Resource>::kind(&()).into_owned());
         let objects = listed::<K::Object>(self.cluster);
-        let dependencies = if K::WATCHES_DEPENDENCY {
+        let dependencies = if K::Dependency::WATCHED {
             listed::<K::Dependency>(self.cluster).map(cached)
         } else {
             None
         };
         // A kind the cluster does not list would be planned as empty; the tests of
         // `desired` cover every translator.
-        if objects.is_none() || (K::WATCHES_DEPENDENCY && dependencies.is_none()) {
+        if objects.is_none() || (K::Dependency::WATCHED && dependencies.is_none()) {
             tracing::error!(
                 kind = K::NAME,
                 "plan does not list the objects this kind reads"

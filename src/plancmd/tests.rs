@@ -355,7 +355,7 @@ impl Translators for Unlisted {
             ..Cluster::default()
         };
         if listed::<K::Object>(&cluster).is_none()
-            || (K::WATCHES_DEPENDENCY && listed::<K::Dependency>(&cluster).is_none())
+            || (K::Dependency::WATCHED && listed::<K::Dependency>(&cluster).is_none())
         {
             self.0.push(K::NAME);
         }

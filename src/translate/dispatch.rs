@@ -67,6 +67,7 @@ pub fn translate_object<K: TranslatorKind>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::translate::Dependency;
 
     /// The names of the kinds visited.
     #[derive(Default)]
@@ -74,7 +75,7 @@ mod tests {
 
     impl Translators for Names {
         fn kind<K: TranslatorKind>(&mut self) {
-            let dep = if K::WATCHES_DEPENDENCY {
+            let dep = if K::Dependency::WATCHED {
                 format!("+{}", <K::Dependency as kube::Resource>::plural(&()))
             } else {
                 String::new()
