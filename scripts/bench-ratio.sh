@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 shift || true
-cargo build --release --quiet --bins
+cargo build --release --quiet --workspace --bins
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

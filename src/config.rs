@@ -1,17 +1,22 @@
 //! Configuration of `midonet-kube-controllers run`: every setting is a flag with a
-//! `MIDONETKUBE_`-prefixed environment variable. Invalid values fail at startup with a
-//! message naming the setting; the password is never printed.
+//! `MIDONETKUBE_`-prefixed environment variable, declared once in [`RunArgs`] with the
+//! value parser that turns it into its type. An invalid value is refused while the
+//! command line is read, with clap's message naming the flag and the variable; the
+//! password is never printed.
 //!
 //! The original Go controller read a few settings under other names
 //! ([`LEGACY_ENV`]). Operators upgrading keep their manifests, so those names are still
 //! read when the current setting is not given, and each use is reported as deprecated:
 //! silently ignoring them would run the controllers with default credentials.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
 use clap::Args;
 pub use midonet_translators::Secret;
 use url::Url;
@@ -79,18 +84,33 @@ impl fmt::Display for Controller {
     }
 }
 
+/// The settings as given. Each value is parsed and checked by its clap value parser
+/// ([`setting`]), so a bad one is refused while the command line is read, naming the
+/// flag and its variable; what is left for [`RunArgs::validate`] is the original
+/// controller's variables and reading the password file.
 #[derive(Args, Clone)]
 pub struct RunArgs {
     /// Log level or filter (e.g. info, debug, midonet_kube_controllers=debug).
-    #[arg(long, env = "MIDONETKUBE_LOG_LEVEL", default_value = "info")]
+    #[arg(
+        long,
+        env = "MIDONETKUBE_LOG_LEVEL",
+        default_value = "info",
+        value_parser = setting(parse_log_filter)
+    )]
     pub log_level: String,
     /// Log format: text or json.
-    #[arg(long, env = "MIDONETKUBE_LOG_FORMAT", default_value = "text")]
-    pub log_format: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_LOG_FORMAT",
+        default_value = "text",
+        value_parser = setting(parse_log_format)
+    )]
+    pub log_format: LogFormat,
     /// Controllers to run, comma-separated (node, pod, service, endpoints, networkpolicy,
     /// pusher, nodeannotator). Default: all.
-    #[arg(long, env = "MIDONETKUBE_CONTROLLERS")]
-    pub controllers: Option<String>,
+    // The path-qualified `Vec` makes clap take the whole list as one value.
+    #[arg(long, env = "MIDONETKUBE_CONTROLLERS", value_parser = setting(parse_controllers))]
+    pub controllers: Option<std::vec::Vec<Controller>>,
     /// Kubeconfig file. Default: in-cluster configuration, then ~/.kube/config.
     #[arg(long, env = "MIDONETKUBE_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
@@ -98,15 +118,21 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "MIDONETKUBE_MIDONET_API",
-        default_value = "http://127.0.0.1:8181/midonet-api"
+        default_value = "http://127.0.0.1:8181/midonet-api",
+        value_parser = setting(parse_api_url)
     )]
-    pub midonet_api: String,
+    pub midonet_api: Url,
     /// MidoNet API user name. Default: admin.
     #[arg(long, env = "MIDONETKUBE_USERNAME")]
     pub username: Option<String>,
     /// MidoNet API password (prefer --password-file).
-    #[arg(long, env = "MIDONETKUBE_PASSWORD", hide_env_values = true)]
-    pub password: Option<String>,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_PASSWORD",
+        hide_env_values = true,
+        value_parser = setting(parse_secret)
+    )]
+    pub password: Option<Secret>,
     /// File holding the MidoNet API password (e.g. a mounted Secret).
     #[arg(long, env = "MIDONETKUBE_PASSWORD_FILE")]
     pub password_file: Option<PathBuf>,
@@ -114,41 +140,92 @@ pub struct RunArgs {
     #[arg(long, env = "MIDONETKUBE_PROJECT")]
     pub project: Option<String>,
     /// CA certificate file for an https MidoNet API.
-    #[arg(long, env = "MIDONETKUBE_CA_FILE")]
+    #[arg(long, env = "MIDONETKUBE_CA_FILE", value_parser = setting(parse_file))]
     pub ca_file: Option<PathBuf>,
     /// MidoNet tenant owning the resources the controllers create.
-    #[arg(long, env = "MIDONETKUBE_TENANT", default_value = "midonetkube")]
+    #[arg(
+        long,
+        env = "MIDONETKUBE_TENANT",
+        default_value = "midonetkube",
+        value_parser = setting(parse_non_empty)
+    )]
     pub tenant: String,
     /// Address of the metrics and health endpoints (/metrics, /healthz, /readyz).
-    #[arg(long, env = "MIDONETKUBE_METRICS_ADDRESS", default_value = ":9453")]
-    pub metrics_address: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_METRICS_ADDRESS",
+        default_value = ":9453",
+        value_parser = setting(parse_listen)
+    )]
+    pub metrics_address: SocketAddr,
     /// Pusher workers (Translations pushed at the same time).
-    #[arg(long, env = "MIDONETKUBE_PUSHER_WORKERS", default_value_t = 8)]
+    #[arg(
+        long,
+        env = "MIDONETKUBE_PUSHER_WORKERS",
+        default_value_t = 8,
+        value_parser = setting(parse_at_least_one::<u16>)
+    )]
     pub pusher_workers: u16,
     /// Workers per translator controller.
-    #[arg(long, env = "MIDONETKUBE_TRANSLATOR_WORKERS", default_value_t = 4)]
+    #[arg(
+        long,
+        env = "MIDONETKUBE_TRANSLATOR_WORKERS",
+        default_value_t = 4,
+        value_parser = setting(parse_at_least_one::<u16>)
+    )]
     pub translator_workers: u16,
     /// Full resync period (e.g. 10m); in-sync objects cost no backend request.
-    #[arg(long, env = "MIDONETKUBE_RESYNC_PERIOD", default_value = "10m")]
-    pub resync_period: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_RESYNC_PERIOD",
+        default_value = "10m",
+        value_parser = setting(parse_resync_period)
+    )]
+    pub resync_period: Duration,
     /// Timeout of one MidoNet API request.
-    #[arg(long, env = "MIDONETKUBE_BACKEND_TIMEOUT", default_value = "10s")]
-    pub backend_timeout: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_BACKEND_TIMEOUT",
+        default_value = "10s",
+        value_parser = setting(parse_duration)
+    )]
+    pub backend_timeout: Duration,
     /// Period of drift verification of pushed resources (0 disables it).
-    #[arg(long, env = "MIDONETKUBE_VERIFY_PERIOD", default_value = "5m")]
-    pub verify_period: String,
+    // The path-qualified `Option` makes clap read it as one value that may say "off".
+    #[arg(
+        long,
+        env = "MIDONETKUBE_VERIFY_PERIOD",
+        default_value = "5m",
+        value_parser = setting(parse_optional_period)
+    )]
+    pub verify_period: std::option::Option<Duration>,
     /// Backend GETs per second drift verification may spend at most.
     #[arg(long, env = "MIDONETKUBE_VERIFY_RATE", default_value_t = 50)]
     pub verify_rate: u32,
     /// Kubernetes events written per second at most (they queue beyond that).
-    #[arg(long, env = "MIDONETKUBE_EVENT_QPS", default_value_t = 20.0)]
+    #[arg(
+        long,
+        env = "MIDONETKUBE_EVENT_QPS",
+        default_value_t = 20.0,
+        value_parser = setting(parse_positive_rate)
+    )]
     pub event_qps: f64,
     /// Kubernetes events written at once after a quiet period.
-    #[arg(long, env = "MIDONETKUBE_EVENT_BURST", default_value_t = 100)]
+    #[arg(
+        long,
+        env = "MIDONETKUBE_EVENT_BURST",
+        default_value_t = 100,
+        value_parser = setting(parse_at_least_one::<u32>)
+    )]
     pub event_burst: u32,
     /// Period of the orphan sweep (0 disables it).
-    #[arg(long, env = "MIDONETKUBE_ORPHAN_SWEEP_PERIOD", default_value = "0")]
-    pub orphan_sweep_period: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_ORPHAN_SWEEP_PERIOD",
+        default_value = "0",
+        value_parser = setting(parse_optional_period)
+    )]
+    pub orphan_sweep_period: std::option::Option<Duration>,
     /// Delete the orphans the sweep finds (otherwise they are only reported).
     #[arg(long, env = "MIDONETKUBE_ORPHAN_SWEEP_DELETE", default_value_t = false)]
     pub orphan_sweep_delete: bool,
@@ -170,27 +247,47 @@ pub struct RunArgs {
     )]
     pub leader_election_namespace: String,
     /// Leader-election lease duration.
-    #[arg(long, env = "MIDONETKUBE_LEASE_DURATION", default_value = "15s")]
-    pub lease_duration: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_LEASE_DURATION",
+        default_value = "15s",
+        value_parser = setting(parse_duration)
+    )]
+    pub lease_duration: Duration,
     /// Period after which, without any MidoNet API request, one GET of the API root checks
     /// that it still answers (readiness follows the answers).
-    #[arg(long, env = "MIDONETKUBE_BACKEND_PROBE_PERIOD", default_value = "30s")]
-    pub backend_probe_period: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_BACKEND_PROBE_PERIOD",
+        default_value = "30s",
+        value_parser = setting(parse_duration_at_least_100ms)
+    )]
+    pub backend_probe_period: Duration,
     /// Liveness: a reconcile running longer than this makes /healthz fail.
     #[arg(
         long,
         env = "MIDONETKUBE_LIVENESS_RECONCILE_LIMIT",
-        default_value = "5m"
+        default_value = "5m",
+        value_parser = setting(parse_duration_at_least_100ms)
     )]
-    pub liveness_reconcile_limit: String,
+    pub liveness_reconcile_limit: Duration,
     /// Liveness: a controller with work queued that starts or finishes no reconcile for this
     /// long makes /healthz fail.
-    #[arg(long, env = "MIDONETKUBE_LIVENESS_STALL_LIMIT", default_value = "5m")]
-    pub liveness_stall_limit: String,
+    #[arg(
+        long,
+        env = "MIDONETKUBE_LIVENESS_STALL_LIMIT",
+        default_value = "5m",
+        value_parser = setting(parse_duration_at_least_100ms)
+    )]
+    pub liveness_stall_limit: Duration,
     /// The Translation version, which seeds every name and backend ID (default: this
     /// release's). Changing it rebuilds the backend blue/green; see docs/operations.md,
     /// "Upgrading: a Translation version bump".
-    #[arg(long, env = "MIDONETKUBE_TRANSLATION_VERSION")]
+    #[arg(
+        long,
+        env = "MIDONETKUBE_TRANSLATION_VERSION",
+        value_parser = setting(parse_translation_version)
+    )]
     pub translation_version: Option<String>,
     /// How a version bump moves the host-interface bindings to the new version: all at
     /// once (the shortest window) or host by host (see docs/operations.md).
@@ -201,6 +298,13 @@ pub struct RunArgs {
         default_value_t = crate::pusher::CutoverOrder::AllAtOnce
     )]
     pub bump_cutover: crate::pusher::CutoverOrder,
+}
+
+/// The log line format `--log-format` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// Validated configuration.
@@ -302,7 +406,8 @@ impl DeprecatedUse {
     }
 }
 
-/// A setting with a bad value.
+/// A setting the original controller's variable gave a bad value (the current settings
+/// are refused by their value parsers), or a password file that cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid setting {setting} ({env}): {message}")]
 pub struct ConfigError {
@@ -316,6 +421,40 @@ fn bad(setting: &'static str, env: &'static str, message: impl Into<String>) -> 
         setting,
         env,
         message: message.into(),
+    }
+}
+
+/// The clap value parser of a setting: `parse` refuses a bad value with a message, and
+/// the refusal names the setting's variable as well as its flag (clap names the flag),
+/// since the value may have come from either.
+#[derive(Clone, Copy)]
+pub struct Setting<T>(fn(&str) -> Result<T, String>);
+
+/// [`Setting`] from a parse function.
+pub fn setting<T>(parse: fn(&str) -> Result<T, String>) -> Setting<T> {
+    Setting(parse)
+}
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for Setting<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let parse = self.0;
+        let env = arg
+            .and_then(clap::Arg::get_env)
+            .map(|e| e.to_string_lossy().into_owned());
+        let named = move |s: &str| {
+            parse(s).map_err(|message| match &env {
+                Some(env) => format!("{message} [env: {env}]"),
+                None => message,
+            })
+        };
+        named.parse_ref(cmd, arg, value)
     }
 }
 
@@ -342,15 +481,25 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn at_least_100ms(d: Duration) -> Result<Duration, String> {
-    if d < Duration::from_millis(100) {
-        Err("must be at least 100ms".into())
+fn parse_duration_at_least(s: &str, min: Duration, shown: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < min {
+        Err(format!("must be at least {shown}"))
     } else {
         Ok(d)
     }
 }
 
-fn optional_period(s: &str) -> Result<Option<Duration>, String> {
+fn parse_duration_at_least_100ms(s: &str) -> Result<Duration, String> {
+    parse_duration_at_least(s, Duration::from_millis(100), "100ms")
+}
+
+fn parse_resync_period(s: &str) -> Result<Duration, String> {
+    parse_duration_at_least(s, Duration::from_secs(1), "1s")
+}
+
+/// A period where 0 means "never".
+fn parse_optional_period(s: &str) -> Result<Option<Duration>, String> {
     let d = parse_duration(s)?;
     Ok((!d.is_zero()).then_some(d))
 }
@@ -389,30 +538,100 @@ pub fn parse_controllers(s: &str) -> Result<Vec<Controller>, String> {
     Ok(out)
 }
 
+fn parse_log_filter(s: &str) -> Result<String, String> {
+    tracing_subscriber::EnvFilter::try_new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    match s {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        other => Err(format!("{other:?}: use text or json")),
+    }
+}
+
+fn parse_api_url(s: &str) -> Result<Url, String> {
+    let url = Url::parse(s).map_err(|e| format!("{s:?}: {e}"))?;
+    match url.scheme() {
+        "http" | "https" if url.host().is_some() => Ok(url),
+        _ => Err(format!("{s:?}: must be an http(s) URL with a host")),
+    }
+}
+
+fn parse_secret(s: &str) -> Result<Secret, String> {
+    Ok(Secret::new(s))
+}
+
+fn parse_file(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!("{} is not a readable file", path.display()))
+    }
+}
+
+fn parse_non_empty(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("must not be empty".into())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+fn parse_at_least_one<T: FromStr + PartialOrd + From<u8>>(s: &str) -> Result<T, String> {
+    match s.parse::<T>() {
+        Ok(n) if n >= T::from(1) => Ok(n),
+        _ => Err(format!("{s:?}: must be a whole number of at least 1")),
+    }
+}
+
+fn parse_positive_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!("{s:?}: must be a number greater than 0")),
+    }
+}
+
+fn parse_translation_version(s: &str) -> Result<String, String> {
+    if s.is_empty()
+        || !s
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    {
+        Err("use lowercase letters, digits and '-'".into())
+    } else {
+        Ok(s.to_string())
+    }
+}
+
 /// The value of a setting: given (flag or current variable), else the original
-/// controller's variable (recorded in `deprecated`), else none.
-fn with_legacy(
-    given: Option<String>,
+/// controller's variable parsed by `parse` (recorded in `deprecated`), else none.
+fn with_legacy<T>(
+    given: Option<T>,
     legacy: DeprecatedEnv,
     env: &dyn Fn(&str) -> Option<String>,
     deprecated: &mut Vec<DeprecatedUse>,
-) -> Option<String> {
+    parse: impl FnOnce(String) -> Result<T, ConfigError>,
+) -> Result<Option<T>, ConfigError> {
     match (given, env(legacy.old)) {
         (Some(v), Some(_)) => {
             deprecated.push(DeprecatedUse::Ignored(legacy));
-            Some(v)
+            Ok(Some(v))
         }
-        (Some(v), None) => Some(v),
+        (Some(v), None) => Ok(Some(v)),
         (None, Some(old)) => {
             deprecated.push(DeprecatedUse::Used(legacy));
-            Some(old)
+            parse(old).map(Some)
         }
-        (None, None) => None,
+        (None, None) => Ok(None),
     }
 }
 
 impl RunArgs {
-    /// Validates the settings, reading the original controller's variables from the
+    /// Completes the settings, reading the original controller's variables from the
     /// process environment.
     pub fn validate(self) -> Result<Config, ConfigError> {
         self.validate_with_env(&|name| std::env::var(name).ok())
@@ -425,204 +644,83 @@ impl RunArgs {
     ) -> Result<Config, ConfigError> {
         let mut deprecated = Vec::new();
         let [legacy_username, legacy_password, legacy_project, legacy_controllers] = LEGACY_ENV;
-        let username = with_legacy(self.username, legacy_username, env, &mut deprecated)
+        let username = with_legacy(self.username, legacy_username, env, &mut deprecated, Ok)?
             .unwrap_or_else(|| "admin".into());
         // A password file counts as the password given.
-        let password_value = if self.password_file.is_some() || self.password.is_some() {
-            if env(legacy_password.old).is_some() {
-                deprecated.push(DeprecatedUse::Ignored(legacy_password));
-            }
-            self.password
-        } else {
-            with_legacy(None, legacy_password, env, &mut deprecated)
-        };
-        let project = with_legacy(self.project, legacy_project, env, &mut deprecated)
-            .unwrap_or_else(|| "admin".into());
-        // A bad list names the variable it came from.
-        let controllers_env = if self.controllers.is_none() && env(legacy_controllers.old).is_some()
-        {
-            legacy_controllers.old
-        } else {
-            "MIDONETKUBE_CONTROLLERS"
-        };
-        let controllers = with_legacy(self.controllers, legacy_controllers, env, &mut deprecated)
-            .unwrap_or_else(|| Controller::ALL.map(Controller::name).join(","));
-        let log_json = match self.log_format.as_str() {
-            "text" => false,
-            "json" => true,
-            other => {
-                return Err(bad(
-                    "--log-format",
-                    "MIDONETKUBE_LOG_FORMAT",
-                    format!("{other:?}: use text or json"),
-                ))
-            }
-        };
-        tracing_subscriber::EnvFilter::try_new(&self.log_level)
-            .map_err(|e| bad("--log-level", "MIDONETKUBE_LOG_LEVEL", e.to_string()))?;
-        let controllers = parse_controllers(&controllers)
-            .map_err(|e| bad("--controllers", controllers_env, e))?;
-        let midonet_api = Url::parse(&self.midonet_api)
-            .map_err(|e| {
-                bad(
-                    "--midonet-api",
-                    "MIDONETKUBE_MIDONET_API",
-                    format!("{:?}: {e}", self.midonet_api),
-                )
-            })
-            .and_then(|u| match u.scheme() {
-                "http" | "https" if u.host().is_some() => Ok(u),
-                _ => Err(bad(
-                    "--midonet-api",
-                    "MIDONETKUBE_MIDONET_API",
-                    format!("{:?}: must be an http(s) URL with a host", self.midonet_api),
-                )),
-            })?;
-        let password = match (&self.password_file, password_value) {
-            (Some(path), _) => std::fs::read_to_string(path)
-                .map(|s| Secret::new(s.trim_end_matches(['\r', '\n']).to_string()))
-                .map_err(|e| {
-                    bad(
-                        "--password-file",
-                        "MIDONETKUBE_PASSWORD_FILE",
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                })?,
-            (None, Some(p)) => Secret::new(p),
-            (None, None) => Secret::default(),
-        };
-        if let Some(ca) = &self.ca_file {
-            if !ca.is_file() {
-                return Err(bad(
-                    "--ca-file",
-                    "MIDONETKUBE_CA_FILE",
-                    format!("{} is not a readable file", ca.display()),
-                ));
-            }
-        }
-        if self.tenant.trim().is_empty() {
-            return Err(bad("--tenant", "MIDONETKUBE_TENANT", "must not be empty"));
-        }
-        let metrics_address = parse_listen(&self.metrics_address)
-            .map_err(|e| bad("--metrics-address", "MIDONETKUBE_METRICS_ADDRESS", e))?;
-        if self.pusher_workers == 0 {
-            return Err(bad(
-                "--pusher-workers",
-                "MIDONETKUBE_PUSHER_WORKERS",
-                "must be at least 1",
-            ));
-        }
-        if self.translator_workers == 0 {
-            return Err(bad(
-                "--translator-workers",
-                "MIDONETKUBE_TRANSLATOR_WORKERS",
-                "must be at least 1",
-            ));
-        }
-        let resync_period = parse_duration(&self.resync_period)
-            .and_then(|d| {
-                if d < Duration::from_secs(1) {
-                    Err("must be at least 1s".into())
-                } else {
-                    Ok(d)
+        let password = match &self.password_file {
+            Some(path) => {
+                if env(legacy_password.old).is_some() {
+                    deprecated.push(DeprecatedUse::Ignored(legacy_password));
                 }
-            })
-            .map_err(|e| bad("--resync-period", "MIDONETKUBE_RESYNC_PERIOD", e))?;
-        let backend_timeout = parse_duration(&self.backend_timeout)
-            .map_err(|e| bad("--backend-timeout", "MIDONETKUBE_BACKEND_TIMEOUT", e))?;
-        let verify_period = optional_period(&self.verify_period)
-            .map_err(|e| bad("--verify-period", "MIDONETKUBE_VERIFY_PERIOD", e))?;
-        let orphan_sweep_period = optional_period(&self.orphan_sweep_period).map_err(|e| {
-            bad(
-                "--orphan-sweep-period",
-                "MIDONETKUBE_ORPHAN_SWEEP_PERIOD",
-                e,
-            )
-        })?;
-        if !(self.event_qps.is_finite() && self.event_qps > 0.0) || self.event_burst == 0 {
-            return Err(bad(
-                "--event-qps/--event-burst",
-                "MIDONETKUBE_EVENT_QPS/MIDONETKUBE_EVENT_BURST",
-                "must be greater than 0",
-            ));
-        }
-        let lease_duration = parse_duration(&self.lease_duration)
-            .map_err(|e| bad("--lease-duration", "MIDONETKUBE_LEASE_DURATION", e))?;
-        let backend_probe_period = parse_duration(&self.backend_probe_period)
-            .and_then(at_least_100ms)
-            .map_err(|e| {
-                bad(
-                    "--backend-probe-period",
-                    "MIDONETKUBE_BACKEND_PROBE_PERIOD",
-                    e,
-                )
-            })?;
-        let liveness = crate::health::LivenessLimits {
-            reconcile: parse_duration(&self.liveness_reconcile_limit)
-                .and_then(at_least_100ms)
-                .map_err(|e| {
-                    bad(
-                        "--liveness-reconcile-limit",
-                        "MIDONETKUBE_LIVENESS_RECONCILE_LIMIT",
-                        e,
-                    )
-                })?,
-            stall: parse_duration(&self.liveness_stall_limit)
-                .and_then(at_least_100ms)
-                .map_err(|e| {
-                    bad(
-                        "--liveness-stall-limit",
-                        "MIDONETKUBE_LIVENESS_STALL_LIMIT",
-                        e,
-                    )
-                })?,
+                std::fs::read_to_string(path)
+                    .map(|s| Secret::new(s.trim_end_matches(['\r', '\n']).to_string()))
+                    .map_err(|e| {
+                        bad(
+                            "--password-file",
+                            "MIDONETKUBE_PASSWORD_FILE",
+                            format!("cannot read {}: {e}", path.display()),
+                        )
+                    })?
+            }
+            None => with_legacy(
+                self.password,
+                legacy_password,
+                env,
+                &mut deprecated,
+                |old| Ok(Secret::new(old)),
+            )?
+            .unwrap_or_default(),
         };
-        let translation_version = self
-            .translation_version
-            .unwrap_or_else(|| midonet_translators::TRANSLATION_VERSION.to_string());
-        if translation_version.is_empty()
-            || !translation_version
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        {
-            return Err(bad(
-                "--translation-version",
-                "MIDONETKUBE_TRANSLATION_VERSION",
-                "use lowercase letters, digits and '-'",
-            ));
-        }
+        let project = with_legacy(self.project, legacy_project, env, &mut deprecated, Ok)?
+            .unwrap_or_else(|| "admin".into());
+        let controllers = with_legacy(
+            self.controllers,
+            legacy_controllers,
+            env,
+            &mut deprecated,
+            |old| {
+                parse_controllers(&old)
+                    .map_err(|e| bad(legacy_controllers.setting, legacy_controllers.old, e))
+            },
+        )?
+        .unwrap_or_else(|| Controller::ALL.to_vec());
         Ok(Config {
             log_level: self.log_level,
-            log_json,
+            log_json: self.log_format == LogFormat::Json,
             controllers,
             kubeconfig: self.kubeconfig,
-            midonet_api,
+            midonet_api: self.midonet_api,
             username,
             password,
             project,
             ca_file: self.ca_file,
             tenant: self.tenant,
-            metrics_address,
+            metrics_address: self.metrics_address,
             pusher_workers: self.pusher_workers,
             translator_workers: self.translator_workers,
-            resync_period,
-            backend_timeout,
-            verify_period,
+            resync_period: self.resync_period,
+            backend_timeout: self.backend_timeout,
+            verify_period: self.verify_period,
             verify_rate: self.verify_rate.max(1),
             event_limits: crate::events::EventLimits {
                 qps: self.event_qps,
                 burst: self.event_burst,
             },
-            orphan_sweep_period,
+            orphan_sweep_period: self.orphan_sweep_period,
             orphan_sweep_delete: self.orphan_sweep_delete,
             leader_elect: self.leader_elect,
             leader_election_name: self.leader_election_name,
             leader_election_namespace: self.leader_election_namespace,
-            lease_duration,
-            translation_version,
+            lease_duration: self.lease_duration,
+            translation_version: self
+                .translation_version
+                .unwrap_or_else(|| midonet_translators::TRANSLATION_VERSION.to_string()),
             bump_cutover: self.bump_cutover,
-            backend_probe_period,
-            liveness,
+            backend_probe_period: self.backend_probe_period,
+            liveness: crate::health::LivenessLimits {
+                reconcile: self.liveness_reconcile_limit,
+                stall: self.liveness_stall_limit,
+            },
             deprecated,
         })
     }
@@ -689,18 +787,46 @@ mod tests {
         parse_env(args, &[])
     }
 
-    /// Parses flags with exactly these variables of the original controller set.
-    fn parse_env(args: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    fn args(args: &[&str]) -> Result<Cli, clap::Error> {
         let mut all = vec!["test"];
         all.extend_from_slice(args);
+        Cli::try_parse_from(all)
+    }
+
+    /// Parses flags with exactly these variables of the original controller set.
+    fn parse_env(args_: &[&str], env: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Cli::try_parse_from(all)
+        args(args_)
             .unwrap()
             .run
             .validate_with_env(&|name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+    }
+
+    /// The message clap refuses these flags with; it must name the first flag and its
+    /// variable (`--resync-period`: `MIDONETKUBE_RESYNC_PERIOD`).
+    fn refused(args_: &[&str]) -> String {
+        let err = match args(args_) {
+            Ok(_) => panic!("{args_:?} accepted"),
+            Err(err) => err,
+        };
+        assert_eq!(err.kind(), clap::error::ErrorKind::ValueValidation, "{err}");
+        let flag = args_[0].split('=').next().unwrap_or_default();
+        let env = format!(
+            "MIDONETKUBE_{}",
+            flag.trim_start_matches("--")
+                .replace('-', "_")
+                .to_uppercase()
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains(&format!("'{flag} <")),
+            "{flag} not in {message}"
+        );
+        assert!(message.contains(&env), "{env} not in {message}");
+        message
     }
 
     #[test]
@@ -751,6 +877,27 @@ mod tests {
             ]
         );
         assert!(parse(&[]).unwrap().deprecated.is_empty());
+        let c = parse_env(
+            &["--controllers", "pod", "--password", "new"],
+            &[
+                ("MIDONETKUBE_ENABLED_CONTROLLERS", "node,routers"),
+                ("MIDONETKUBE_MIDONET_PASSWORD", "old"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            c.controllers,
+            [Controller::Pod],
+            "the bad original list unread"
+        );
+        assert_eq!(c.password.expose(), "new");
+        assert_eq!(
+            c.deprecated,
+            vec![
+                DeprecatedUse::Ignored(LEGACY_ENV[1]),
+                DeprecatedUse::Ignored(LEGACY_ENV[3])
+            ]
+        );
     }
 
     #[test]
@@ -766,10 +913,11 @@ mod tests {
         let c = parse(&[]).unwrap();
         assert_eq!(c.liveness, crate::health::LivenessLimits::default());
         assert_eq!(c.backend_probe_period, Duration::from_secs(30));
-        let err = parse(&["--liveness-reconcile-limit", "0"]).unwrap_err();
-        assert_eq!(err.env, "MIDONETKUBE_LIVENESS_RECONCILE_LIMIT");
-        let err = parse(&["--liveness-stall-limit", "soon"]).unwrap_err();
-        assert_eq!(err.setting, "--liveness-stall-limit");
+        let message = refused(&["--liveness-reconcile-limit", "0"]);
+        assert!(message.contains("at least 100ms"), "{message}");
+        refused(&["--liveness-stall-limit", "soon"]);
+        let c = parse(&["--liveness-stall-limit", "100ms"]).unwrap();
+        assert_eq!(c.liveness.stall, Duration::from_millis(100));
     }
 
     #[test]
@@ -777,23 +925,59 @@ mod tests {
         let c = parse(&[]).unwrap();
         assert_eq!(c.controllers.len(), 7);
         assert_eq!(c.metrics_address.port(), 9453);
+        assert!(c.metrics_address.ip().is_unspecified());
         assert_eq!(c.tenant, "midonetkube");
         assert!(c.leader_elect);
+        assert_eq!(c.resync_period, Duration::from_secs(600));
+        assert_eq!(c.verify_period, Some(Duration::from_secs(300)));
+        assert_eq!(c.orphan_sweep_period, None);
+        assert_eq!(c.midonet_api.as_str(), "http://127.0.0.1:8181/midonet-api");
+        assert!(!c.log_json);
     }
 
     #[test]
     fn unknown_controller_lists_valid_ones() {
-        let err = parse(&["--controllers", "pod,router"]).unwrap_err();
-        assert_eq!(err.setting, "--controllers");
-        assert!(err.to_string().contains("nodeannotator"), "{err}");
+        let message = refused(&["--controllers", "pod,router"]);
+        assert!(message.contains("nodeannotator"), "{message}");
+        refused(&["--controllers", " , "]);
+        let c = parse(&["--controllers", "pod, node,pod"]).unwrap();
+        assert_eq!(c.controllers, [Controller::Pod, Controller::Node]);
     }
 
     #[test]
     fn malformed_url_names_the_setting() {
-        let err = parse(&["--midonet-api", "not a url"]).unwrap_err();
-        assert_eq!(err.env, "MIDONETKUBE_MIDONET_API");
-        let err = parse(&["--midonet-api", "ftp://x/y"]).unwrap_err();
-        assert_eq!(err.setting, "--midonet-api");
+        refused(&["--midonet-api", "not a url"]);
+        refused(&["--midonet-api", "ftp://x/y"]);
+    }
+
+    #[test]
+    fn invalid_listen_address_names_the_setting() {
+        let message = refused(&["--metrics-address", "9453"]);
+        assert!(message.contains("\"9453\""), "{message}");
+        let c = parse(&["--metrics-address", "127.0.0.1:8080"]).unwrap();
+        assert_eq!(c.metrics_address, "127.0.0.1:8080".parse().unwrap());
+    }
+
+    #[test]
+    fn invalid_durations_name_the_setting() {
+        let message = refused(&["--resync-period", "3 weeks"]);
+        assert!(message.contains("unknown unit"), "{message}");
+        let message = refused(&["--resync-period", "500ms"]);
+        assert!(message.contains("at least 1s"), "{message}");
+        refused(&["--backend-timeout", "soon"]);
+        refused(&["--orphan-sweep-period=-1m"]);
+    }
+
+    #[test]
+    fn other_bad_values_name_the_setting() {
+        refused(&["--pusher-workers", "0"]);
+        refused(&["--event-qps", "0"]);
+        refused(&["--event-burst", "0"]);
+        refused(&["--tenant", " "]);
+        refused(&["--log-format", "xml"]);
+        refused(&["--translation-version", "V2"]);
+        refused(&["--ca-file", "/nonexistent/ca.pem"]);
+        assert!(parse(&["--log-format", "json"]).unwrap().log_json);
     }
 
     #[test]
@@ -808,6 +992,8 @@ mod tests {
         let shown = format!("{c:?}");
         assert!(!shown.contains("hunter2-secret"));
         assert_eq!(c.password.expose(), "hunter2-secret");
+        let message = refused(&["--pusher-workers", "0", "--password", "hunter2-secret"]);
+        assert!(!message.contains("hunter2-secret"), "{message}");
     }
 
     #[test]
@@ -820,5 +1006,11 @@ mod tests {
             .unwrap()
             .verify_period
             .is_none());
+        assert_eq!(
+            parse(&["--orphan-sweep-period", "1h"])
+                .unwrap()
+                .orphan_sweep_period,
+            Some(Duration::from_secs(3600))
+        );
     }
 }

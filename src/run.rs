@@ -18,11 +18,10 @@ use crate::health::Health;
 use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
-use crate::translate::kinds::{EndpointsKind, NodeKind, PodKind, ServiceKind};
+use crate::translate::dispatch::{for_each_translator, Translators};
 use crate::translate::run as translate;
-use crate::translate::slices::{EndpointSliceV1Beta1, EndpointsSource, ServiceSlicesKind};
-use crate::translate::{RunnerConfig, Shared, TranslatorMetrics};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use crate::translate::slices::EndpointsSource;
+use crate::translate::{RunnerConfig, Shared, TranslatorKind, TranslatorMetrics};
 
 /// How long in-flight work may take after SIGTERM before the process exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -360,44 +359,57 @@ async fn start_controllers(
         } else {
             EndpointsSource::Endpoints
         };
-        for kind in translators {
-            let (s, r, h, down) = (shared.clone(), runner.clone(), health.clone(), shutdown());
-            match kind {
-                Controller::Node => tasks.spawn(translate::<NodeKind>(s, r, h, down)),
-                Controller::Pod => tasks.spawn(translate::<PodKind>(s, r, h, down)),
-                // With EndpointSlices, the Service controller translates the endpoints too
-                // (see crate::translate::slices).
-                Controller::Service => match source {
-                    EndpointsSource::SlicesV1 => {
-                        tasks.spawn(translate::<ServiceSlicesKind<EndpointSlice>>(s, r, h, down))
-                    }
-                    EndpointsSource::SlicesV1Beta1 => {
-                        tasks.spawn(translate::<ServiceSlicesKind<EndpointSliceV1Beta1>>(
-                            s, r, h, down,
-                        ))
-                    }
-                    EndpointsSource::Endpoints => {
-                        tasks.spawn(translate::<ServiceKind>(s, r, h, down))
-                    }
-                },
-                Controller::Endpoints if source != EndpointsSource::Endpoints => {
-                    if !cfg.enabled(Controller::Service) {
-                        tracing::warn!(
-                            "endpoints come from EndpointSlices, which the service controller translates; it is not enabled, so no endpoints are translated"
-                        );
-                    }
-                    continue;
-                }
-                Controller::Endpoints => tasks.spawn(translate::<EndpointsKind>(s, r, h, down)),
-                Controller::NetworkPolicy => {
-                    tasks.spawn(crate::translate::netpol::run(s, r, h, down))
-                }
-                // Started above.
-                Controller::Pusher | Controller::NodeAnnotator => continue,
-            };
+        if source != EndpointsSource::Endpoints
+            && translators.contains(&Controller::Endpoints)
+            && !cfg.enabled(Controller::Service)
+        {
+            tracing::warn!(
+                "endpoints come from EndpointSlices, which the service controller translates; it is not enabled, so no endpoints are translated"
+            );
         }
+        let mut spawn = SpawnTranslators {
+            tasks: &mut tasks,
+            shared,
+            runner,
+            health: health.clone(),
+            shutdown: &shutdown,
+        };
+        for_each_translator(&translators, source, &mut spawn);
     }
     Ok(tasks)
+}
+
+/// Starts each translator it is given, until `shutdown` resolves.
+struct SpawnTranslators<'a, F> {
+    tasks: &'a mut JoinSet<()>,
+    shared: Arc<Shared>,
+    runner: RunnerConfig,
+    health: Health,
+    shutdown: &'a F,
+}
+
+impl<F, Fut> Translators for SpawnTranslators<'_, F>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
+    fn kind<K: TranslatorKind>(&mut self) {
+        self.tasks.spawn(translate::<K>(
+            self.shared.clone(),
+            self.runner.clone(),
+            self.health.clone(),
+            (self.shutdown)(),
+        ));
+    }
+
+    fn network_policy(&mut self) {
+        self.tasks.spawn(crate::translate::netpol::run(
+            self.shared.clone(),
+            self.runner.clone(),
+            self.health.clone(),
+            (self.shutdown)(),
+        ));
+    }
 }
 
 /// Where endpoints are read from, by API discovery; retried until it answers. `None` once

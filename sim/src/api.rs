@@ -174,8 +174,10 @@ impl Endpoint {
         )
     }
 
-    /// Methods the endpoint supports; anything else is 405. Only Router, Bridge, Port and
-    /// TunnelZone items take PUT.
+    /// Methods the endpoint supports; anything else is 405. A collection lists and
+    /// creates, an item reads and deletes, and only items of the kinds MidoNet updates in
+    /// place ([`Kind::updatable`]: Router, Bridge, Port, TunnelZone, PortGroup) take PUT.
+    /// Hosts and the all-ports list are read-only; a port link is made and removed.
     fn methods(&self) -> &'static [Method] {
         use Endpoint as E;
         const GET: &[Method] = &[Method::GET];
@@ -185,37 +187,11 @@ impl Endpoint {
         const POST_DELETE: &[Method] = &[Method::POST, Method::DELETE];
         match self {
             E::Root | E::Hosts | E::Host(_) | E::Ports => GET,
-            E::Login => &[Method::GET, Method::POST],
-            E::TunnelZones
-            | E::TunnelZoneHosts(_)
-            | E::HostPorts(_)
-            | E::Bridges
-            | E::BridgePorts(_)
-            | E::MacTable(..)
-            | E::ArpTable(_)
-            | E::Routers
-            | E::RouterPorts(_)
-            | E::RouterRoutes(_)
-            | E::Chains
-            | E::ChainRules(_)
-            | E::PortGroups
-            | E::PortGroupPorts(_)
-            | E::IpAddrGroups
-            | E::IpAddrGroupAddrs(_) => GET_POST,
-            E::TunnelZone(_) | E::Bridge(_) | E::Router(_) | E::Port(_) | E::PortGroup(_) => {
-                GET_PUT_DELETE
-            }
-            E::TunnelZoneHost(..)
-            | E::HostPort(..)
-            | E::MacEntry(..)
-            | E::ArpEntry(..)
-            | E::Route(_)
-            | E::Chain(_)
-            | E::Rule(_)
-            | E::PortGroupPort(..)
-            | E::IpAddrGroup(_)
-            | E::IpAddrGroupAddr(..) => GET_DELETE,
+            E::Login => GET_POST,
             E::PortLink(_) => POST_DELETE,
+            collection if collection.is_collection() => GET_POST,
+            item if item.kind().is_some_and(Kind::updatable) => GET_PUT_DELETE,
+            _ => GET_DELETE,
         }
     }
 }
@@ -401,10 +377,7 @@ fn serve(
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     if endpoint == Some(Endpoint::Login) {
-        if !endpoint
-            .as_ref()
-            .is_some_and(|e| e.methods().contains(method))
-        {
+        if !Endpoint::Login.methods().contains(method) {
             return Err(method_not_allowed());
         }
         let login = sim.auth.login(headers)?;
@@ -627,6 +600,46 @@ mod tests {
             None
         );
         assert_eq!(Endpoint::parse(&["vteps"]), None);
+    }
+
+    #[test]
+    fn methods_follow_midonet() {
+        let u = id("11111111-1111-4111-8111-111111111111").unwrap();
+        let allows = |e: Endpoint, m: Method| e.methods().contains(&m);
+        // Updated in place: bridges, routers, ports, tunnel zones, port groups.
+        for item in [
+            Endpoint::Bridge(u),
+            Endpoint::Router(u),
+            Endpoint::Port(u),
+            Endpoint::TunnelZone(u),
+            Endpoint::PortGroup(u),
+        ] {
+            assert!(allows(item.clone(), Method::PUT), "{item:?}");
+            assert!(allows(item, Method::DELETE));
+        }
+        // Replaced, never updated.
+        for item in [
+            Endpoint::Chain(u),
+            Endpoint::Rule(u),
+            Endpoint::Route(u),
+            Endpoint::HostPort(u, u),
+            Endpoint::IpAddrGroup(u),
+        ] {
+            assert!(!allows(item.clone(), Method::PUT), "{item:?}");
+            assert!(allows(item.clone(), Method::GET), "{item:?}");
+            assert!(allows(item, Method::DELETE));
+        }
+        assert!(allows(Endpoint::Bridges, Method::POST));
+        assert!(allows(Endpoint::ChainRules(u), Method::POST));
+        assert!(!allows(Endpoint::Bridges, Method::DELETE));
+        // Hosts are midolman's, the port list is a view: read-only.
+        assert!(!allows(Endpoint::Hosts, Method::POST));
+        assert!(!allows(Endpoint::Host(u), Method::DELETE));
+        assert!(!allows(Endpoint::Ports, Method::POST));
+        assert!(!allows(Endpoint::PortLink(u), Method::GET));
+        assert!(allows(Endpoint::PortLink(u), Method::POST));
+        assert!(allows(Endpoint::Login, Method::POST));
+        assert!(!allows(Endpoint::Root, Method::POST));
     }
 
     #[test]

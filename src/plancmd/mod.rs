@@ -2,8 +2,9 @@
 //! doing any of it.
 //!
 //! The decision is pure ([`desired`] and [`plan`]): from the cluster's objects it computes the
-//! Translations the translators would write for the planned version (the same translator
-//! functions the runner calls, built into Translation objects the way the runner builds them),
+//! Translations the translators would write for the planned version (the translators the
+//! runner runs, chosen by the same [`for_each_translator`], each object translated by the
+//! same [`translate_object`] and built into a Translation object the way the runner builds it),
 //! compares them with the Translations that exist, and counts what follows:
 //!
 //! - the Translations created, updated and deleted, by kind (the first segment of the name)
@@ -24,21 +25,27 @@
 
 pub mod cli;
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use k8s_openapi::api::core::v1::{Node, Service};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher;
 use kube::ResourceExt;
 use midonet_dataplane::Cluster;
-use midonet_translators::endpoints::SERVICE_NAME_LABEL;
 use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
 use midonet_translators::model::Resource;
 use midonet_translators::policy::{PolicyCluster, GROUP_LABEL};
-use midonet_translators::{DesiredTranslation, SliceView, TranslatorConfig};
+use midonet_translators::{DesiredTranslation, TranslatorConfig};
 use serde::Serialize;
 
+use crate::config::Controller;
 use crate::crd::{PushedResource, Translation};
 use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Step};
-use crate::translate::{owner_reference, translation_object, up_to_date};
+use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
+use crate::translate::slices::EndpointsSource;
+use crate::translate::{
+    owner_reference, translation_object, up_to_date, Dependency, TranslatorKind,
+};
 
 /// Backend requests per second the estimate assumes unless told otherwise: the rate of the
 /// version bump at scale S in `docs/benchmark.md` (21,595 requests in 174 s, 2-core machine,
@@ -91,6 +98,21 @@ impl Enabled {
 
     pub fn any(&self) -> bool {
         self.node || self.pod || self.service || self.endpoints || self.network_policy
+    }
+
+    /// The enabled controllers, in [`Controller::ALL`]'s order.
+    pub fn controllers(&self) -> Vec<Controller> {
+        Controller::ALL
+            .into_iter()
+            .filter(|c| match c {
+                Controller::Node => self.node,
+                Controller::Pod => self.pod,
+                Controller::Service => self.service,
+                Controller::Endpoints => self.endpoints,
+                Controller::NetworkPolicy => self.network_policy,
+                Controller::Pusher | Controller::NodeAnnotator => false,
+            })
+            .collect()
     }
 }
 
@@ -155,79 +177,97 @@ pub fn desired(
             .iter()
             .map(|d| translation_object(d, None)),
     );
-    let nodes: HashMap<String, &Node> = cluster.nodes.iter().map(|n| (n.name_any(), n)).collect();
-    if enabled.node {
-        scope.owner_kinds.insert("Node".into());
-        for n in cluster.nodes.iter().filter(|n| live(*n)) {
-            built(&mut out, n, midonet_translators::node(cfg, n).translations);
-        }
+    // Without the endpoints controller the Service controller translates Services only.
+    let source = match &cluster.endpoint_slices {
+        Some(_) if enabled.endpoints => EndpointsSource::SlicesV1,
+        _ => EndpointsSource::Endpoints,
+    };
+    if enabled.endpoints {
+        // With slices the Service translator takes the Endpoints' Translations over.
+        scope.owner_kinds.insert("Endpoints".into());
     }
-    if enabled.pod {
-        scope.owner_kinds.insert("Pod".into());
-        for p in cluster.pods.iter().filter(|p| live(*p)) {
-            let node = p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_ref())
-                .and_then(|n| nodes.get(n).copied());
-            built(
-                &mut out,
-                p,
-                midonet_translators::pod(cfg, p, node).translations,
+    let mut planned = Planned {
+        cfg,
+        cluster,
+        out,
+        scope,
+    };
+    for_each_translator(&enabled.controllers(), source, &mut planned);
+    (planned.out, planned.scope)
+}
+
+/// The objects of type `T` the cluster lists, if it lists that type.
+fn listed<T: 'static>(cluster: &Cluster) -> Option<&[T]> {
+    let slices: Option<&dyn Any> = cluster.endpoint_slices.as_ref().map(|s| s as &dyn Any);
+    let lists: [Option<&dyn Any>; 7] = [
+        Some(&cluster.nodes),
+        Some(&cluster.pods),
+        Some(&cluster.services),
+        Some(&cluster.endpoints),
+        Some(&cluster.namespaces),
+        Some(&cluster.network_policies),
+        slices,
+    ];
+    lists
+        .into_iter()
+        .flatten()
+        .find_map(|l| l.downcast_ref::<Vec<T>>())
+        .map(Vec::as_slice)
+}
+
+/// A cache of the listed objects of type `T`, as the runner's informer holds them.
+fn cached<T>(objects: &[T]) -> Store<T>
+where
+    T: kube::Resource<DynamicType = ()> + Clone + 'static,
+{
+    let (store, mut writer) = reflector::store();
+    for obj in objects {
+        writer.apply_watcher_event(&watcher::Event::Apply(obj.clone()));
+    }
+    store
+}
+
+/// Translates the cluster's objects with each translator it is given.
+struct Planned<'a> {
+    cfg: &'a TranslatorConfig,
+    cluster: &'a Cluster,
+    out: Vec<Translation>,
+    scope: Scope,
+}
+
+impl Translators for Planned<'_> {
+    fn kind<K: TranslatorKind>(&mut self) {
+        self.scope
+            .owner_kinds
+            .insert(<K::Object as kube::Resource>::kind(&()).into_owned());
+        let objects = listed::<K::Object>(self.cluster);
+        let dependencies = if K::Dependency::WATCHED {
+            listed::<K::Dependency>(self.cluster).map(cached)
+        } else {
+            None
+        };
+        // A kind the cluster does not list would be planned as empty; the tests of
+        // `desired` cover every translator.
+        if objects.is_none() || (K::Dependency::WATCHED && dependencies.is_none()) {
+            tracing::error!(
+                kind = K::NAME,
+                "plan does not list the objects this kind reads"
             );
         }
-    }
-    // Without the endpoints controller the Service controller translates Services only.
-    let slices = cluster
-        .endpoint_slices
-        .as_ref()
-        .filter(|_| enabled.endpoints);
-    if enabled.service {
-        scope.owner_kinds.insert("Service".into());
-        for svc in cluster.services.iter().filter(|s| live(*s)) {
-            let translated = match slices {
-                Some(slices) => {
-                    let (ns, name) = (svc.namespace(), svc.name_any());
-                    let mine = slices.iter().filter(|s| {
-                        s.namespace() == ns && s.labels().get(SERVICE_NAME_LABEL) == Some(&name)
-                    });
-                    crate::translate::slices::translate_with_slices(
-                        cfg,
-                        svc,
-                        mine.map(SliceView::from),
-                    )
-                }
-                None => midonet_translators::service(cfg, svc),
-            };
-            built(&mut out, svc, translated.translations);
+        for obj in objects.unwrap_or_default().iter().filter(|o| live(*o)) {
+            let translated = translate_object::<K>(self.cfg, obj, dependencies.as_ref());
+            built(&mut self.out, obj, translated.translations);
         }
     }
-    if enabled.endpoints {
-        // With slices the Service controller takes the Endpoints' Translations over.
-        scope.owner_kinds.insert("Endpoints".into());
-        if slices.is_none() {
-            let services: HashMap<(Option<String>, String), &Service> = cluster
-                .services
-                .iter()
-                .map(|s| ((s.namespace(), s.name_any()), s))
-                .collect();
-            for ep in cluster.endpoints.iter().filter(|e| live(*e)) {
-                let svc = services.get(&(ep.namespace(), ep.name_any())).copied();
-                built(
-                    &mut out,
-                    ep,
-                    midonet_translators::endpoints(cfg, ep, svc).translations,
-                );
-            }
-        }
-    }
-    if enabled.network_policy {
-        scope.owner_kinds.insert("NetworkPolicy".into());
-        scope.groups = true;
+
+    fn network_policy(&mut self) {
+        let (cfg, cluster, out) = (self.cfg, self.cluster, &mut self.out);
+        self.scope.owner_kinds.insert("NetworkPolicy".into());
+        self.scope.groups = true;
         let pc = PolicyCluster::new(cluster.namespaces.iter(), cluster.pods.iter());
         for np in cluster.network_policies.iter().filter(|n| live(*n)) {
             built(
-                &mut out,
+                out,
                 np,
                 midonet_translators::network_policy(cfg, np, &pc).translations,
             );
@@ -250,7 +290,6 @@ pub fn desired(
                 .map(|d| translation_object(d, None)),
         );
     }
-    (out, scope)
 }
 
 /// Counts by kind and reason.

@@ -6,24 +6,17 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 use midonet_translators::{Translated, TranslatorConfig};
 
-use super::TranslatorKind;
+use super::{NoDependency, TranslatorKind};
 
 pub struct NodeKind;
 
 impl TranslatorKind for NodeKind {
     type Object = Node;
-    type Dependency = Node;
+    type Dependency = NoDependency;
     const NAME: &'static str = "node";
     const NAMESPACED: bool = false;
-    const WATCHES_DEPENDENCY: bool = false;
 
-    fn dependency_of(_: &Node) -> Option<ObjectRef<Node>> {
-        None
-    }
-    fn dependents_of(_: &Node, _: &Store<Node>) -> Vec<ObjectRef<Node>> {
-        Vec::new()
-    }
-    fn translate(cfg: &TranslatorConfig, node: &Node, _: Option<&Node>) -> Translated {
+    fn translate(cfg: &TranslatorConfig, node: &Node, _: Option<&NoDependency>) -> Translated {
         midonet_translators::node(cfg, node)
     }
 }
@@ -36,7 +29,6 @@ impl TranslatorKind for PodKind {
     type Dependency = Node;
     const NAME: &'static str = "pod";
     const NAMESPACED: bool = true;
-    const WATCHES_DEPENDENCY: bool = true;
 
     /// Keeps what `midonet_translators::pod` reads: metadata, `spec.nodeName`,
     /// `spec.hostNetwork`, `status.phase`, `status.podIP(s)`.
@@ -79,18 +71,11 @@ pub struct ServiceKind;
 
 impl TranslatorKind for ServiceKind {
     type Object = Service;
-    type Dependency = Service;
+    type Dependency = NoDependency;
     const NAME: &'static str = "service";
     const NAMESPACED: bool = true;
-    const WATCHES_DEPENDENCY: bool = false;
 
-    fn dependency_of(_: &Service) -> Option<ObjectRef<Service>> {
-        None
-    }
-    fn dependents_of(_: &Service, _: &Store<Service>) -> Vec<ObjectRef<Service>> {
-        Vec::new()
-    }
-    fn translate(cfg: &TranslatorConfig, svc: &Service, _: Option<&Service>) -> Translated {
+    fn translate(cfg: &TranslatorConfig, svc: &Service, _: Option<&NoDependency>) -> Translated {
         midonet_translators::service(cfg, svc)
     }
 }
@@ -103,7 +88,6 @@ impl TranslatorKind for EndpointsKind {
     type Dependency = Service;
     const NAME: &'static str = "endpoints";
     const NAMESPACED: bool = true;
-    const WATCHES_DEPENDENCY: bool = true;
 
     fn dependency_of(ep: &Endpoints) -> Option<ObjectRef<Service>> {
         Some(ObjectRef::new(&ep.name_any()).within(&ep.namespace()?))

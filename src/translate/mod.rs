@@ -7,6 +7,7 @@
 //! collection through the ownerReferences, which also works when the controllers were
 //! offline at the time.
 
+pub mod dispatch;
 pub mod globals;
 pub mod index;
 pub mod kinds;
@@ -59,28 +60,24 @@ pub trait TranslatorKind: Send + Sync + 'static {
         + Send
         + Sync
         + 'static;
-    /// A kind the translation also reads (a Pod reads its Node); `WATCHES_DEPENDENCY` says
-    /// whether there is one.
-    type Dependency: Resource<DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + Debug
-        + Send
-        + Sync
-        + 'static;
+    /// A kind the translation also reads (a Pod reads its Node), or [`NoDependency`].
+    type Dependency: Dependency;
     /// Controller name as used in `--controllers`.
     const NAME: &'static str;
     /// Whether `Object` is namespaced (its ObjectRefs carry a namespace).
     const NAMESPACED: bool;
-    const WATCHES_DEPENDENCY: bool;
 
     /// The dependency an object's translation reads, if any.
-    fn dependency_of(obj: &Self::Object) -> Option<ObjectRef<Self::Dependency>>;
+    fn dependency_of(_obj: &Self::Object) -> Option<ObjectRef<Self::Dependency>> {
+        None
+    }
     /// The objects whose translation reads `dep`.
     fn dependents_of(
-        dep: &Self::Dependency,
-        objects: &Store<Self::Object>,
-    ) -> Vec<ObjectRef<Self::Object>>;
+        _dep: &Self::Dependency,
+        _objects: &Store<Self::Object>,
+    ) -> Vec<ObjectRef<Self::Object>> {
+        Vec::new()
+    }
     /// Drops from a cached object what its translation does not read: the informer keeps
     /// every object of the kind, and most of a Pod is of no use here.
     fn trim(_obj: &mut Self::Object) {}
@@ -118,6 +115,52 @@ pub trait TranslatorKind: Send + Sync + 'static {
     /// kept (and re-owned) when desired, pruned otherwise, like its own.
     fn inherited(_obj: &Self::Object, _index: &index::OwnerIndex) -> Vec<(String, String)> {
         Vec::new()
+    }
+}
+
+/// A kind a translation reads besides its object: the runner caches and watches it, and a
+/// change of one re-translates the objects that read it.
+pub trait Dependency:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// Whether the runner watches it; only [`NoDependency`] is not.
+    const WATCHED: bool = true;
+}
+
+impl Dependency for k8s_openapi::api::core::v1::Node {}
+impl Dependency for k8s_openapi::api::core::v1::Service {}
+
+/// The dependency of a kind whose translation reads nothing but its object. It has no
+/// values, so its cache is always empty, and it is never watched: its `Resource`
+/// description names no API and is never asked for.
+#[derive(Clone, Debug, serde::Deserialize)]
+pub enum NoDependency {}
+
+impl Dependency for NoDependency {
+    const WATCHED: bool = false;
+}
+
+impl Resource for NoDependency {
+    type DynamicType = ();
+    type Scope = k8s_openapi::ClusterResourceScope;
+
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match *self {}
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        match *self {}
     }
 }
 
@@ -230,7 +273,7 @@ async fn reconcile<K: TranslatorKind>(
     let (Some(owner), Some(uid)) = (owner_reference(&*obj), obj.uid()) else {
         return Ok(Action::await_change());
     };
-    if K::WATCHES_DEPENDENCY && !ctx.dependencies_synced.load(Ordering::Acquire) {
+    if K::Dependency::WATCHED && !ctx.dependencies_synced.load(Ordering::Acquire) {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let timer = ctx
@@ -239,11 +282,8 @@ async fn reconcile<K: TranslatorKind>(
         .reconcile_duration
         .with_label_values(&[K::NAME])
         .start_timer();
-    let deps = match &ctx.dependencies {
-        Some(store) => K::dependencies(&obj, store),
-        None => Vec::new(),
-    };
-    let translated = K::translate_all(&ctx.shared.config, &obj, &deps);
+    let translated =
+        dispatch::translate_object::<K>(&ctx.shared.config, &obj, ctx.dependencies.as_ref());
     let oref = obj.object_ref(&());
     let inherited = K::inherited(&obj, &ctx.shared.index);
     let action = apply_translated(
@@ -432,7 +472,7 @@ pub async fn run<K: TranslatorKind>(
         .reconcile_on(gone)
         .graceful_shutdown_on(shutdown);
     let dependencies_synced = Arc::new(AtomicBool::new(false));
-    let (controller, dependencies) = if K::WATCHES_DEPENDENCY {
+    let (controller, dependencies) = if K::Dependency::WATCHED {
         // Translations made without their dependency would be wrong: not ready until it
         // has listed too.
         let dep_check = format!("{}-{}-cache", K::NAME, K::Dependency::plural(&()));

@@ -31,14 +31,13 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use midonet_translators::endpoints::SERVICE_NAME_LABEL;
 use midonet_translators::{SliceView, Translated, TranslatorConfig};
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::index::OwnerIndex;
-use super::TranslatorKind;
+use super::{Dependency, TranslatorKind};
 
 /// The API group of EndpointSlices.
 pub const GROUP: &str = "discovery.k8s.io";
@@ -140,11 +139,12 @@ impl From<EndpointSliceV1Beta1> for EndpointSlice {
 }
 
 /// An EndpointSlice of either version.
-pub trait Slice:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static
-{
+pub trait Slice: Dependency {
     fn view(&self) -> SliceView<'_>;
 }
+
+impl Dependency for EndpointSlice {}
+impl Dependency for EndpointSliceV1Beta1 {}
 
 impl Slice for EndpointSlice {
     fn view(&self) -> SliceView<'_> {
@@ -179,7 +179,6 @@ impl<S: Slice> TranslatorKind for ServiceSlicesKind<S> {
     type Dependency = S;
     const NAME: &'static str = "service";
     const NAMESPACED: bool = true;
-    const WATCHES_DEPENDENCY: bool = true;
 
     fn dependency_of(_: &Service) -> Option<ObjectRef<S>> {
         None

@@ -5,8 +5,8 @@
 //! - [`probe`]: the flow probe, which measures how long flows are interrupted while the
 //!   backend changes.
 //!
-//! The benchmark (`src/bin/bench/`, a binary of the main package because it drives the
-//! controllers themselves) and the integration tests both use it.
+//! The benchmark (the `midonet-kube-bench` crate, `bench/`) and the integration tests both
+//! use it.
 
 pub mod probe;
 pub mod scenario;

@@ -1,4 +1,4 @@
-//! Sample cluster objects at scale, for the benchmark (`src/bin/bench/`) and the load and
+//! Sample cluster objects at scale, for the benchmark (`bench/`) and the load and
 //! chaos tests: Nodes with their host-id and tunnel-endpoint annotations preset (so no
 //! nodeannotator is needed), Pods spread over the Nodes, ClusterIP Services with their
 //! Endpoints, in a few namespaces. Only the objects: creating them is the caller's business

@@ -1,7 +1,8 @@
 //! Benchmark of the controllers against a real local control plane and the in-process
 //! MidoNet API simulator (1 ms added latency). See `docs/benchmark.md`.
 //!
-//! `cargo run --release --bin midonet-kube-bench -- --nodes 50 --pods 2000 --services 300`
+//! `cargo build --release --workspace --bins && cargo run --release -p midonet-kube-bench --
+//! --nodes 50 --pods 2000 --services 300` (it runs the release controllers binary beside it).
 
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error;
