@@ -24,4 +24,6 @@ pub use cluster::Cluster;
 pub use engine::{Hop, Step};
 pub use packet::{FlowTuple, Protocol, SocketV4, ETHERTYPE_IPV4};
 pub use topology::{contains, prefix_mask, Attachment, BuildProblem, RuleOrder, Topology};
-pub use trace::{trace, Leg, Path, Probe, Trace, TraceError, Verdict, MAX_PATHS};
+pub use trace::{
+    trace, trace_without_hops, Leg, Path, Probe, Trace, TraceError, Verdict, MAX_PATHS,
+};

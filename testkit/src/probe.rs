@@ -47,7 +47,8 @@ use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
 use midonet_dataplane::cluster::ServiceAddressKind;
 use midonet_dataplane::policy::{Party, Policies};
 use midonet_dataplane::{
-    trace, Attachment, Cluster, FlowKind, Probe, Protocol, RuleOrder, SocketV4, Topology,
+    trace_without_hops, Attachment, Cluster, FlowKind, Probe, Protocol, RuleOrder, SocketV4,
+    Topology,
 };
 use midonet_translators::model::Resource;
 use serde::Serialize;
@@ -217,7 +218,7 @@ pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
         protocol: flow.protocol,
         src_port: CLIENT_PORT,
     };
-    let t = trace(topo, &probe).map_err(|e| e.to_string())?;
+    let t = trace_without_hops(topo, &probe).map_err(|e| e.to_string())?;
     let mut delivered = false;
     for p in &t.paths {
         match (&p.forward.delivered_to, p.forward.received) {
