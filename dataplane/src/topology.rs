@@ -90,13 +90,16 @@ pub struct BuildProblem {
 }
 
 /// The indexed topology.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Topology {
     pub(crate) bridges: FxHashMap<Uuid, Bridge>,
     pub(crate) routers: FxHashMap<Uuid, Router>,
     pub(crate) ports: FxHashMap<Uuid, Port>,
     /// Interior links, both directions.
     pub(crate) peers: FxHashMap<Uuid, Uuid>,
+    /// How many resources state each link (both ports' `peerId`, a port link), by the
+    /// pair in id order: a link goes when the last of them does.
+    pub(crate) links: FxHashMap<(Uuid, Uuid), usize>,
     pub(crate) routes: FxHashMap<Uuid, Vec<Route>>,
     pub(crate) chains: FxHashMap<Uuid, Chain>,
     /// Each chain's rules in evaluation order.
@@ -224,8 +227,123 @@ impl Topology {
     }
 
     fn link(&mut self, a: Uuid, b: Uuid) {
+        *self.links.entry(link_key(a, b)).or_default() += 1;
         self.peers.insert(a, b);
         self.peers.insert(b, a);
+    }
+
+    /// Withdraws one statement of the link `a`–`b` (a port's `peerId` or a port link);
+    /// the ports stay linked while another statement of it remains.
+    fn unlink(&mut self, a: Uuid, b: Uuid) {
+        let key = link_key(a, b);
+        let Some(n) = self.links.get_mut(&key) else {
+            return;
+        };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        self.links.remove(&key);
+        for (x, y) in [(a, b), (b, a)] {
+            if self.peers.get(&x) == Some(&y) {
+                self.peers.remove(&x);
+            }
+        }
+    }
+
+    /// Removes one resource that [`Topology::add`] added before: what a full rebuild
+    /// without it would hold (rules keep the order of the others; re-adding a chain's
+    /// rules in listed order restores it).
+    pub fn remove(&mut self, resource: &Resource) {
+        match resource {
+            Resource::Bridge(b) => {
+                self.bridges.remove(&b.id);
+            }
+            Resource::Router(r) => {
+                self.routers.remove(&r.id);
+            }
+            Resource::Port(p) => {
+                if let Some(peer) = peer_of(p) {
+                    self.unlink(p.id, peer);
+                }
+                if self.ports.get(&p.id).is_some_and(|q| q.parent == p.parent) {
+                    self.ports.remove(&p.id);
+                    self.drop_device_port(p.parent, p.id);
+                }
+            }
+            Resource::PortLink(l) => self.unlink(l.parent, l.peer_id),
+            Resource::Route(r) => {
+                if let Some(routes) = self.routes.get_mut(&r.parent) {
+                    routes.retain(|x| x.id != r.id);
+                    if routes.is_empty() {
+                        self.routes.remove(&r.parent);
+                    }
+                }
+            }
+            Resource::Chain(c) => {
+                self.chains.remove(&c.id);
+                if self.rules.get(&c.id).is_some_and(Vec::is_empty) {
+                    self.rules.remove(&c.id);
+                }
+            }
+            Resource::Rule(r) => {
+                if let Some(rules) = self.rules.get_mut(&r.parent) {
+                    rules.retain(|x| x.id != r.id);
+                    if rules.is_empty() && !self.chains.contains_key(&r.parent) {
+                        self.rules.remove(&r.parent);
+                    }
+                }
+            }
+            Resource::HostInterfacePort(b) => {
+                let same = |(h, i): &(Uuid, String)| {
+                    *h == b.parent && Some(i.as_str()) == b.interface_name.as_deref()
+                };
+                if self.bindings.get(&b.port_id).is_some_and(same) {
+                    self.unbind(b.port_id);
+                }
+            }
+            Resource::MacPort(m) => {
+                if let Some(t) = self.mac_tables.get_mut(&m.parent) {
+                    if t.get(&m.mac_addr) == Some(&m.port_id) {
+                        t.remove(&m.mac_addr);
+                    }
+                    if t.is_empty() {
+                        self.mac_tables.remove(&m.parent);
+                    }
+                }
+            }
+            Resource::Ipv4MacPair(a) => {
+                if let Some(t) = self.arp_tables.get_mut(&a.parent) {
+                    if t.get(&a.ip) == Some(&a.mac) {
+                        t.remove(&a.ip);
+                    }
+                    if t.is_empty() {
+                        self.arp_tables.remove(&a.parent);
+                    }
+                }
+            }
+            Resource::PortGroupPort(m) => {
+                if let Some(groups) = self.port_groups.get_mut(&m.port_id) {
+                    groups.remove(&m.parent);
+                    if groups.is_empty() {
+                        self.port_groups.remove(&m.port_id);
+                    }
+                }
+            }
+            Resource::IpAddrGroupAddr(a) => {
+                if let Some(addrs) = self.ip_addr_groups.get_mut(&a.parent) {
+                    addrs.remove(&a.addr);
+                    if addrs.is_empty() {
+                        self.ip_addr_groups.remove(&a.parent);
+                    }
+                }
+            }
+            Resource::PortGroup(_)
+            | Resource::IpAddrGroup(_)
+            | Resource::TunnelZone(_)
+            | Resource::TunnelZoneHost(_)
+            | Resource::Host(_) => {}
+        }
     }
 
     fn bind(&mut self, port: Uuid, host: Uuid, interface: String) {
@@ -443,6 +561,10 @@ impl Topology {
         }
         missing
     }
+}
+
+fn link_key(a: Uuid, b: Uuid) -> (Uuid, Uuid) {
+    (a.min(b), a.max(b))
 }
 
 /// The peer a port's GET body names (`peerId`).

@@ -47,8 +47,8 @@ use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
 use midonet_dataplane::cluster::ServiceAddressKind;
 use midonet_dataplane::policy::{Party, Policies};
 use midonet_dataplane::{
-    trace_without_hops, Attachment, Cluster, FlowKind, Probe, Protocol, RuleOrder, SocketV4,
-    Topology,
+    trace_without_hops, Attachment, Cluster, FlowKind, LiveTopology, Probe, Protocol, RecordChange,
+    RuleOrder, SocketV4, Topology,
 };
 use midonet_translators::model::Resource;
 use serde::Serialize;
@@ -472,9 +472,12 @@ impl Interruptions {
 
 // ---------------------------------------------------------------- the running probe
 
-/// Where the probe reads the backend's resources from, at each sample: rules chain by chain
-/// in evaluation order. An error makes that sample count every flow as not ok.
-pub type ResourceSource = Box<dyn FnMut() -> Result<Vec<Resource>, String> + Send>;
+/// Where the probe reads the backend from, at each sample: the records that changed since
+/// the previous call, with their resources now (rules in evaluation order), and the ones
+/// gone (`midonet_dataplane::RecordChange`); the first call reports every record, and so
+/// does the call after an error. The simulator's `StoreReader::changes` is one. An error
+/// makes that sample count every flow as not ok.
+pub type ResourceSource = Box<dyn FnMut() -> Result<Vec<RecordChange>, String> + Send>;
 
 /// A probe sampling on its own thread until [`FlowProbe::stop`].
 pub struct FlowProbe {
@@ -484,8 +487,10 @@ pub struct FlowProbe {
 
 impl FlowProbe {
     /// Starts sampling `flows` every `period` (or as fast as a sample takes, if longer):
-    /// each sample reads `source` and judges every flow on that topology, with
-    /// `attachments` (the cluster's workloads, `Cluster::attachments`) plugged in.
+    /// each sample applies what `source` reports changed to the topology it keeps (with
+    /// `attachments`, the cluster's workloads from `Cluster::attachments`, plugged in) and
+    /// judges every flow on it. Only the changed records are parsed and re-indexed, so a
+    /// sample costs the judging and the changes, not a rebuild.
     pub fn start(
         flows: Vec<ProbeFlow>,
         attachments: Vec<Attachment>,
@@ -498,14 +503,19 @@ impl FlowProbe {
             let names: Vec<String> = flows.iter().map(ProbeFlow::name).collect();
             let mut acc = Interruptions::new(flows.len());
             let started = Instant::now();
+            let mut live = LiveTopology::new(attachments.iter().cloned());
             loop {
                 let at = started.elapsed();
                 let ok: Vec<Result<(), String>> = match source() {
-                    Ok(resources) => {
-                        let topo = topology(resources, &attachments);
-                        flows.iter().map(|f| judge(&topo, f)).collect()
+                    Ok(changes) => {
+                        live.apply(changes);
+                        flows.iter().map(|f| judge(live.topology(), f)).collect()
                     }
-                    Err(e) => vec![Err(format!("cannot read the backend: {e}")); flows.len()],
+                    Err(e) => {
+                        // The source starts over with every record.
+                        live = LiveTopology::new(attachments.iter().cloned());
+                        vec![Err(format!("cannot read the backend: {e}")); flows.len()]
+                    }
                 };
                 acc.record(at, &ok);
                 // The last sample is taken after the stop was asked for, so that the
