@@ -9,10 +9,43 @@
 //! - a Service port without a ready endpoint delivers nothing;
 //! - a node reaches the pods (its own and another node's), and pods reach the node.
 //!
-//! Sources are grouped so that the check does not need a trace per pod pair: pods whose
-//! ports sit on the same bridge with the same port filters and port groups are
-//! equivalent, so one representative of each group stands for it, while every pod is
-//! still the destination of flows from its own group and from another one.
+//! ## Equivalent sources
+//!
+//! The check does not trace every pod pair: pods that nothing in the topology can tell
+//! apart as the source of a flow are grouped, and one representative's trace stands for
+//! the flow from each of them; every pod is still the destination of flows from its own
+//! group and from another one, and every endpoint calls its own Service itself.
+//!
+//! What a walk reads of its source is its port (the bridge it sits on, the port's filters,
+//! the port groups it is in), its link (on-link network and gateway), its MAC and address
+//! (ARP and MAC resolution on the bridge, the bridge's static MAC and ARP entries), and the
+//! address and port through every condition that looks at them on the way: rule
+//! conditions (`nwSrc`/`nwDst` prefixes, address groups, in/out ports), NAT target ranges,
+//! route prefixes, and the connection's NAT and conntrack state (keyed by tuple, so it
+//! treats every source alike). Hence two steps:
+//!
+//! 1. A **class** is fixed once: pods with the same bridge, port filters, port groups,
+//!    link, and whether the bridge's static MAC table sends their MAC to their own port
+//!    and its ARP table answers their address with their own MAC. A pod with any other
+//!    static entry for it, or more than one address, is a class of its own. With
+//!    NetworkPolicies the expectations differ too: the class also holds everything the
+//!    policies read of a client (`policy::Policies::client_key`: namespace, labels, node,
+//!    the `ipBlock` peers its address falls in).
+//! 2. **Per flow**, the representative's trace records the chains it ran and the routers
+//!    it routed through (`engine::Consulted`). A member is split off and traced itself
+//!    if any rule of those chains or any route of those routers treats it differently:
+//!    an address prefix, address group, NAT target range or in/out port set that holds
+//!    it but not the representative, or the other way round (`told_apart`). A prefix
+//!    holding every member or none is skipped at once; results are memoised per class and
+//!    chain or router, since most flows consult the same few chains. E.g. an endpoint of
+//!    a Service is split off for the flows to that Service (its hairpin SNAT rule names
+//!    its address; the DNAT targets hold it) and stays grouped for every other flow.
+//!
+//! Every other step of the walk is the same for all members with the representative's
+//! address and port renamed, so the verdict, the delivery, the reply path and the source
+//! address the client sees are the same. Flows are evaluated in parallel, traced without
+//! hops (a failure is traced again with them for the report); the outcome does not depend
+//! on the threads.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
@@ -776,4 +809,158 @@ fn expected_names(e: &Option<BTreeSet<(String, SocketV4)>>) -> Vec<String> {
         .flatten()
         .map(|(n, s)| format!("{n} {s}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use midonet_translators::model::{NatTarget, Route, RuleType};
+
+    fn member(name: &str, ip: &str, port: u128) -> Member {
+        Member {
+            name: name.into(),
+            ip: ip.parse().unwrap(),
+            port: Uuid::from_u128(port),
+        }
+    }
+
+    fn class(members: Vec<Member>) -> Class {
+        let ips = members.iter().map(|m| u32::from(m.ip));
+        let span = (ips.clone().min().unwrap(), ips.max().unwrap());
+        Class { members, span }
+    }
+
+    fn names(ms: &[usize], c: &Class) -> Vec<String> {
+        ms.iter().map(|i| c.members[*i].name.clone()).collect()
+    }
+
+    /// Three pods of one class (10.0.0.10 the representative, .11 and .12).
+    fn three() -> Class {
+        class(vec![
+            member("rep", "10.0.0.10", 1),
+            member("b", "10.0.0.11", 2),
+            member("c", "10.0.0.12", 3),
+        ])
+    }
+
+    fn rule(f: impl FnOnce(&mut Rule)) -> Rule {
+        let mut r = Rule::new(Uuid::from_u128(9), Uuid::from_u128(10), RuleType::Accept);
+        f(&mut r);
+        r
+    }
+
+    #[test]
+    fn pods_whose_ports_differ_are_not_in_one_class() {
+        use midonet_translators::model::{HostInterfacePort, MacAddr, Port, Resource};
+        let (bridge, host) = (Uuid::from_u128(100), Uuid::from_u128(101));
+        let mut resources = Vec::new();
+        let mut atts = Vec::new();
+        for i in 1..=4u8 {
+            let id = Uuid::from_u128(u128::from(i));
+            let mut port = Port::bridge_port(bridge, id);
+            if i == 3 {
+                port.inbound_filter_id = Some(Uuid::from_u128(200));
+            }
+            resources.push(Resource::Port(port));
+            let iface = format!("if{i}");
+            resources.push(Resource::HostInterfacePort(HostInterfacePort::new(
+                host, id, &iface,
+            )));
+            atts.push(Attachment {
+                name: format!("pod/x/p{i}"),
+                host,
+                interface: iface,
+                mac: MacAddr([2, 0, 0, 0, 0, i]),
+                ips: vec![Ipv4Addr::new(10, 0, 0, 10 + i)],
+                subnet: None,
+                gateway: None,
+            });
+        }
+        let mut topo = Topology::new(resources, crate::RuleOrder::Listed, atts.clone());
+        // p4 is in a port group.
+        topo.add_port_group_member(Uuid::from_u128(300), Uuid::from_u128(4));
+        let keys: Vec<ClassKey> = atts.iter().map(|a| class_of(&topo, a).unwrap()).collect();
+        assert_eq!(keys[0], keys[1]);
+        assert_ne!(keys[0], keys[2], "another inbound filter");
+        assert_ne!(keys[0], keys[3], "another port group");
+        // A static MAC entry sending p2's MAC elsewhere puts it alone.
+        topo.add(
+            Resource::MacPort(midonet_translators::model::MacPort::new(
+                bridge,
+                MacAddr([2, 0, 0, 0, 0, 2]),
+                Uuid::from_u128(1),
+            )),
+            crate::RuleOrder::Listed,
+        );
+        assert_ne!(class_of(&topo, &atts[0]), class_of(&topo, &atts[1]));
+    }
+
+    #[test]
+    fn a_prefix_that_holds_every_member_or_none_groups_them() {
+        let topo = Topology::default();
+        let c = three();
+        let rules = [
+            rule(|r| {
+                r.nw_src_address = Some("10.0.0.0".parse().unwrap());
+                r.nw_src_length = Some(24);
+            }),
+            rule(|r| {
+                r.nw_dst_address = Some("10.96.0.10".parse().unwrap());
+                r.nw_dst_length = Some(32);
+            }),
+        ];
+        assert!(differ_by_rules(&topo, &c, &rules).is_empty());
+    }
+
+    #[test]
+    fn a_member_a_rule_names_is_told_apart() {
+        let topo = Topology::default();
+        let c = three();
+        // A hairpin SNAT rule of an endpoint: src and dst /32 on pod b.
+        let snat = rule(|r| {
+            r.nw_src_address = Some("10.0.0.11".parse().unwrap());
+            r.nw_src_length = Some(32);
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[snat]), &c), ["b"]);
+        // The representative named: every other member differs from it.
+        let rep = rule(|r| {
+            r.nw_dst_address = Some("10.0.0.10".parse().unwrap());
+            r.nw_dst_length = Some(32);
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[rep]), &c), ["b", "c"]);
+        // A DNAT target range holding c; an in-ports condition naming b's port.
+        let dnat = rule(|r| {
+            r.nat_targets = Some(vec![NatTarget::to_ports(
+                "10.0.0.12".parse().unwrap(),
+                Some(8080),
+                Some(8080),
+            )]);
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[dnat]), &c), ["c"]);
+        let ports = rule(|r| r.condition.in_ports = Some(vec![Uuid::from_u128(2)]));
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[ports]), &c), ["b"]);
+    }
+
+    #[test]
+    fn an_address_group_or_a_route_that_holds_one_member_tells_it_apart() {
+        let mut topo = Topology::default();
+        let group = Uuid::from_u128(77);
+        topo.add_ip_addr_group_member(group, "10.0.0.12".parse().unwrap());
+        let c = three();
+        let by_group = rule(|r| r.condition.ip_addr_group_src = Some(group));
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[by_group]), &c), ["c"]);
+        let router = Uuid::from_u128(50);
+        let dst = midonet_translators::model::Ipv4Cidr::new("10.0.0.11".parse().unwrap(), 32);
+        let route = Route::normal(
+            router,
+            Uuid::from_u128(51),
+            dst.unwrap(),
+            Uuid::from_u128(52),
+        );
+        topo.add(
+            midonet_translators::model::Resource::Route(route),
+            crate::RuleOrder::Listed,
+        );
+        assert_eq!(names(&differ_by_routes(&topo, &c, router), &c), ["b"]);
+    }
 }
