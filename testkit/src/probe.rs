@@ -26,8 +26,9 @@
 //!   lasts until the last sample. The real outage is within one sample period of that.
 //!
 //! The pure parts (selection, judgement, accounting) are unit-tested here; [`FlowProbe`]
-//! runs them on a thread over any source of the backend's resources (the simulator's
-//! in-process `midonet_sim::StoreReader` in the benchmark and the tests).
+//! runs them on a thread over any source of the backend's changed records (the simulator's
+//! in-process `midonet_sim::StoreReader::changes` in the benchmark and the tests), keeping a
+//! `midonet_dataplane::LiveTopology` up to date instead of rebuilding it at each sample.
 //!
 //! It lives with the test and benchmark tooling, not with the simulator nor in the
 //! controllers' library: it reads the backend through a [`ResourceSource`] closure, so it
