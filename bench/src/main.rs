@@ -1098,7 +1098,10 @@ async fn run(args: Args) -> Res<()> {
     let flow_probe = probe::FlowProbe::start(
         probe_flows,
         probe_cluster.attachments(),
-        Box::new(move || reader.resources()),
+        {
+            let mut cursor = midonet_sim::ReadCursor::default();
+            Box::new(move || reader.changes(&mut cursor))
+        },
         PROBE_PERIOD,
     );
     tokio::time::sleep(PROBE_LEAD).await;

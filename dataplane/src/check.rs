@@ -9,21 +9,56 @@
 //! - a Service port without a ready endpoint delivers nothing;
 //! - a node reaches the pods (its own and another node's), and pods reach the node.
 //!
-//! Sources are grouped so that the check does not need a trace per pod pair: pods whose
-//! ports sit on the same bridge with the same port filters and port groups are
-//! equivalent, so one representative of each group stands for it, while every pod is
-//! still the destination of flows from its own group and from another one.
+//! ## Equivalent sources
+//!
+//! The check does not trace every pod pair: pods that nothing in the topology can tell
+//! apart as the source of a flow are grouped, and one representative's trace stands for
+//! the flow from each of them; every pod is still the destination of flows from its own
+//! group and from another one, and every endpoint calls its own Service itself.
+//!
+//! What a walk reads of its source is its port (the bridge it sits on, the port's filters,
+//! the port groups it is in), its link (on-link network and gateway), its MAC and address
+//! (ARP and MAC resolution on the bridge, the bridge's static MAC and ARP entries), and the
+//! address and port through every condition that looks at them on the way: rule
+//! conditions (`nwSrc`/`nwDst` prefixes, address groups, in/out ports), NAT target ranges,
+//! route prefixes, and the connection's NAT and conntrack state (keyed by tuple, so it
+//! treats every source alike). Hence two steps:
+//!
+//! 1. A **class** is fixed once: pods with the same bridge, port filters, port groups,
+//!    link, and whether the bridge's static MAC table sends their MAC to their own port
+//!    and its ARP table answers their address with their own MAC. A pod with any other
+//!    static entry for it, or more than one address, is a class of its own. With
+//!    NetworkPolicies the expectations differ too: the class also holds everything the
+//!    policies read of a client (`policy::Policies::client_key`: namespace, labels, node,
+//!    the `ipBlock` peers its address falls in).
+//! 2. **Per flow**, the representative's trace records the chains it ran and the routers
+//!    it routed through (`engine::Consulted`). A member is split off and traced itself
+//!    if any rule of those chains or any route of those routers treats it differently:
+//!    an address prefix, address group, NAT target range or in/out port set that holds
+//!    it but not the representative, or the other way round (`told_apart`). A prefix
+//!    holding every member or none is skipped at once; results are memoised per class and
+//!    chain or router, since most flows consult the same few chains. E.g. an endpoint of
+//!    a Service is split off for the flows to that Service (its hairpin SNAT rule names
+//!    its address; the DNAT targets hold it) and stays grouped for every other flow.
+//!
+//! Every other step of the walk is the same for all members with the representative's
+//! address and port renamed, so the verdict, the delivery, the reply path and the source
+//! address the client sees are the same. Flows are evaluated in parallel, traced without
+//! hops (a failure is traced again with them for the report); the outcome does not depend
+//! on the threads.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::Ipv4Addr;
 
 use serde::Serialize;
 use uuid::Uuid;
 
 use crate::cluster::{Cluster, ServicePortRef};
+use crate::engine::Consulted;
 use crate::packet::{Protocol, SocketV4};
-use crate::topology::{Attachment, BuildProblem, Topology};
-use crate::trace::{trace, Path, Probe, Trace};
+use crate::topology::{prefix_mask, Attachment, BuildProblem, Topology};
+use crate::trace::{trace, trace_consulting, Path, Probe, Trace};
+use midonet_translators::model::Rule;
 
 /// The source port of every checked connection.
 pub const CLIENT_PORT: u16 = 40000;
@@ -106,6 +141,7 @@ impl Report {
 }
 
 /// A planned flow.
+#[derive(Clone)]
 struct Flow {
     kind: FlowKind,
     from: String,
@@ -117,7 +153,28 @@ struct Flow {
     /// Endpoint addresses no workload owns: a path dropped on its way to one of them
     /// is not held against the network, since nothing there could have received it.
     unverifiable: BTreeSet<Ipv4Addr>,
+    /// The class `from` represents (an index into the plan's classes): the flow stands
+    /// for the same flow from each other member its trace cannot tell apart from `from`.
+    class: Option<usize>,
 }
+
+/// A class of equivalent source pods; the first member is its representative.
+struct Class {
+    members: Vec<Member>,
+    /// The smallest and largest member address, as integers.
+    span: (u32, u32),
+}
+
+/// A pod as a source: what a trace can tell apart about it besides its class key.
+struct Member {
+    name: String,
+    ip: Ipv4Addr,
+    port: Uuid,
+}
+
+/// What one flow's evaluation adds to the report: one entry per flow evaluated (the
+/// planned one and the members its trace could not stand for).
+type Outcome = Vec<(FlowKind, Option<Failure>)>;
 
 impl Failure {
     fn new(flow: Flow, problem: String, reached: Vec<String>, trace: Trace) -> Failure {
@@ -141,18 +198,55 @@ pub fn check(topo: &Topology, cluster: &Cluster, progress: &mut dyn FnMut(usize,
         topology_problems: topo.problems().to_vec(),
         ..Report::default()
     };
-    let flows = plan(topo, cluster, &mut report);
+    let (flows, classes) = plan(topo, cluster, &mut report);
     let total = flows.len();
-    for (i, flow) in flows.into_iter().enumerate() {
-        evaluate(topo, flow, &mut report);
-        if i % 64 == 0 || i + 1 == total {
-            progress(i + 1, total);
+    // Flows are independent: batches of them are evaluated on every core, and their
+    // outcomes are added in plan order, so the report does not depend on the threads.
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 16);
+    let batch = 256 * threads;
+    let mut done = 0;
+    for chunk in flows.chunks(batch) {
+        let per_thread = chunk.len().div_ceil(threads).max(1);
+        let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .chunks(per_thread)
+                .map(|part| {
+                    let classes = &classes;
+                    scope.spawn(move || {
+                        let mut memo = Memo::default();
+                        part.iter()
+                            .flat_map(|f| evaluate(topo, classes, f.clone(), &mut memo))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| match h.join() {
+                    Ok(v) => v,
+                    Err(panic) => std::panic::resume_unwind(panic),
+                })
+                .collect()
+        });
+        for (kind, failure) in outcomes.into_iter().flatten() {
+            report.flows_checked += 1;
+            let tally = report.by_kind.entry(kind).or_default();
+            tally.checked += 1;
+            if let Some(f) = failure {
+                tally.failed += 1;
+                report.failures.push(f);
+            }
         }
+        done += chunk.len();
+        progress(done, total);
     }
     report
 }
 
-fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
+fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, Vec<Class>) {
     let attachments = cluster.attachments();
     let mut pods: Vec<&Attachment> = attachments
         .iter()
@@ -169,13 +263,31 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
         .map(|a| a.name.clone())
         .collect();
 
-    // Equivalence classes of plugged-in pods, each with a representative.
-    // Policies tell pods apart by labels and addresses: then every pod is its own class.
-    let alone = !cluster.network_policies.is_empty();
+    // Equivalence classes of plugged-in pods, each with a representative (see the module
+    // docs). With policies, the expectations tell pods apart by what the policies read
+    // of a client.
+    let policies = crate::policy::Policies {
+        policies: &cluster.network_policies,
+        namespaces: &cluster.namespaces,
+    };
+    let pod_objects: HashMap<String, &k8s_openapi::api::core::v1::Pod> = cluster
+        .pods
+        .iter()
+        .filter_map(|p| {
+            let m = &p.metadata;
+            Some((
+                crate::cluster::pod_name(m.namespace.as_deref()?, m.name.as_deref()?),
+                p,
+            ))
+        })
+        .collect();
     let class_of = |topo: &Topology, a: &Attachment| {
         class_of(topo, a).map(|mut k| {
-            if alone {
-                k.pod = Some(a.name.clone());
+            if !cluster.network_policies.is_empty() {
+                match (pod_objects.get(&a.name), a.primary_ip()) {
+                    (Some(pod), Some(ip)) => k.policy = Some(policies.client_key(pod, ip)),
+                    _ => k.pod = Some(a.name.clone()),
+                }
             }
             k
         })
@@ -190,6 +302,32 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
         .values()
         .filter_map(|m| m.first().copied())
         .collect();
+    // Each representative's class, by its name, for the flows it stands for.
+    let mut class_list = Vec::new();
+    let mut class_of_rep: HashMap<&str, usize> = HashMap::new();
+    for members in classes.values() {
+        let members: Vec<Member> = members
+            .iter()
+            .filter_map(|a| {
+                Some(Member {
+                    name: a.name.clone(),
+                    ip: a.primary_ip()?,
+                    port: topo.port_of(a)?,
+                })
+            })
+            .collect();
+        let Some(rep) = members.first() else { continue };
+        class_of_rep.insert(
+            reps.iter()
+                .find(|r| r.name == rep.name)
+                .map(|r| r.name.as_str())
+                .unwrap_or_default(),
+            class_list.len(),
+        );
+        let ips = members.iter().map(|m| u32::from(m.ip));
+        let span = (ips.clone().min().unwrap_or(0), ips.max().unwrap_or(0));
+        class_list.push(Class { members, span });
+    }
     let class_of_pod: BTreeMap<&str, ClassKey> = pods
         .iter()
         .filter_map(|p| Some((p.name.as_str(), class_of(topo, p)?)))
@@ -211,6 +349,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
             SocketV4::new(ip, POD_PORT),
         )])),
         unverifiable: BTreeSet::new(),
+        class: None,
     };
 
     // Pod to pod: every pod from its own group and from another group, and every pair
@@ -233,7 +372,9 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
         for b in &reps {
             if a.name != b.name {
                 if let Some(ip) = b.primary_ip() {
-                    flows.push(pod_flow(FlowKind::PodToPod, a, b, ip));
+                    let mut f = pod_flow(FlowKind::PodToPod, a, b, ip);
+                    f.class = class_of_rep.get(a.name.as_str()).copied();
+                    flows.push(f);
                 }
             }
         }
@@ -262,13 +403,9 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
             (FlowKind::PodToService, Some(expected.clone()))
         };
         for src in &reps {
-            flows.push(service_flow(
-                kind,
-                &src.name,
-                &sp,
-                expect.clone(),
-                &unverifiable,
-            ));
+            let mut f = service_flow(kind, &src.name, &sp, expect.clone(), &unverifiable);
+            f.class = class_of_rep.get(src.name.as_str()).copied();
+            flows.push(f);
         }
         for (name, _) in &expected {
             if name.starts_with("pod/") {
@@ -302,7 +439,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> Vec<Flow> {
         }
     }
     restrict_to_policies(cluster, &attachments, &mut flows);
-    flows
+    (flows, class_list)
 }
 
 /// With NetworkPolicies, only what they allow may be received ([`crate::policy`]).
@@ -314,33 +451,42 @@ fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &m
         policies: &cluster.network_policies,
         namespaces: &cluster.namespaces,
     };
-    fn party<'a>(cluster: &'a Cluster, name: &'a str, ip: Ipv4Addr) -> crate::policy::Party<'a> {
-        let pod = name.strip_prefix("pod/").and_then(|rest| {
-            let (ns, pod) = rest.split_once('/')?;
-            cluster.pods.iter().find(|p| {
-                p.metadata.namespace.as_deref() == Some(ns)
-                    && p.metadata.name.as_deref() == Some(pod)
-                    && p.spec.as_ref().and_then(|s| s.host_network) != Some(true)
-            })
-        });
-        match (pod, name.strip_prefix("node/")) {
+    // Pods on the pod network by attachment name.
+    let pods: HashMap<String, &k8s_openapi::api::core::v1::Pod> = cluster
+        .pods
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.host_network) != Some(true))
+        .filter_map(|p| {
+            let m = &p.metadata;
+            Some((
+                crate::cluster::pod_name(m.namespace.as_deref()?, m.name.as_deref()?),
+                p,
+            ))
+        })
+        .collect();
+    fn party<'a>(
+        pods: &HashMap<String, &'a k8s_openapi::api::core::v1::Pod>,
+        name: &'a str,
+        ip: Ipv4Addr,
+    ) -> crate::policy::Party<'a> {
+        match (pods.get(name), name.strip_prefix("node/")) {
             (Some(p), _) => crate::policy::Party::Pod(p, ip),
             (None, Some(node)) => crate::policy::Party::Node(node, ip),
             (None, None) => crate::policy::Party::Address(ip),
         }
     }
+    let from_ips: HashMap<&str, Ipv4Addr> = attachments
+        .iter()
+        .filter_map(|a| Some((a.name.as_str(), a.primary_ip()?)))
+        .collect();
     for flow in flows.iter_mut() {
-        let Some(from_ip) = attachments
-            .iter()
-            .find(|a| a.name == flow.from)
-            .and_then(Attachment::primary_ip)
-        else {
+        let Some(from_ip) = from_ips.get(flow.from.as_str()).copied() else {
             continue;
         };
-        let client = party(cluster, &flow.from, from_ip);
+        let client = party(&pods, &flow.from, from_ip);
         if let Some(expected) = flow.expected.as_mut() {
             expected.retain(|(name, to)| {
-                policies.allows(client, party(cluster, name, to.ip), to.port, flow.protocol)
+                policies.allows(client, party(&pods, name, to.ip), to.port, flow.protocol)
             });
             if expected.is_empty() {
                 flow.expected = None;
@@ -364,6 +510,7 @@ fn service_flow(
         protocol: sp.protocol,
         expected,
         unverifiable: unverifiable.clone(),
+        class: None,
     }
 }
 
@@ -375,18 +522,38 @@ struct ClassKey {
     inbound: Option<Uuid>,
     outbound: Option<Uuid>,
     groups: BTreeSet<Uuid>,
+    /// The workload's own link: its on-link network and gateway.
+    link: Option<(Ipv4Addr, u8, Option<Ipv4Addr>)>,
+    /// The bridge's static MAC table sends its MAC to its own port; its ARP table answers
+    /// its address with its own MAC. (Any other entry for them puts the pod alone.)
+    static_mac: bool,
+    static_arp: bool,
+    /// With NetworkPolicies: what they read of a client.
+    policy: Option<crate::policy::ClientKey>,
+    /// Set for a pod that is a class of its own.
     pod: Option<String>,
 }
 
 fn class_of(topo: &Topology, a: &Attachment) -> Option<ClassKey> {
     let port_id = topo.port_of(a)?;
     let port = topo.ports.get(&port_id)?;
+    let bridge = port.parent;
+    let mac_entry = topo.mac_tables.get(&bridge).and_then(|t| t.get(&a.mac));
+    let ip = a.primary_ip();
+    let arp_entry = ip.and_then(|ip| topo.arp_tables.get(&bridge)?.get(&ip));
+    let odd = a.ips.len() != 1
+        || mac_entry.is_some_and(|p| *p != port_id)
+        || arp_entry.is_some_and(|m| *m != a.mac);
     Some(ClassKey {
-        bridge: port.parent,
+        bridge,
         inbound: port.inbound_filter_id,
         outbound: port.outbound_filter_id,
         groups: topo.port_groups.get(&port_id).cloned().unwrap_or_default(),
-        pod: None,
+        link: a.subnet.map(|n| (n.addr, n.prefix_len, a.gateway)),
+        static_mac: mac_entry.is_some(),
+        static_arp: arp_entry.is_some(),
+        policy: None,
+        pod: odd.then(|| a.name.clone()),
     })
 }
 
@@ -394,22 +561,20 @@ fn class_bridge(topo: &Topology, a: &Attachment) -> Option<Uuid> {
     class_of(topo, a).map(|k| k.bridge)
 }
 
-fn evaluate(topo: &Topology, flow: Flow, report: &mut Report) {
-    report.flows_checked += 1;
-    let tally = report.by_kind.entry(flow.kind).or_default();
-    tally.checked += 1;
+/// Evaluates `flow` and, when its source stands for a class, the same flow from each
+/// member the trace cannot stand for.
+fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> Outcome {
     let probe = Probe {
         from: flow.from.clone(),
         to: flow.to,
         protocol: flow.protocol,
         src_port: CLIENT_PORT,
     };
-    let t = match trace(topo, &probe) {
+    let (t, consulted) = match trace_consulting(topo, &probe, false) {
         Ok(t) => t,
         Err(e) => {
             // The source is not plugged in: reported once in `unplugged`, and every flow
             // from it fails.
-            tally.failed += 1;
             let empty = Trace {
                 from: probe.from,
                 sent: crate::packet::FlowTuple {
@@ -420,12 +585,170 @@ fn evaluate(topo: &Topology, flow: Flow, report: &mut Report) {
                 paths: Vec::new(),
                 truncated: false,
             };
-            report
-                .failures
-                .push(Failure::new(flow, e.to_string(), Vec::new(), empty));
-            return;
+            let kind = flow.kind;
+            return vec![(
+                kind,
+                Some(Failure::new(flow, e.to_string(), Vec::new(), empty)),
+            )];
         }
     };
+    let mut out = Vec::new();
+    if let Some(c) = flow.class {
+        for m in told_apart(topo, classes, c, &consulted, memo) {
+            let mut f = flow.clone();
+            f.from = m.name.clone();
+            f.class = None;
+            out.extend(evaluate(topo, classes, f, memo));
+        }
+    }
+    let kind = flow.kind;
+    // Traced without hops; a failure shows them, from the same (deterministic) trace
+    // made again with them.
+    let failure = judge(flow, t).map(|mut f| {
+        if let Ok(full) = trace(topo, &probe) {
+            f.trace = full;
+        }
+        f
+    });
+    out.insert(0, (kind, failure));
+    out
+}
+
+/// What [`told_apart`] found per (class, chain or router): the members (by index) that
+/// the chain's rules or the router's routes treat differently from the representative.
+type Memo = HashMap<(usize, Uuid), Vec<usize>>;
+
+/// The members of class `c` (besides its representative, the first) that something the
+/// representative's trace consulted may treat differently from it: a condition on an
+/// address, an address group or a port of any rule of a chain it ran, a NAT target range
+/// of such a rule, the prefixes of any route of a router it routed through. Everything
+/// else a walk reads is the same for every member of a class (see the module docs).
+fn told_apart<'c>(
+    topo: &Topology,
+    classes: &'c [Class],
+    c: usize,
+    consulted: &Consulted,
+    memo: &mut Memo,
+) -> Vec<&'c Member> {
+    let Some(class) = classes.get(c) else {
+        return Vec::new();
+    };
+    if class.members.len() < 2 {
+        return Vec::new();
+    }
+    let mut apart = BTreeSet::new();
+    for chain in &consulted.chains {
+        let found = memo
+            .entry((c, *chain))
+            .or_insert_with(|| differ_by_rules(topo, class, topo.rules_of(*chain)));
+        apart.extend(found.iter().copied());
+    }
+    for router in &consulted.routers {
+        let found = memo
+            .entry((c, *router))
+            .or_insert_with(|| differ_by_routes(topo, class, *router));
+        apart.extend(found.iter().copied());
+    }
+    apart
+        .into_iter()
+        .filter_map(|i| class.members.get(i))
+        .collect()
+}
+
+/// A prefix that holds every member of `class` or none cannot tell them apart.
+fn splits(class: &Class, addr: Option<Ipv4Addr>, len: Option<u8>) -> bool {
+    let Some(a) = addr else { return false };
+    let (lo, hi) = class.span;
+    let mask = prefix_mask(len.unwrap_or(0));
+    let net = u32::from(a) & mask;
+    let last = net | !mask;
+    let all = lo & mask == net && hi & mask == net;
+    let none = hi < net || lo > last;
+    !all && !none
+}
+
+/// A test of a member: (address, port) → whether a condition holds.
+type MemberTest<'t> = Box<dyn Fn(&Member) -> bool + 't>;
+
+/// Indices of the members some test answers differently for than for the representative.
+fn differing(class: &Class, tests: &[MemberTest<'_>]) -> Vec<usize> {
+    let Some(rep) = class.members.first() else {
+        return Vec::new();
+    };
+    if tests.is_empty() {
+        return Vec::new();
+    }
+    let want: Vec<bool> = tests.iter().map(|t| t(rep)).collect();
+    (1..class.members.len())
+        .filter(|i| {
+            let m = &class.members[*i];
+            tests.iter().zip(&want).any(|(t, w)| t(m) != *w)
+        })
+        .collect()
+}
+
+fn prefix_test<'t>(addr: Option<Ipv4Addr>, len: Option<u8>) -> MemberTest<'t> {
+    Box::new(move |m: &Member| crate::topology::contains_len(addr, Some(len.unwrap_or(0)), m.ip))
+}
+
+fn differ_by_rules(topo: &Topology, class: &Class, rules: &[Rule]) -> Vec<usize> {
+    let (lo, hi) = class.span;
+    let mut tests: Vec<MemberTest<'_>> = Vec::new();
+    for rule in rules {
+        for (addr, len) in [
+            (rule.nw_src_address, rule.nw_src_length),
+            (rule.nw_dst_address, rule.nw_dst_length),
+        ] {
+            if splits(class, addr, len) {
+                tests.push(prefix_test(addr, len));
+            }
+        }
+        let c = &rule.condition;
+        for group in [c.ip_addr_group_src, c.ip_addr_group_dst]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(set) = topo.ip_addr_groups.get(&group) {
+                tests.push(Box::new(move |m: &Member| set.contains(&m.ip)));
+            }
+        }
+        for ports in [&c.in_ports, &c.out_ports].into_iter().flatten() {
+            if class.members.iter().any(|m| ports.contains(&m.port)) {
+                tests.push(Box::new(move |m: &Member| ports.contains(&m.port)));
+            }
+        }
+        for t in rule.nat_targets.iter().flatten() {
+            let Some(from) = t.address_from.or(t.address_to) else {
+                continue;
+            };
+            let (from, to) = (u32::from(from), u32::from(t.address_to.unwrap_or(from)));
+            if from <= hi && to >= lo && !(from <= lo && to >= hi) {
+                tests.push(Box::new(move |m: &Member| {
+                    (from..=to).contains(&u32::from(m.ip))
+                }));
+            }
+        }
+    }
+    differing(class, &tests)
+}
+
+fn differ_by_routes(topo: &Topology, class: &Class, router: Uuid) -> Vec<usize> {
+    let mut tests: Vec<MemberTest<'_>> = Vec::new();
+    for r in topo.routes.get(&router).into_iter().flatten() {
+        for (addr, len) in [
+            (r.src_network_addr, r.src_network_length),
+            (r.dst_network_addr, r.dst_network_length),
+        ] {
+            if splits(class, addr, len) {
+                tests.push(prefix_test(addr, len));
+            }
+        }
+    }
+    differing(class, &tests)
+}
+
+/// The failure of a traced flow, if it does not behave as Kubernetes promises.
+fn judge(flow: Flow, t: Trace) -> Option<Failure> {
     let reached: BTreeSet<(String, SocketV4)> = t.candidates().into_iter().collect();
     // The paths that count: not those dropped on their way to an endpoint no workload
     // owns.
@@ -476,13 +799,9 @@ fn evaluate(topo: &Topology, flow: Flow, report: &mut Report) {
             }
         }
     };
-    if let Some(problem) = problem {
-        tally.failed += 1;
-        let reached = reached.iter().map(|(n, s)| format!("{n} {s}")).collect();
-        report
-            .failures
-            .push(Failure::new(flow, problem, reached, t));
-    }
+    let problem = problem?;
+    let reached = reached.iter().map(|(n, s)| format!("{n} {s}")).collect();
+    Some(Failure::new(flow, problem, reached, t))
 }
 
 fn expected_names(e: &Option<BTreeSet<(String, SocketV4)>>) -> Vec<String> {
@@ -490,4 +809,158 @@ fn expected_names(e: &Option<BTreeSet<(String, SocketV4)>>) -> Vec<String> {
         .flatten()
         .map(|(n, s)| format!("{n} {s}"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use midonet_translators::model::{NatTarget, Route, RuleType};
+
+    fn member(name: &str, ip: &str, port: u128) -> Member {
+        Member {
+            name: name.into(),
+            ip: ip.parse().unwrap(),
+            port: Uuid::from_u128(port),
+        }
+    }
+
+    fn class(members: Vec<Member>) -> Class {
+        let ips = members.iter().map(|m| u32::from(m.ip));
+        let span = (ips.clone().min().unwrap(), ips.max().unwrap());
+        Class { members, span }
+    }
+
+    fn names(ms: &[usize], c: &Class) -> Vec<String> {
+        ms.iter().map(|i| c.members[*i].name.clone()).collect()
+    }
+
+    /// Three pods of one class (10.0.0.10 the representative, .11 and .12).
+    fn three() -> Class {
+        class(vec![
+            member("rep", "10.0.0.10", 1),
+            member("b", "10.0.0.11", 2),
+            member("c", "10.0.0.12", 3),
+        ])
+    }
+
+    fn rule(f: impl FnOnce(&mut Rule)) -> Rule {
+        let mut r = Rule::new(Uuid::from_u128(9), Uuid::from_u128(10), RuleType::Accept);
+        f(&mut r);
+        r
+    }
+
+    #[test]
+    fn pods_whose_ports_differ_are_not_in_one_class() {
+        use midonet_translators::model::{HostInterfacePort, MacAddr, Port, Resource};
+        let (bridge, host) = (Uuid::from_u128(100), Uuid::from_u128(101));
+        let mut resources = Vec::new();
+        let mut atts = Vec::new();
+        for i in 1..=4u8 {
+            let id = Uuid::from_u128(u128::from(i));
+            let mut port = Port::bridge_port(bridge, id);
+            if i == 3 {
+                port.inbound_filter_id = Some(Uuid::from_u128(200));
+            }
+            resources.push(Resource::Port(port));
+            let iface = format!("if{i}");
+            resources.push(Resource::HostInterfacePort(HostInterfacePort::new(
+                host, id, &iface,
+            )));
+            atts.push(Attachment {
+                name: format!("pod/x/p{i}"),
+                host,
+                interface: iface,
+                mac: MacAddr([2, 0, 0, 0, 0, i]),
+                ips: vec![Ipv4Addr::new(10, 0, 0, 10 + i)],
+                subnet: None,
+                gateway: None,
+            });
+        }
+        let mut topo = Topology::new(resources, crate::RuleOrder::Listed, atts.clone());
+        // p4 is in a port group.
+        topo.add_port_group_member(Uuid::from_u128(300), Uuid::from_u128(4));
+        let keys: Vec<ClassKey> = atts.iter().map(|a| class_of(&topo, a).unwrap()).collect();
+        assert_eq!(keys[0], keys[1]);
+        assert_ne!(keys[0], keys[2], "another inbound filter");
+        assert_ne!(keys[0], keys[3], "another port group");
+        // A static MAC entry sending p2's MAC elsewhere puts it alone.
+        topo.add(
+            Resource::MacPort(midonet_translators::model::MacPort::new(
+                bridge,
+                MacAddr([2, 0, 0, 0, 0, 2]),
+                Uuid::from_u128(1),
+            )),
+            crate::RuleOrder::Listed,
+        );
+        assert_ne!(class_of(&topo, &atts[0]), class_of(&topo, &atts[1]));
+    }
+
+    #[test]
+    fn a_prefix_that_holds_every_member_or_none_groups_them() {
+        let topo = Topology::default();
+        let c = three();
+        let rules = [
+            rule(|r| {
+                r.nw_src_address = Some("10.0.0.0".parse().unwrap());
+                r.nw_src_length = Some(24);
+            }),
+            rule(|r| {
+                r.nw_dst_address = Some("10.96.0.10".parse().unwrap());
+                r.nw_dst_length = Some(32);
+            }),
+        ];
+        assert!(differ_by_rules(&topo, &c, &rules).is_empty());
+    }
+
+    #[test]
+    fn a_member_a_rule_names_is_told_apart() {
+        let topo = Topology::default();
+        let c = three();
+        // A hairpin SNAT rule of an endpoint: src and dst /32 on pod b.
+        let snat = rule(|r| {
+            r.nw_src_address = Some("10.0.0.11".parse().unwrap());
+            r.nw_src_length = Some(32);
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[snat]), &c), ["b"]);
+        // The representative named: every other member differs from it.
+        let rep = rule(|r| {
+            r.nw_dst_address = Some("10.0.0.10".parse().unwrap());
+            r.nw_dst_length = Some(32);
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[rep]), &c), ["b", "c"]);
+        // A DNAT target range holding c; an in-ports condition naming b's port.
+        let dnat = rule(|r| {
+            r.nat_targets = Some(vec![NatTarget::to_ports(
+                "10.0.0.12".parse().unwrap(),
+                Some(8080),
+                Some(8080),
+            )]);
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[dnat]), &c), ["c"]);
+        let ports = rule(|r| r.condition.in_ports = Some(vec![Uuid::from_u128(2)]));
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[ports]), &c), ["b"]);
+    }
+
+    #[test]
+    fn an_address_group_or_a_route_that_holds_one_member_tells_it_apart() {
+        let mut topo = Topology::default();
+        let group = Uuid::from_u128(77);
+        topo.add_ip_addr_group_member(group, "10.0.0.12".parse().unwrap());
+        let c = three();
+        let by_group = rule(|r| r.condition.ip_addr_group_src = Some(group));
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[by_group]), &c), ["c"]);
+        let router = Uuid::from_u128(50);
+        let dst = midonet_translators::model::Ipv4Cidr::new("10.0.0.11".parse().unwrap(), 32);
+        let route = Route::normal(
+            router,
+            Uuid::from_u128(51),
+            dst.unwrap(),
+            Uuid::from_u128(52),
+        );
+        topo.add(
+            midonet_translators::model::Resource::Route(route),
+            crate::RuleOrder::Listed,
+        );
+        assert_eq!(names(&differ_by_routes(&topo, &c, router), &c), ["b"]);
+    }
 }

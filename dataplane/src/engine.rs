@@ -136,11 +136,69 @@ enum Decision {
     Continue,
 }
 
-pub(crate) struct Walk<'a> {
-    topo: &'a Topology,
+/// What walks looked at that an address or a port can make a difference to: the chains
+/// they ran (each once) and the routers whose routes they looked up. `check` uses it to
+/// decide which sources one trace stands for.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Consulted {
+    pub(crate) chains: Vec<Uuid>,
+    pub(crate) routers: Vec<Uuid>,
+}
+
+impl Consulted {
+    pub(crate) fn extend(&mut self, other: Consulted) {
+        for c in other.chains {
+            self.chain(c);
+        }
+        for r in other.routers {
+            self.router(r);
+        }
+    }
+
+    fn chain(&mut self, id: Uuid) {
+        if !self.chains.contains(&id) {
+            self.chains.push(id);
+        }
+    }
+
+    fn router(&mut self, id: Uuid) {
+        if !self.routers.contains(&id) {
+            self.routers.push(id);
+        }
+    }
+}
+
+/// The text of a hop, made only when hops are recorded: a string, or what makes one.
+trait Detail {
+    fn text(self) -> String;
+}
+
+impl Detail for String {
+    fn text(self) -> String {
+        self
+    }
+}
+
+impl Detail for &str {
+    fn text(self) -> String {
+        self.to_string()
+    }
+}
+
+impl<F: FnOnce() -> String> Detail for F {
+    fn text(self) -> String {
+        self()
+    }
+}
+
+pub(crate) struct Walk<'a, 't> {
+    topo: &'t Topology,
     state: &'a mut FlowState,
     choices: &'a mut Choices,
     pub(crate) hops: Vec<Hop>,
+    /// Whether to record `hops` (a check that passes never shows them).
+    pub(crate) record: bool,
+    pub(crate) consulted: Consulted,
     pkt: Packet,
     in_port: Option<Uuid>,
     out_port: Option<Uuid>,
@@ -154,18 +212,20 @@ pub(crate) struct Walk<'a> {
     devices: u32,
 }
 
-impl<'a> Walk<'a> {
+impl<'a, 't> Walk<'a, 't> {
     pub(crate) fn new(
-        topo: &'a Topology,
+        topo: &'t Topology,
         state: &'a mut FlowState,
         choices: &'a mut Choices,
         pkt: Packet,
-    ) -> Walk<'a> {
+    ) -> Walk<'a, 't> {
         Walk {
             topo,
             state,
             choices,
             hops: Vec::new(),
+            record: true,
+            consulted: Consulted::default(),
             pkt,
             in_port: None,
             out_port: None,
@@ -178,26 +238,32 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn hop(&mut self, step: Step, device: Option<Uuid>, detail: impl Into<String>) {
+    fn hop(&mut self, step: Step, device: Option<Uuid>, detail: impl Detail) {
+        if !self.record {
+            return;
+        }
         self.hops.push(Hop {
             step,
             device,
             chain: None,
             rule: None,
             route: None,
-            detail: detail.into(),
+            detail: detail.text(),
             packet: self.pkt.tuple().to_string(),
         });
     }
 
-    fn rule_hop(&mut self, step: Step, chain: Uuid, rule: Option<Uuid>, detail: String) {
+    fn rule_hop(&mut self, step: Step, chain: Uuid, rule: Option<Uuid>, detail: impl Detail) {
+        if !self.record {
+            return;
+        }
         self.hops.push(Hop {
             step,
             device: Some(self.current_device),
             chain: Some(chain),
             rule,
             route: None,
-            detail,
+            detail: detail.text(),
             packet: self.pkt.tuple().to_string(),
         });
     }
@@ -290,11 +356,9 @@ impl<'a> Walk<'a> {
             self.state.track(self.pkt.tuple(), port.parent);
         }
         let name = att.name.clone();
-        self.hop(
-            Step::Delivered,
-            Some(port_id),
-            format!("delivered to {name}"),
-        );
+        self.hop(Step::Delivered, Some(port_id), || {
+            format!("delivered to {}", att.name)
+        });
         End::Delivered {
             port: port_id,
             attachment: name,
@@ -307,11 +371,9 @@ impl<'a> Walk<'a> {
         let Some(bridge) = topo.bridges.get(&id) else {
             return self.drop(Some(id), "the bridge does not exist");
         };
-        self.hop(
-            Step::Bridge,
-            Some(id),
-            topo.name_of(id).unwrap_or_else(|| format!("bridge {id}")),
-        );
+        self.hop(Step::Bridge, Some(id), || {
+            topo.name_of(id).unwrap_or_else(|| format!("bridge {id}"))
+        });
         if bridge.admin_state_up == Some(false) {
             return self.drop(Some(id), "the bridge is administratively down");
         }
@@ -331,17 +393,14 @@ impl<'a> Walk<'a> {
         };
         let out = match out {
             Some((p, how)) => {
-                self.hop(Step::Bridge, Some(id), format!("{dst} → port {p} ({how})"));
+                self.hop(Step::Bridge, Some(id), || {
+                    format!("{dst} → port {p} ({how})")
+                });
                 p
             }
             None => {
                 // An unknown unicast is flooded; only the owner of the MAC takes it.
-                let owner = topo
-                    .bridge_ports(id)
-                    .into_iter()
-                    .filter(|p| p.id != in_port)
-                    .find(|p| topo.attachment_at(p.id).is_some_and(|a| a.mac == dst))
-                    .map(|p| p.id);
+                let owner = topo.bridge_port_of_mac(id, dst, in_port);
                 match owner {
                     Some(p) => {
                         self.hop(
@@ -375,7 +434,6 @@ impl<'a> Walk<'a> {
     fn router_mac_port(&self, bridge: Uuid, mac: MacAddr) -> Option<Uuid> {
         self.topo
             .bridge_ports(bridge)
-            .into_iter()
             .find(|p| {
                 self.topo
                     .peers
@@ -395,11 +453,9 @@ impl<'a> Walk<'a> {
         let Some(router) = topo.routers.get(&id) else {
             return self.drop(Some(id), "the router does not exist");
         };
-        self.hop(
-            Step::Router,
-            Some(id),
-            topo.name_of(id).unwrap_or_else(|| format!("router {id}")),
-        );
+        self.hop(Step::Router, Some(id), || {
+            topo.name_of(id).unwrap_or_else(|| format!("router {id}"))
+        });
         if router.admin_state_up == Some(false) {
             return self.drop(Some(id), "the router is administratively down");
         }
@@ -422,12 +478,14 @@ impl<'a> Walk<'a> {
         let Some(route) = self.lookup_route(id) else {
             return self.drop(Some(id), format!("no route to {}", self.pkt.dst.ip));
         };
-        let what = describe_route(&route);
+        let what = || describe_route(&route);
         match route.route_type.unwrap_or(RouteType::Normal) {
-            RouteType::BlackHole => return self.drop(Some(id), format!("black-hole route {what}")),
-            RouteType::Reject => return self.drop(Some(id), format!("reject route {what}")),
+            RouteType::BlackHole => {
+                return self.drop(Some(id), format!("black-hole route {}", what()))
+            }
+            RouteType::Reject => return self.drop(Some(id), format!("reject route {}", what())),
             RouteType::Local => {
-                return self.drop(Some(id), format!("local route {what}: to the router"))
+                return self.drop(Some(id), format!("local route {}: to the router", what()))
             }
             RouteType::Normal | RouteType::Fip64 => {}
         }
@@ -437,18 +495,20 @@ impl<'a> Walk<'a> {
         else {
             return self.drop(
                 Some(id),
-                format!("route {what} has no next-hop port of this router"),
+                format!("route {} has no next-hop port of this router", what()),
             );
         };
-        self.hops.push(Hop {
-            step: Step::Route,
-            device: Some(id),
-            chain: None,
-            rule: None,
-            route: Some(route.id),
-            detail: format!("route {what}"),
-            packet: self.pkt.tuple().to_string(),
-        });
+        if self.record {
+            self.hops.push(Hop {
+                step: Step::Route,
+                device: Some(id),
+                chain: None,
+                rule: None,
+                route: Some(route.id),
+                detail: format!("route {}", what()),
+                packet: self.pkt.tuple().to_string(),
+            });
+        }
         self.out_port = Some(out);
         if let Err(end) = self.filter(router.outbound_filter_id, false, "router outbound filter") {
             return end;
@@ -460,7 +520,7 @@ impl<'a> Walk<'a> {
         let Some(mac) = self.next_hop_mac(out, next_hop) else {
             return self.drop(Some(out), format!("ARP for {next_hop} is not answered"));
         };
-        self.hop(Step::Arp, Some(out), format!("{next_hop} is at {mac}"));
+        self.hop(Step::Arp, Some(out), || format!("{next_hop} is at {mac}"));
         let out_mac = topo.ports.get(&out).and_then(|p| p.port_mac);
         if let Some(m) = out_mac {
             self.pkt.eth_src = m;
@@ -471,6 +531,7 @@ impl<'a> Walk<'a> {
 
     fn lookup_route(&mut self, router: Uuid) -> Option<Route> {
         let (src, dst) = (self.pkt.src.ip, self.pkt.dst.ip);
+        self.consulted.router(router);
         let routes = self.topo.routes.get(&router)?;
         let matching: Vec<&Route> = routes
             .iter()
@@ -528,31 +589,28 @@ impl<'a> Walk<'a> {
             );
             return Ok(());
         }
-        let name = self
-            .topo
-            .name_of(chain)
-            .unwrap_or_else(|| format!("chain {chain}"));
-        self.rule_hop(Step::Rule, chain, None, format!("{what}: {name}"));
+        let topo = self.topo;
+        let name = || {
+            topo.name_of(chain)
+                .unwrap_or_else(|| format!("chain {chain}"))
+        };
+        self.rule_hop(Step::Rule, chain, None, || format!("{what}: {}", name()));
         let verb = match self.run_chain(chain, port_filter, 0) {
             Decision::Accept | Decision::Return | Decision::Continue => return Ok(()),
             Decision::Drop => "dropped",
             Decision::Reject => "rejected",
         };
         let device = Some(self.current_device);
-        Err(self.drop(device, format!("{verb} by {what} ({name})")))
+        Err(self.drop(device, format!("{verb} by {what} ({})", name())))
     }
 
     fn run_chain(&mut self, chain: Uuid, port_filter: bool, depth: u32) -> Decision {
         if depth > MAX_JUMP_DEPTH {
-            self.rule_hop(
-                Step::Rule,
-                chain,
-                None,
-                "jumps nested too deep: a loop".into(),
-            );
+            self.rule_hop(Step::Rule, chain, None, "jumps nested too deep: a loop");
             return Decision::Drop;
         }
         let topo = self.topo;
+        self.consulted.chain(chain);
         for rule in topo.rules_of(chain) {
             if !self.matches(rule, port_filter) {
                 continue;
@@ -575,13 +633,18 @@ impl<'a> Walk<'a> {
                         );
                         continue;
                     }
-                    let name = topo
-                        .name_of(target)
-                        .unwrap_or_else(|| format!("chain {target}"));
-                    self.rule_hop(Step::Rule, chain, Some(rule.id), format!("jump to {name}"));
+                    let name = || {
+                        topo.name_of(target)
+                            .unwrap_or_else(|| format!("chain {target}"))
+                    };
+                    self.rule_hop(Step::Rule, chain, Some(rule.id), || {
+                        format!("jump to {}", name())
+                    });
                     match self.run_chain(target, port_filter, depth + 1) {
                         Decision::Return | Decision::Continue => {
-                            self.rule_hop(Step::Rule, target, None, format!("back from {name}"));
+                            self.rule_hop(Step::Rule, target, None, || {
+                                format!("back from {}", name())
+                            });
                             continue;
                         }
                         d => d,
@@ -604,12 +667,9 @@ impl<'a> Walk<'a> {
                 Decision::Continue => continue,
                 d => {
                     if !matches!(rule.rule_type, RuleType::Jump) {
-                        self.rule_hop(
-                            Step::Rule,
-                            chain,
-                            Some(rule.id),
-                            format!("{} → {}", rule.rule_type, decision_name(d)),
-                        );
+                        self.rule_hop(Step::Rule, chain, Some(rule.id), || {
+                            format!("{} → {}", rule.rule_type, decision_name(d))
+                        });
                     }
                     return d;
                 }
@@ -687,12 +747,9 @@ impl<'a> Walk<'a> {
             &mut self.pkt.src
         };
         let from = std::mem::replace(side, to);
-        self.rule_hop(
-            Step::Nat,
-            chain,
-            Some(rule.id),
-            format!("{} {from} → {to}", rule.rule_type),
-        );
+        self.rule_hop(Step::Nat, chain, Some(rule.id), || {
+            format!("{} {from} → {to}", rule.rule_type)
+        });
     }
 
     /// midolman `ConnTrackState.isForwardFlow`: decided once per packet, on first use, by

@@ -13,6 +13,7 @@
 pub mod check;
 pub mod cluster;
 mod engine;
+pub mod live;
 mod packet;
 pub mod policy;
 mod state;
@@ -22,6 +23,9 @@ mod trace;
 pub use check::{check, Failure, FlowKind, Report, Tally};
 pub use cluster::Cluster;
 pub use engine::{Hop, Step};
+pub use live::{LiveTopology, RecordChange};
 pub use packet::{FlowTuple, Protocol, SocketV4, ETHERTYPE_IPV4};
 pub use topology::{contains, prefix_mask, Attachment, BuildProblem, RuleOrder, Topology};
-pub use trace::{trace, Leg, Path, Probe, Trace, TraceError, Verdict, MAX_PATHS};
+pub use trace::{
+    trace, trace_without_hops, Leg, Path, Probe, Trace, TraceError, Verdict, MAX_PATHS,
+};

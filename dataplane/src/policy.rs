@@ -45,6 +45,15 @@ pub enum Party<'a> {
     Address(Ipv4Addr),
 }
 
+/// What the policies can tell apart about a client pod ([`Policies::client_key`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct ClientKey {
+    namespace: String,
+    labels: BTreeMap<String, String>,
+    node: Option<String>,
+    ip_blocks: Vec<usize>,
+}
+
 impl Party<'_> {
     /// Whether this is the host stack of the node `pod` runs on.
     fn is_node_of(&self, pod: &Pod) -> bool {
@@ -233,6 +242,41 @@ impl Policies<'_> {
                 }
             }
         })
+    }
+
+    /// Everything [`Policies::allows`] reads of a pod as a *client*: its namespace, its
+    /// labels, its node, and which `ipBlock` peers (numbered in policy order) match its
+    /// address. Two pods with the same key get the same verdict from every server.
+    pub(crate) fn client_key(&self, pod: &Pod, ip: Ipv4Addr) -> ClientKey {
+        let mut blocks = Vec::new();
+        let peers = self
+            .policies
+            .iter()
+            .filter_map(|np| np.spec.as_ref())
+            .flat_map(|s| {
+                let from = s
+                    .ingress
+                    .iter()
+                    .flatten()
+                    .flat_map(|r| r.from.iter().flatten());
+                let to = s
+                    .egress
+                    .iter()
+                    .flatten()
+                    .flat_map(|r| r.to.iter().flatten());
+                from.chain(to)
+            });
+        for (i, peer) in peers.enumerate() {
+            if peer.ip_block.is_some() && self.peer_matches("", peer, Party::Address(ip)) {
+                blocks.push(i);
+            }
+        }
+        ClientKey {
+            namespace: namespace_of(pod).to_string(),
+            labels: labels_of(&pod.metadata),
+            node: pod.spec.as_ref().and_then(|s| s.node_name.clone()),
+            ip_blocks: blocks,
+        }
     }
 
     /// Whether a new connection from `client` to `server` on `port`/`proto` is allowed.

@@ -10,9 +10,8 @@
 //! when its tuple, on the device it entered through, was recorded when the forward flow
 //! left the virtual network.
 
-use std::collections::{HashMap, HashSet};
-
 use midonet_translators::model::MacAddr;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use uuid::Uuid;
 
 use crate::packet::{FlowTuple, SocketV4};

@@ -7,12 +7,13 @@
 //! and a POST inserts at `position`, so a listing gives the order and a push sequence
 //! produces it ([`RuleOrder`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use midonet_translators::model::{
     Bridge, Chain, Ipv4Cidr, MacAddr, Port, PortType, Resource, Route, Router, Rule,
 };
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -89,29 +90,45 @@ pub struct BuildProblem {
 }
 
 /// The indexed topology.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Topology {
-    pub(crate) bridges: HashMap<Uuid, Bridge>,
-    pub(crate) routers: HashMap<Uuid, Router>,
-    pub(crate) ports: HashMap<Uuid, Port>,
+    pub(crate) bridges: FxHashMap<Uuid, Bridge>,
+    pub(crate) routers: FxHashMap<Uuid, Router>,
+    pub(crate) ports: FxHashMap<Uuid, Port>,
     /// Interior links, both directions.
-    pub(crate) peers: HashMap<Uuid, Uuid>,
-    pub(crate) routes: HashMap<Uuid, Vec<Route>>,
-    pub(crate) chains: HashMap<Uuid, Chain>,
+    pub(crate) peers: FxHashMap<Uuid, Uuid>,
+    /// How many resources state each link (both ports' `peerId`, a port link), by the
+    /// pair in id order: a link goes when the last of them does.
+    pub(crate) links: FxHashMap<(Uuid, Uuid), usize>,
+    pub(crate) routes: FxHashMap<Uuid, Vec<Route>>,
+    pub(crate) chains: FxHashMap<Uuid, Chain>,
     /// Each chain's rules in evaluation order.
-    pub(crate) rules: HashMap<Uuid, Vec<Rule>>,
+    pub(crate) rules: FxHashMap<Uuid, Vec<Rule>>,
     /// Port → (host, interface) of its binding.
-    pub(crate) bindings: HashMap<Uuid, (Uuid, String)>,
-    pub(crate) attachments: HashMap<(Uuid, String), Attachment>,
+    pub(crate) bindings: FxHashMap<Uuid, (Uuid, String)>,
+    pub(crate) attachments: FxHashMap<(Uuid, String), Attachment>,
     /// Bridge → static MAC table.
-    pub(crate) mac_tables: HashMap<Uuid, HashMap<MacAddr, Uuid>>,
+    pub(crate) mac_tables: FxHashMap<Uuid, FxHashMap<MacAddr, Uuid>>,
     /// Bridge → ARP table.
-    pub(crate) arp_tables: HashMap<Uuid, HashMap<Ipv4Addr, MacAddr>>,
+    pub(crate) arp_tables: FxHashMap<Uuid, FxHashMap<Ipv4Addr, MacAddr>>,
     /// Port → the port groups it is a member of.
-    pub(crate) port_groups: HashMap<Uuid, BTreeSet<Uuid>>,
+    pub(crate) port_groups: FxHashMap<Uuid, BTreeSet<Uuid>>,
     /// IP address group → its addresses.
-    pub(crate) ip_addr_groups: HashMap<Uuid, BTreeSet<Ipv4Addr>>,
+    pub(crate) ip_addr_groups: FxHashMap<Uuid, BTreeSet<Ipv4Addr>>,
     pub(crate) problems: Vec<BuildProblem>,
+    // Indexes derived from the maps above, kept in step by every change: what the walk
+    // looks up on every hop would otherwise be a scan of every port or attachment.
+    /// Device (bridge or router) → its ports, in id order (a stable flood order).
+    pub(crate) device_ports: FxHashMap<Uuid, BTreeSet<Uuid>>,
+    /// (host, interface) → the ports bound to it (more than one is a misconfiguration;
+    /// the smallest id is taken).
+    pub(crate) bound: FxHashMap<(Uuid, String), BTreeSet<Uuid>>,
+    /// Attachment name → its (host, interface).
+    pub(crate) by_name: FxHashMap<String, (Uuid, String)>,
+    /// Address → the (host, interface) of the attachments that own it.
+    pub(crate) by_ip: FxHashMap<Ipv4Addr, BTreeSet<(Uuid, String)>>,
+    /// MAC → the (host, interface) of the attachments that use it.
+    pub(crate) by_mac: FxHashMap<MacAddr, BTreeSet<(Uuid, String)>>,
 }
 
 impl Topology {
@@ -142,12 +159,16 @@ impl Topology {
                 self.routers.insert(r.id, r);
             }
             Resource::Port(p) => {
-                if let Some(peer) = p.extra.get("peerId").and_then(|v| v.as_str()) {
-                    if let Ok(peer) = Uuid::parse_str(peer) {
-                        self.link(p.id, peer);
+                if let Some(peer) = peer_of(&p) {
+                    self.link(p.id, peer);
+                }
+                let (id, parent) = (p.id, p.parent);
+                if let Some(old) = self.ports.insert(id, p) {
+                    if old.parent != parent {
+                        self.drop_device_port(old.parent, id);
                     }
                 }
-                self.ports.insert(p.id, p);
+                self.device_ports.entry(parent).or_default().insert(id);
             }
             Resource::PortLink(l) => self.link(l.parent, l.peer_id),
             Resource::Route(r) => self.routes.entry(r.parent).or_default().push(r),
@@ -158,7 +179,7 @@ impl Topology {
             Resource::Rule(r) => self.add_rule(r, order),
             Resource::HostInterfacePort(b) => {
                 if let Some(iface) = b.interface_name.clone() {
-                    self.bindings.insert(b.port_id, (b.parent, iface));
+                    self.bind(b.port_id, b.parent, iface);
                 }
             }
             Resource::MacPort(m) => {
@@ -206,13 +227,213 @@ impl Topology {
     }
 
     fn link(&mut self, a: Uuid, b: Uuid) {
+        *self.links.entry(link_key(a, b)).or_default() += 1;
         self.peers.insert(a, b);
         self.peers.insert(b, a);
     }
 
+    /// Withdraws one statement of the link `a`–`b` (a port's `peerId` or a port link);
+    /// the ports stay linked while another statement of it remains.
+    fn unlink(&mut self, a: Uuid, b: Uuid) {
+        let key = link_key(a, b);
+        let Some(n) = self.links.get_mut(&key) else {
+            return;
+        };
+        *n -= 1;
+        if *n > 0 {
+            return;
+        }
+        self.links.remove(&key);
+        for (x, y) in [(a, b), (b, a)] {
+            if self.peers.get(&x) == Some(&y) {
+                self.peers.remove(&x);
+            }
+        }
+    }
+
+    /// Removes one resource that [`Topology::add`] added before: what a full rebuild
+    /// without it would hold (rules keep the order of the others; re-adding a chain's
+    /// rules in listed order restores it).
+    pub fn remove(&mut self, resource: &Resource) {
+        match resource {
+            Resource::Bridge(b) => {
+                self.bridges.remove(&b.id);
+            }
+            Resource::Router(r) => {
+                self.routers.remove(&r.id);
+            }
+            Resource::Port(p) => {
+                if let Some(peer) = peer_of(p) {
+                    self.unlink(p.id, peer);
+                }
+                if self.ports.get(&p.id).is_some_and(|q| q.parent == p.parent) {
+                    self.ports.remove(&p.id);
+                    self.drop_device_port(p.parent, p.id);
+                }
+            }
+            Resource::PortLink(l) => self.unlink(l.parent, l.peer_id),
+            Resource::Route(r) => {
+                if let Some(routes) = self.routes.get_mut(&r.parent) {
+                    routes.retain(|x| x.id != r.id);
+                    if routes.is_empty() {
+                        self.routes.remove(&r.parent);
+                    }
+                }
+            }
+            Resource::Chain(c) => {
+                self.chains.remove(&c.id);
+                if self.rules.get(&c.id).is_some_and(Vec::is_empty) {
+                    self.rules.remove(&c.id);
+                }
+            }
+            Resource::Rule(r) => {
+                if let Some(rules) = self.rules.get_mut(&r.parent) {
+                    rules.retain(|x| x.id != r.id);
+                    if rules.is_empty() && !self.chains.contains_key(&r.parent) {
+                        self.rules.remove(&r.parent);
+                    }
+                }
+            }
+            Resource::HostInterfacePort(b) => {
+                let same = |(h, i): &(Uuid, String)| {
+                    *h == b.parent && Some(i.as_str()) == b.interface_name.as_deref()
+                };
+                if self.bindings.get(&b.port_id).is_some_and(same) {
+                    self.unbind(b.port_id);
+                }
+            }
+            Resource::MacPort(m) => {
+                if let Some(t) = self.mac_tables.get_mut(&m.parent) {
+                    if t.get(&m.mac_addr) == Some(&m.port_id) {
+                        t.remove(&m.mac_addr);
+                    }
+                    if t.is_empty() {
+                        self.mac_tables.remove(&m.parent);
+                    }
+                }
+            }
+            Resource::Ipv4MacPair(a) => {
+                if let Some(t) = self.arp_tables.get_mut(&a.parent) {
+                    if t.get(&a.ip) == Some(&a.mac) {
+                        t.remove(&a.ip);
+                    }
+                    if t.is_empty() {
+                        self.arp_tables.remove(&a.parent);
+                    }
+                }
+            }
+            Resource::PortGroupPort(m) => {
+                if let Some(groups) = self.port_groups.get_mut(&m.port_id) {
+                    groups.remove(&m.parent);
+                    if groups.is_empty() {
+                        self.port_groups.remove(&m.port_id);
+                    }
+                }
+            }
+            Resource::IpAddrGroupAddr(a) => {
+                if let Some(addrs) = self.ip_addr_groups.get_mut(&a.parent) {
+                    addrs.remove(&a.addr);
+                    if addrs.is_empty() {
+                        self.ip_addr_groups.remove(&a.parent);
+                    }
+                }
+            }
+            Resource::PortGroup(_)
+            | Resource::IpAddrGroup(_)
+            | Resource::TunnelZone(_)
+            | Resource::TunnelZoneHost(_)
+            | Resource::Host(_) => {}
+        }
+    }
+
+    fn bind(&mut self, port: Uuid, host: Uuid, interface: String) {
+        self.unbind(port);
+        self.bound
+            .entry((host, interface.clone()))
+            .or_default()
+            .insert(port);
+        self.bindings.insert(port, (host, interface));
+    }
+
+    fn unbind(&mut self, port: Uuid) {
+        if let Some(key) = self.bindings.remove(&port) {
+            if let Some(ports) = self.bound.get_mut(&key) {
+                ports.remove(&port);
+                if ports.is_empty() {
+                    self.bound.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn drop_device_port(&mut self, device: Uuid, port: Uuid) {
+        if let Some(ports) = self.device_ports.get_mut(&device) {
+            ports.remove(&port);
+            if ports.is_empty() {
+                self.device_ports.remove(&device);
+            }
+        }
+    }
+
     /// Plugs a workload in behind the interface `(host, interface)`.
     pub fn attach(&mut self, a: Attachment) {
-        self.attachments.insert((a.host, a.interface.clone()), a);
+        let key = (a.host, a.interface.clone());
+        if let Some(old) = self.attachments.insert(key.clone(), a) {
+            if self.by_name.get(&old.name) == Some(&key) {
+                self.by_name.remove(&old.name);
+            }
+            for ip in &old.ips {
+                if let Some(keys) = self.by_ip.get_mut(ip) {
+                    keys.remove(&key);
+                }
+            }
+            if let Some(keys) = self.by_mac.get_mut(&old.mac) {
+                keys.remove(&key);
+            }
+        }
+        if let Some(a) = self.attachments.get(&key) {
+            self.by_name.insert(a.name.clone(), key.clone());
+            for ip in &a.ips {
+                self.by_ip.entry(*ip).or_default().insert(key.clone());
+            }
+            self.by_mac.entry(a.mac).or_default().insert(key);
+        }
+    }
+
+    /// The ports of `bridge`, in id order, bound to the interface of one of `keys`.
+    fn bridge_ports_bound_to<'k>(
+        &'k self,
+        bridge: Uuid,
+        keys: Option<&'k BTreeSet<(Uuid, String)>>,
+    ) -> impl Iterator<Item = &'k Port> + 'k {
+        let mut ports: Vec<&Port> = keys
+            .into_iter()
+            .flatten()
+            .filter_map(|k| self.bound.get(k))
+            .flatten()
+            .filter_map(|id| self.ports.get(id))
+            .filter(|p| p.parent == bridge && p.port_type == PortType::Bridge)
+            .collect();
+        ports.sort_by_key(|p| p.id);
+        ports.into_iter()
+    }
+
+    /// The first port of `bridge` (in id order) but `except` whose attachment uses `mac`:
+    /// where a flooded frame for `mac` is taken.
+    pub(crate) fn bridge_port_of_mac(
+        &self,
+        bridge: Uuid,
+        mac: MacAddr,
+        except: Uuid,
+    ) -> Option<Uuid> {
+        self.bridge_ports_bound_to(bridge, self.by_mac.get(&mac))
+            .find(|p| p.id != except)
+            .map(|p| p.id)
+    }
+
+    /// The attachment named `name` (`pod/NS/NAME`, `node/NAME`).
+    pub fn attachment_named(&self, name: &str) -> Option<&Attachment> {
+        self.attachments.get(self.by_name.get(name)?)
     }
 
     /// Makes `port` a member of `group` (MidoNet's port groups).
@@ -232,11 +453,15 @@ impl Topology {
 
     /// The port bound to the interface an attachment sits behind.
     pub fn port_of(&self, attachment: &Attachment) -> Option<Uuid> {
-        self.bindings
-            .iter()
-            .filter(|(_, (h, i))| *h == attachment.host && *i == attachment.interface)
-            .map(|(p, _)| *p)
-            .min()
+        self.port_at(attachment.host, &attachment.interface)
+    }
+
+    /// The port bound to `(host, interface)`.
+    pub fn port_at(&self, host: Uuid, interface: &str) -> Option<Uuid> {
+        // The key owns its interface name; build it once per look-up.
+        self.bound
+            .get(&(host, interface.to_string()))
+            .and_then(|ports| ports.first().copied())
     }
 
     /// The attachment behind an exterior port, if one is plugged in.
@@ -287,20 +512,21 @@ impl Topology {
 
     /// Router ports of `router` and their addresses.
     pub(crate) fn router_ports(&self, router: Uuid) -> impl Iterator<Item = &Port> {
-        self.ports
-            .values()
-            .filter(move |p| p.parent == router && p.port_type == PortType::Router)
+        self.device_ports_of(router, PortType::Router)
     }
 
     /// Ports of a bridge, sorted by id for a stable flood order.
-    pub(crate) fn bridge_ports(&self, bridge: Uuid) -> Vec<&Port> {
-        let mut v: Vec<&Port> = self
-            .ports
-            .values()
-            .filter(|p| p.parent == bridge && p.port_type == PortType::Bridge)
-            .collect();
-        v.sort_by_key(|p| p.id);
-        v
+    pub(crate) fn bridge_ports(&self, bridge: Uuid) -> impl Iterator<Item = &Port> {
+        self.device_ports_of(bridge, PortType::Bridge)
+    }
+
+    fn device_ports_of(&self, device: Uuid, ty: PortType) -> impl Iterator<Item = &Port> {
+        self.device_ports
+            .get(&device)
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.ports.get(id))
+            .filter(move |p| p.port_type == ty)
     }
 
     /// Chains referenced anywhere but missing: what the trace reports as a broken filter.
@@ -337,6 +563,18 @@ impl Topology {
     }
 }
 
+fn link_key(a: Uuid, b: Uuid) -> (Uuid, Uuid) {
+    (a.min(b), a.max(b))
+}
+
+/// The peer a port's GET body names (`peerId`).
+fn peer_of(p: &Port) -> Option<Uuid> {
+    p.extra
+        .get("peerId")
+        .and_then(|v| v.as_str())
+        .and_then(|s| Uuid::parse_str(s).ok())
+}
+
 /// True if `ip` is inside `addr/len`; an absent address matches everything.
 pub(crate) fn contains_len(addr: Option<Ipv4Addr>, len: Option<u8>, ip: Ipv4Addr) -> bool {
     match addr {
@@ -362,8 +600,7 @@ impl Topology {
                 }
             }
         }
-        self.bridge_ports(bridge)
-            .into_iter()
+        self.bridge_ports_bound_to(bridge, self.by_ip.get(&ip))
             .filter(|p| p.admin_state_up != Some(false))
             .filter_map(|p| self.attachment_at(p.id))
             .find(|a| a.owns(ip))

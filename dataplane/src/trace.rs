@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Choices, End, Hop, Walk};
+use crate::engine::{Choices, Consulted, End, Hop, Walk};
 use crate::packet::{FlowTuple, Packet, Protocol, SocketV4};
 use crate::state::FlowState;
 use crate::topology::{Attachment, Topology};
@@ -114,10 +114,24 @@ impl Trace {
 
 /// Traces `probe` on `topo`, exploring every random choice.
 pub fn trace(topo: &Topology, probe: &Probe) -> Result<Trace, TraceError> {
+    trace_consulting(topo, probe, true).map(|(t, _)| t)
+}
+
+/// [`trace`] without the hops of each leg (every leg's `hops` is empty): the verdicts,
+/// deliveries, drop reasons and replies are the same, at a fraction of the cost.
+pub fn trace_without_hops(topo: &Topology, probe: &Probe) -> Result<Trace, TraceError> {
+    trace_consulting(topo, probe, false).map(|(t, _)| t)
+}
+
+/// [`trace`] (with hops if `record`), and what its walks consulted on every path.
+pub(crate) fn trace_consulting(
+    topo: &Topology,
+    probe: &Probe,
+    record: bool,
+) -> Result<(Trace, Consulted), TraceError> {
+    let mut consulted = Consulted::default();
     let client = topo
-        .attachments
-        .values()
-        .find(|a| a.name == probe.from)
+        .attachment_named(&probe.from)
         .ok_or_else(|| TraceError::UnknownSource(probe.from.clone()))?;
     let src_ip = client
         .primary_ip()
@@ -140,7 +154,13 @@ pub fn trace(topo: &Topology, probe: &Probe) -> Result<Trace, TraceError> {
         }
         let mut state = FlowState::default();
         let mut choices = Choices::new(script.clone());
-        let path = run_path(topo, &mut state, &mut choices, client, sent);
+        let mut walked = Walked {
+            state: &mut state,
+            choices: &mut choices,
+            consulted: &mut consulted,
+            record,
+        };
+        let path = run_path(topo, &mut walked, client, sent);
         // Every choice met past the script was taken as its first option; queue the
         // others, each with the choices before it fixed.
         let picks: Vec<usize> = choices.met.iter().map(|(p, _)| *p).collect();
@@ -153,22 +173,26 @@ pub fn trace(topo: &Topology, probe: &Probe) -> Result<Trace, TraceError> {
         }
         paths.push(path);
     }
-    Ok(Trace {
+    let t = Trace {
         from: client.name.clone(),
         sent,
         paths,
         truncated,
-    })
+    };
+    Ok((t, consulted))
 }
 
-fn run_path(
-    topo: &Topology,
-    state: &mut FlowState,
-    choices: &mut Choices,
-    client: &Attachment,
-    sent: FlowTuple,
-) -> Path {
-    let forward = send(topo, state, choices, client, sent);
+/// What the legs of one path share: the flow state, the choices, what they consulted,
+/// whether they record hops.
+struct Walked<'w> {
+    state: &'w mut FlowState,
+    choices: &'w mut Choices,
+    consulted: &'w mut Consulted,
+    record: bool,
+}
+
+fn run_path(topo: &Topology, w: &mut Walked<'_>, client: &Attachment, sent: FlowTuple) -> Path {
+    let forward = send(topo, w, client, sent);
     let Some((server, received)) = forward.1.clone() else {
         return Path {
             forward: forward.0,
@@ -178,7 +202,7 @@ fn run_path(
         };
     };
     let reply_tuple = received.reversed();
-    let reply = send(topo, state, choices, &server, reply_tuple);
+    let reply = send(topo, w, &server, reply_tuple);
     let back = reply.1.as_ref().filter(|(a, _)| a.name == client.name);
     let client_sees = back.map(|(_, t)| t.src);
     let works = back.is_some_and(|(_, t)| t.dst == sent.src && t.src == sent.dst);
@@ -195,8 +219,7 @@ fn run_path(
 /// attachment with the tuple it received.
 fn send(
     topo: &Topology,
-    state: &mut FlowState,
-    choices: &mut Choices,
+    w: &mut Walked<'_>,
     from: &Attachment,
     tuple: FlowTuple,
 ) -> (Leg, Option<(Attachment, FlowTuple)>) {
@@ -235,18 +258,18 @@ fn send(
         src: tuple.src,
         dst: tuple.dst,
     };
-    let mut walk = Walk::new(topo, state, choices, pkt);
+    let mut walk = Walk::new(topo, w.state, w.choices, pkt);
+    walk.record = w.record;
     let end = walk.inject(port);
     let hops = std::mem::take(&mut walk.hops);
+    let consulted = std::mem::take(&mut walk.consulted);
+    drop(walk);
+    w.consulted.extend(consulted);
     match end {
         End::Delivered {
             attachment, packet, ..
         } => {
-            let server = topo
-                .attachments
-                .values()
-                .find(|a| a.name == attachment)
-                .cloned();
+            let server = topo.attachment_named(&attachment).cloned();
             (
                 Leg {
                     verdict: Verdict::Delivered,

@@ -116,7 +116,14 @@ impl StateDump {
     /// (what `midonet_dataplane::RuleOrder::Listed` wants). The first entry that does not
     /// parse is an error: the store only keeps bodies it validated, so it is a bug.
     pub fn typed_resources(&self) -> Result<Vec<Resource>, String> {
-        self.resources
+        typed_entries(&self.resources)
+    }
+}
+
+/// `entries` in the typed model; the first that does not parse is an error.
+pub(crate) fn typed_entries(entries: &[StateEntry]) -> Result<Vec<Resource>, String> {
+    {
+        entries
             .iter()
             .map(|e| {
                 let kind = Kind::from_name(&e.kind)

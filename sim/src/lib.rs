@@ -160,7 +160,37 @@ impl StoreReader {
     pub fn resources(&self) -> Result<Vec<midonet_translators::model::Resource>, String> {
         self.dump().typed_resources()
     }
+
+    /// The records (`store::records`: a bridge with its tables, a port with its link and
+    /// binding, a chain with its rules in order, …) that changed since `cursor` last read
+    /// them, with their resources now, and those gone: what
+    /// `midonet_dataplane::LiveTopology::apply` takes. The first reading with a new cursor
+    /// reports every record. The store is locked while records are hashed and the changed
+    /// ones rendered; parsing happens after.
+    pub fn changes(
+        &self,
+        cursor: &mut ReadCursor,
+    ) -> Result<Vec<midonet_dataplane::RecordChange>, String> {
+        let changes = self.0.with_store(|s| s.changes_since(&mut cursor.0));
+        let mut out = Vec::with_capacity(changes.changed.len() + changes.gone.len());
+        for (key, entries) in changes.changed {
+            match admin::typed_entries(&entries) {
+                Ok(resources) => out.push((key, Some(resources))),
+                Err(e) => {
+                    // The reader drops what it had: the next reading is a full one.
+                    *cursor = ReadCursor::default();
+                    return Err(e);
+                }
+            }
+        }
+        out.extend(changes.gone.into_iter().map(|key| (key, None)));
+        Ok(out)
+    }
 }
+
+/// Where a reader of [`StoreReader::changes`] is: the records as it last saw them.
+#[derive(Clone, Debug, Default)]
+pub struct ReadCursor(store::Seen);
 
 impl SimHandle {
     /// An in-process reader of the store.

@@ -26,8 +26,9 @@
 //!   lasts until the last sample. The real outage is within one sample period of that.
 //!
 //! The pure parts (selection, judgement, accounting) are unit-tested here; [`FlowProbe`]
-//! runs them on a thread over any source of the backend's resources (the simulator's
-//! in-process `midonet_sim::StoreReader` in the benchmark and the tests).
+//! runs them on a thread over any source of the backend's changed records (the simulator's
+//! in-process `midonet_sim::StoreReader::changes` in the benchmark and the tests), keeping a
+//! `midonet_dataplane::LiveTopology` up to date instead of rebuilding it at each sample.
 //!
 //! It lives with the test and benchmark tooling, not with the simulator nor in the
 //! controllers' library: it reads the backend through a [`ResourceSource`] closure, so it
@@ -47,7 +48,8 @@ use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
 use midonet_dataplane::cluster::ServiceAddressKind;
 use midonet_dataplane::policy::{Party, Policies};
 use midonet_dataplane::{
-    trace, Attachment, Cluster, FlowKind, Probe, Protocol, RuleOrder, SocketV4, Topology,
+    trace_without_hops, Attachment, Cluster, FlowKind, LiveTopology, Probe, Protocol, RecordChange,
+    RuleOrder, SocketV4, Topology,
 };
 use midonet_translators::model::Resource;
 use serde::Serialize;
@@ -217,7 +219,7 @@ pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
         protocol: flow.protocol,
         src_port: CLIENT_PORT,
     };
-    let t = trace(topo, &probe).map_err(|e| e.to_string())?;
+    let t = trace_without_hops(topo, &probe).map_err(|e| e.to_string())?;
     let mut delivered = false;
     for p in &t.paths {
         match (&p.forward.delivered_to, p.forward.received) {
@@ -471,9 +473,12 @@ impl Interruptions {
 
 // ---------------------------------------------------------------- the running probe
 
-/// Where the probe reads the backend's resources from, at each sample: rules chain by chain
-/// in evaluation order. An error makes that sample count every flow as not ok.
-pub type ResourceSource = Box<dyn FnMut() -> Result<Vec<Resource>, String> + Send>;
+/// Where the probe reads the backend from, at each sample: the records that changed since
+/// the previous call, with their resources now (rules in evaluation order), and the ones
+/// gone (`midonet_dataplane::RecordChange`); the first call reports every record, and so
+/// does the call after an error. The simulator's `StoreReader::changes` is one. An error
+/// makes that sample count every flow as not ok.
+pub type ResourceSource = Box<dyn FnMut() -> Result<Vec<RecordChange>, String> + Send>;
 
 /// A probe sampling on its own thread until [`FlowProbe::stop`].
 pub struct FlowProbe {
@@ -483,8 +488,10 @@ pub struct FlowProbe {
 
 impl FlowProbe {
     /// Starts sampling `flows` every `period` (or as fast as a sample takes, if longer):
-    /// each sample reads `source` and judges every flow on that topology, with
-    /// `attachments` (the cluster's workloads, `Cluster::attachments`) plugged in.
+    /// each sample applies what `source` reports changed to the topology it keeps (with
+    /// `attachments`, the cluster's workloads from `Cluster::attachments`, plugged in) and
+    /// judges every flow on it. Only the changed records are parsed and re-indexed, so a
+    /// sample costs the judging and the changes, not a rebuild.
     pub fn start(
         flows: Vec<ProbeFlow>,
         attachments: Vec<Attachment>,
@@ -497,14 +504,19 @@ impl FlowProbe {
             let names: Vec<String> = flows.iter().map(ProbeFlow::name).collect();
             let mut acc = Interruptions::new(flows.len());
             let started = Instant::now();
+            let mut live = LiveTopology::new(attachments.iter().cloned());
             loop {
                 let at = started.elapsed();
                 let ok: Vec<Result<(), String>> = match source() {
-                    Ok(resources) => {
-                        let topo = topology(resources, &attachments);
-                        flows.iter().map(|f| judge(&topo, f)).collect()
+                    Ok(changes) => {
+                        live.apply(changes);
+                        flows.iter().map(|f| judge(live.topology(), f)).collect()
                     }
-                    Err(e) => vec![Err(format!("cannot read the backend: {e}")); flows.len()],
+                    Err(e) => {
+                        // The source starts over with every record.
+                        live = LiveTopology::new(attachments.iter().cloned());
+                        vec![Err(format!("cannot read the backend: {e}")); flows.len()]
+                    }
                 };
                 acc.record(at, &ok);
                 // The last sample is taken after the stop was asked for, so that the

@@ -278,6 +278,95 @@ impl Scenario {
     }
 }
 
+/// A scenario's cluster and the backend resources the pure translators make of it: the
+/// benchmark's objects without an apiserver nor controllers, for measuring the data-plane
+/// model at scale ([`Scenario::translated`]).
+#[derive(Clone, Debug)]
+pub struct Translated {
+    pub cluster: midonet_dataplane::Cluster,
+    /// Every Translation's resources, in Translation order (build with
+    /// `RuleOrder::Pushed`).
+    pub resources: Vec<midonet_translators::model::Resource>,
+}
+
+impl Scenario {
+    /// The cluster IP Service `i` gets: `10.96.0.0/12` from `10.96.0.10` on.
+    pub fn cluster_ip(i: usize) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 96, 0, 10)) + i as u32)
+    }
+
+    /// The whole scenario as it runs (pods with their status, Services with their cluster
+    /// IP, Endpoints, namespaces, `policies` NetworkPolicies), translated by the pure
+    /// translators with the default configuration. A resource the typed model refuses is
+    /// an error naming it.
+    pub fn translated(&self, policies: usize) -> Result<Translated, String> {
+        use midonet_translators::model::Resource;
+        use midonet_translators::policy::PolicyCluster;
+        use midonet_translators::TranslatorConfig;
+
+        let sc = &self.scale;
+        let nodes: Vec<Node> = (0..sc.nodes).map(|i| self.node(i)).collect();
+        let pods: Vec<Pod> = (0..sc.pods)
+            .map(|i| {
+                let mut p = self.pod(i);
+                p.status = serde_json::from_value(self.pod_status(i)["status"].clone()).ok();
+                p
+            })
+            .collect();
+        let services: Vec<Service> = (0..sc.services)
+            .map(|i| {
+                let mut s = self.service(i);
+                if let Some(spec) = s.spec.as_mut() {
+                    spec.cluster_ip = Some(Self::cluster_ip(i).to_string());
+                }
+                s
+            })
+            .collect();
+        let endpoints: Vec<Endpoints> = (0..sc.services).map(|i| self.endpoints(i)).collect();
+        let namespaces: Vec<Namespace> = (0..sc.namespaces.max(1))
+            .map(|i| self.namespace_object(i))
+            .collect();
+        let nps: Vec<_> = (0..policies).map(|i| self.network_policy(i)).collect();
+        let cfg = TranslatorConfig::default();
+        let mut trs = midonet_translators::global(&cfg);
+        for n in &nodes {
+            trs.extend(midonet_translators::node(&cfg, n).translations);
+        }
+        for (i, p) in pods.iter().enumerate() {
+            let node = nodes.get(self.pod_node(i));
+            trs.extend(midonet_translators::pod(&cfg, p, node).translations);
+        }
+        for (s, e) in services.iter().zip(&endpoints) {
+            trs.extend(midonet_translators::service(&cfg, s).translations);
+            trs.extend(midonet_translators::endpoints(&cfg, e, Some(s)).translations);
+        }
+        let view = PolicyCluster::new(&namespaces, &pods);
+        // The shared address groups first: the policies' rules name them.
+        trs.extend(midonet_translators::address_groups(&cfg, &nps, &view));
+        for np in &nps {
+            trs.extend(midonet_translators::network_policy(&cfg, np, &view).translations);
+        }
+        let resources = trs
+            .iter()
+            .flat_map(|t| t.resources.iter())
+            .map(|e| {
+                Resource::from_entry(e)
+                    .map_err(|err| format!("{} (parent {:?}): {err}", e.kind, e.parent))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let cluster = midonet_dataplane::Cluster {
+            nodes,
+            pods,
+            services,
+            endpoints,
+            namespaces,
+            network_policies: nps,
+            endpoint_slices: None,
+        };
+        Ok(Translated { cluster, resources })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -55,7 +55,10 @@ pub async fn start(sim: &SimHandle, size: SampleSize, period: Duration) -> Runni
     let probe = FlowProbe::start(
         flows.clone(),
         cluster.attachments(),
-        Box::new(move || reader.resources()),
+        {
+            let mut cursor = midonet_sim::ReadCursor::default();
+            Box::new(move || reader.changes(&mut cursor))
+        },
         period,
     );
     RunningProbe { probe, flows }

@@ -11,6 +11,7 @@
 mod devices;
 mod filtering;
 mod groups;
+mod records;
 mod routing;
 mod topology;
 
@@ -23,6 +24,8 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::admin::{StateDump, StateEntry};
+
+pub use records::Seen;
 
 /// A stored JSON body.
 pub(crate) type Body = Map<String, Value>;

@@ -1,0 +1,71 @@
+//! A topology kept up to date record by record, for sampling a backend that changes
+//! while it is read (the flow probe).
+//!
+//! The backend is read as *records*: a unit of its state that changes as a whole and
+//! whose resources are rendered together, e.g. a bridge with its MAC and ARP tables, a
+//! chain with its rules in listed order, a port with its link and binding. A reader
+//! reports the records that changed since the last reading (with all their resources)
+//! and the ones that are gone; [`LiveTopology::apply`] takes the old resources of each
+//! out of the topology and puts the new ones in. The result is the topology a full
+//! rebuild from every record would give: every index of [`Topology`] is kept in step by
+//! [`Topology::add`] and [`Topology::remove`], a link or a binding stated by two records
+//! survives the replacement of one of them, and a chain's rules are re-added in their
+//! listed order whenever any of them changes (they are one record).
+
+use rustc_hash::FxHashMap;
+
+use midonet_translators::model::Resource;
+
+use crate::topology::{Attachment, RuleOrder, Topology};
+
+/// One record's change: its key and its resources now, `None` when it is gone.
+pub type RecordChange = (String, Option<Vec<Resource>>);
+
+/// A [`Topology`] maintained from record changes (rules in listed order).
+#[derive(Clone, Debug, Default)]
+pub struct LiveTopology {
+    topo: Topology,
+    records: FxHashMap<String, Vec<Resource>>,
+}
+
+impl LiveTopology {
+    /// An empty topology with `attachments` plugged in.
+    pub fn new(attachments: impl IntoIterator<Item = Attachment>) -> LiveTopology {
+        LiveTopology {
+            topo: Topology::new(Vec::new(), RuleOrder::Listed, attachments),
+            records: FxHashMap::default(),
+        }
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// How many records it holds.
+    pub fn records(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Applies `changes`: every changed or gone record's old resources out first, then
+    /// the new ones in, record by record in key order.
+    pub fn apply(&mut self, changes: Vec<RecordChange>) {
+        let mut added = Vec::new();
+        for (key, new) in changes {
+            if let Some(old) = self.records.remove(&key) {
+                for r in &old {
+                    self.topo.remove(r);
+                }
+            }
+            if let Some(new) = new {
+                added.push((key, new));
+            }
+        }
+        added.sort_by(|a, b| a.0.cmp(&b.0));
+        for (key, new) in added {
+            for r in &new {
+                self.topo.add(r.clone(), RuleOrder::Listed);
+            }
+            self.records.insert(key, new);
+        }
+    }
+}
