@@ -675,8 +675,6 @@ mod tests {
     // ------------------------------------------------------------ selection and judgement
 
     use crate::scenario::{Scale, Scenario};
-    use k8s_openapi::api::core::v1::PodStatus;
-    use midonet_translators::policy::PolicyCluster;
     use midonet_translators::TranslatorConfig;
 
     /// Three nodes, six pods (pod `i` on node `i mod 3`, in namespace `i mod 4`), two
@@ -690,64 +688,8 @@ mod tests {
             endpoints_per_service: 2,
             namespaces: 4,
         };
-        let sc = Scenario::new("p", scale);
-        let nodes: Vec<_> = (0..3).map(|i| sc.node(i)).collect();
-        let pods: Vec<Pod> = (0..6)
-            .map(|i| {
-                let mut p = sc.pod(i);
-                p.status = Some(PodStatus {
-                    phase: Some("Running".into()),
-                    pod_ip: Some(sc.pod_ip(i).to_string()),
-                    ..PodStatus::default()
-                });
-                p
-            })
-            .collect();
-        let services: Vec<_> = (0..2)
-            .map(|i| {
-                let mut s = sc.service(i);
-                if let Some(spec) = s.spec.as_mut() {
-                    spec.cluster_ip = Some(format!("10.96.0.{}", 10 + i));
-                }
-                s
-            })
-            .collect();
-        let endpoints: Vec<_> = (0..2).map(|i| sc.endpoints(i)).collect();
-        let namespaces: Vec<_> = (0..4).map(|i| sc.namespace_object(i)).collect();
-        let nps: Vec<_> = (0..policies).map(|i| sc.network_policy(i)).collect();
-        let cfg = TranslatorConfig::default();
-        let mut trs = midonet_translators::global(&cfg);
-        for n in &nodes {
-            trs.extend(midonet_translators::node(&cfg, n).translations);
-        }
-        for (i, p) in pods.iter().enumerate() {
-            trs.extend(midonet_translators::pod(&cfg, p, Some(&nodes[i % 3])).translations);
-        }
-        for (s, e) in services.iter().zip(&endpoints) {
-            trs.extend(midonet_translators::service(&cfg, s).translations);
-            trs.extend(midonet_translators::endpoints(&cfg, e, Some(s)).translations);
-        }
-        let view = PolicyCluster::new(&namespaces, &pods);
-        // The shared address groups first: the policies' rules name them.
-        trs.extend(midonet_translators::address_groups(&cfg, &nps, &view));
-        for np in &nps {
-            trs.extend(midonet_translators::network_policy(&cfg, np, &view).translations);
-        }
-        let resources = trs
-            .iter()
-            .flat_map(|t| t.resources.iter())
-            .map(|e| Resource::from_entry(e).unwrap())
-            .collect();
-        let cluster = Cluster {
-            nodes,
-            pods,
-            services,
-            endpoints,
-            namespaces,
-            network_policies: nps,
-            endpoint_slices: None,
-        };
-        (cluster, resources)
+        let t = Scenario::new("p", scale).translated(policies).unwrap();
+        (t.cluster, t.resources)
     }
 
     fn pushed(cluster: &Cluster, resources: Vec<Resource>) -> Topology {
