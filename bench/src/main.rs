@@ -125,7 +125,8 @@ fn apiserver_cpu() -> Res<Duration> {
 /// Starts a control plane in a temporary directory; returns the admin kubeconfig.
 fn start_control_plane() -> Res<PathBuf> {
     let dir = control_plane_dir();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-env.sh");
+    // The bench is a member of the workspace whose root holds `scripts/`.
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/k8s-env.sh");
     let out = std::process::Command::new("bash")
         .arg(script)
         .arg("start")
