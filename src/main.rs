@@ -166,19 +166,37 @@ fn sweep(args: RunArgs, delete: bool) -> ExitCode {
     })
 }
 
+/// Exits on a command-line error. Help and version go out as clap prints them; a refused
+/// setting is one line (what a pod's log shows whole; clap's "try --help" hint means
+/// nothing there), with clap's exit code.
+fn exit_on(err: clap::Error) -> ! {
+    if !err.use_stderr() {
+        err.exit();
+    }
+    let text = err.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"))
+        .collect();
+    eprintln!("{}", lines.join(" "));
+    std::process::exit(err.exit_code());
+}
+
 fn main() -> ExitCode {
     let mut argv = std::env::args_os();
     let cli = if invoked_as_plugin(argv.next().as_deref()) {
         let matches = Cli::command()
             .name(KUBECTL_PLUGIN)
             .bin_name("kubectl midonet")
-            .get_matches();
+            .try_get_matches()
+            .unwrap_or_else(|err| exit_on(err));
         match Cli::from_arg_matches(&matches) {
             Ok(cli) => cli,
-            Err(err) => err.exit(),
+            Err(err) => exit_on(err),
         }
     } else {
-        Cli::parse()
+        Cli::try_parse().unwrap_or_else(|err| exit_on(err))
     };
     match cli.command {
         None => {
@@ -188,7 +206,7 @@ fn main() -> ExitCode {
                     command: Some(Command::Run(args)),
                 }) => run(*args),
                 Ok(_) => ExitCode::FAILURE,
-                Err(err) => err.exit(),
+                Err(err) => exit_on(err),
             }
         }
         Some(Command::Run(args)) => run(*args),
