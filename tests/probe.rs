@@ -5,88 +5,22 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use midonet_dataplane::Cluster;
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_testkit::probe::{judge, select_flows, topology, FlowProbe, SampleSize};
 use midonet_testkit::scenario::{Scale, Scenario};
-use midonet_translators::policy::PolicyCluster;
-use midonet_translators::{Resource, TranslatorConfig};
+use midonet_translators::Resource;
 
 /// Scale S's objects as the controllers see them once the apiserver and the kubelets have
-/// done their part (cluster IPs from 10.96.0.0/16, pod addresses), and every backend
-/// resource the pure translators make of them, Translation by Translation in an order
-/// whose referents come first.
-fn scale_s(policies: usize) -> (Scenario, Cluster, Vec<Vec<Resource>>) {
+/// done their part (cluster IPs, pod addresses), and every backend resource the pure
+/// translators make of them, Translation by Translation ([`Scenario::translated`]).
+fn scale_s(policies: usize) -> (Scenario, Cluster, Vec<Resource>) {
     let sc = Scenario::new("bench", Scale::S);
-    let s = sc.scale;
-    let nodes: Vec<Node> = (0..s.nodes).map(|i| sc.node(i)).collect();
-    let pods: Vec<Pod> = (0..s.pods)
-        .map(|i| {
-            let mut p = sc.pod(i);
-            p.status = Some(PodStatus {
-                phase: Some("Running".into()),
-                pod_ip: Some(sc.pod_ip(i).to_string()),
-                ..PodStatus::default()
-            });
-            p
-        })
-        .collect();
-    let services: Vec<_> = (0..s.services)
-        .map(|i| {
-            let mut svc = sc.service(i);
-            if let Some(spec) = svc.spec.as_mut() {
-                spec.cluster_ip = Some(format!("10.96.{}.{}", 1 + i / 250, 1 + i % 250));
-            }
-            svc
-        })
-        .collect();
-    let endpoints: Vec<_> = (0..s.services).map(|i| sc.endpoints(i)).collect();
-    let namespaces: Vec<_> = (0..s.namespaces).map(|i| sc.namespace_object(i)).collect();
-    let nps: Vec<_> = (0..policies).map(|i| sc.network_policy(i)).collect();
-    let cfg = TranslatorConfig::default();
-    let by_name: BTreeMap<String, &Node> = nodes
-        .iter()
-        .map(|n| (n.metadata.name.clone().unwrap(), n))
-        .collect();
-    let mut trs = midonet_translators::global(&cfg);
-    for n in &nodes {
-        trs.extend(midonet_translators::node(&cfg, n).translations);
-    }
-    for p in &pods {
-        let node = by_name[p.spec.as_ref().unwrap().node_name.as_ref().unwrap()];
-        trs.extend(midonet_translators::pod(&cfg, p, Some(node)).translations);
-    }
-    for (svc, ep) in services.iter().zip(&endpoints) {
-        trs.extend(midonet_translators::service(&cfg, svc).translations);
-        trs.extend(midonet_translators::endpoints(&cfg, ep, Some(svc)).translations);
-    }
-    let view = PolicyCluster::new(&namespaces, &pods);
-    for np in &nps {
-        trs.extend(midonet_translators::network_policy(&cfg, np, &view).translations);
-    }
-    let resources = trs
-        .iter()
-        .map(|t| {
-            t.resources
-                .iter()
-                .map(|e| Resource::from_entry(e).unwrap())
-                .collect()
-        })
-        .collect();
-    let cluster = Cluster {
-        nodes,
-        pods,
-        services,
-        endpoints,
-        namespaces,
-        network_policies: nps,
-        endpoint_slices: None,
-    };
-    (sc, cluster, resources)
+    let t = sc.translated(policies).unwrap();
+    (sc, t.cluster, t.resources)
 }
 
 /// How fast the probe samples a backend of scale S (50 nodes, 2,000 pods, 300 Services,
@@ -97,7 +31,7 @@ fn scale_s(policies: usize) -> (Scenario, Cluster, Vec<Vec<Resource>>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore]
 async fn sample_period_at_scale_s() {
-    let (sc, cluster, translations) = scale_s(200);
+    let (sc, cluster, resources) = scale_s(200);
     let hosts: Vec<(&str, uuid::Uuid)> = sc.hosts.iter().map(|(n, id)| (n.as_str(), *id)).collect();
     let (sim, admin) = support::stack::start_sim(&hosts).await;
     let backend = BackendClient::new(
@@ -109,10 +43,10 @@ async fn sample_period_at_scale_s() {
     )
     .unwrap();
     let started = Instant::now();
-    let n: usize = translations.iter().map(Vec::len).sum();
+    let n = resources.len();
     // Pass after pass, what was refused for a referent not there yet (a host not yet in
     // the tunnel zone, a chain of a later Translation) is tried again.
-    let mut pending: Vec<&Resource> = translations.iter().flatten().collect();
+    let mut pending: Vec<&Resource> = resources.iter().collect();
     while !pending.is_empty() {
         let mut refused = Vec::new();
         for r in &pending {
