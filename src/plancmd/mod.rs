@@ -14,8 +14,10 @@
 //!   records as pushed; deletions from [`plan_delete`](crate::pusher::plan::plan_delete), so
 //!   that what MidoNet's cascades delete (a bridge's ports, a chain's rules, a port's binding)
 //!   costs nothing, counting as taken by another deletion what a Translation deleted in the
-//!   same plan provides; one DELETE per binding a bump's cutover moves (the old binding goes
-//!   a request before the new one is created, see [`crate::pusher::rollout`]);
+//!   same plan provides; a bump's cutover frees the interfaces by deleting the old node
+//!   bridges their old ports are on (one DELETE per bridge, which the retirement then does
+//!   not send; an old port on no such bridge has its binding deleted on its own), see
+//!   [`crate::pusher::cutover`];
 //! - the host interfaces whose binding moves to another port;
 //! - the duration those requests take at a given request rate.
 //!
@@ -327,7 +329,8 @@ pub struct BackendRequests {
     pub updates: usize,
     /// DELETEs: `deletes_cutover + deletes_removed + deletes_retired`.
     pub deletes: usize,
-    /// Old bindings a bump's cutover deletes right before their interface's new one.
+    /// What a bump's cutover deletes to free the interfaces: old node bridges (their ports'
+    /// bindings go with them), and old bindings on no such bridge.
     pub deletes_cutover: usize,
     /// Resources a Translation that stays no longer asks for.
     pub deletes_removed: usize,
@@ -463,12 +466,34 @@ pub fn plan(
         .collect();
     // Interfaces bound now: by any live Translation, and by another version's.
     let mut bound: HashMap<Interface, Vec<(uuid::Uuid, bool)>> = HashMap::new();
+    // Another version's ports by the bridge they are on, and its bridges the cutover may
+    // delete (not global ones): see `crate::pusher::cutover`.
+    let mut old_port_bridge: HashMap<uuid::Uuid, uuid::Uuid> = HashMap::new();
+    let mut old_bridges: HashSet<uuid::Uuid> = HashSet::new();
     for t in live_existing.values() {
         let old = version_of(t).is_some_and(|v| v != version);
         for (interface, port) in bindings(t) {
             bound.entry(interface).or_default().push((port, old));
         }
+        if !old {
+            continue;
+        }
+        for d in parse_lenient(t.desired_resources()) {
+            match (&d.resource, d.resource.own_id()) {
+                (Resource::Port(_), Some(port)) => {
+                    if let Some(bridge) = d.resource.parent() {
+                        old_port_bridge.insert(port, bridge);
+                    }
+                }
+                (Resource::Bridge(_), Some(bridge)) if !t.labels().contains_key(GLOBAL_LABEL) => {
+                    old_bridges.insert(bridge);
+                }
+                _ => {}
+            }
+        }
     }
+    // The old bridges the cutover deletes to free the interfaces on them.
+    let mut cutover_bridges: HashSet<uuid::Uuid> = HashSet::new();
 
     let wanted: HashSet<(String, String)> = desired.iter().map(key_of).collect();
     for want in desired {
@@ -520,13 +545,20 @@ pub fn plan(
                                 rebinds.total += 1;
                                 *rebinds.by_kind.entry(kind.clone()).or_default() += 1;
                             }
-                            // The cutover deletes another version's binding first.
-                            backend.deletes_cutover += before.map_or(0, |ports| {
-                                ports
-                                    .iter()
-                                    .filter(|(p, old)| *old && *p != b.port_id)
-                                    .count()
-                            });
+                            // The cutover frees the interface from another version's
+                            // port first: with the port's bridge, or on its own.
+                            for (p, _) in before
+                                .into_iter()
+                                .flatten()
+                                .filter(|(p, old)| *old && *p != b.port_id)
+                            {
+                                match old_port_bridge.get(p).filter(|b| old_bridges.contains(b)) {
+                                    Some(bridge) => {
+                                        cutover_bridges.insert(*bridge);
+                                    }
+                                    None => backend.deletes_cutover += 1,
+                                }
+                            }
                         }
                     }
                 }
@@ -539,6 +571,12 @@ pub fn plan(
         }
         backend.deletes_removed += apply.removals.len();
     }
+
+    backend.deletes_cutover += cutover_bridges.len();
+    let cutover_bridge_paths: HashSet<String> = cutover_bridges
+        .iter()
+        .map(|b| format!("/bridges/{b}"))
+        .collect();
 
     // The Translations that go: every other version's, and the stale ones of the scope.
     let mut going: Vec<&Translation> = Vec::new();
@@ -592,7 +630,11 @@ pub fn plan(
             .collect();
         let pushed = t.status.as_ref().map_or(&[][..], |s| s.pushed.as_slice());
         let deletion = plan_delete(pushed, rs, &taken, |p| claimed.contains(p));
-        backend.deletes_retired += deletion.requests.len();
+        backend.deletes_retired += deletion
+            .requests
+            .iter()
+            .filter(|(_, path)| !cutover_bridge_paths.contains(path))
+            .count();
         backend.cascaded += deletion.cascaded.len();
     }
     backend.deletes = backend.deletes_cutover + backend.deletes_removed + backend.deletes_retired;

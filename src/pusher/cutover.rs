@@ -3,28 +3,40 @@
 //! Between the first binding moved to the new version and the last one, a flow between a
 //! pod already on the new topology and one still on the old has no path: the two versions'
 //! routers do not know each other's ports. The width of that window is what an
-//! interruption costs at scale, so the cutover does nothing else: the rollout loop moves
-//! every binding (delete the old binding, create the new one, a request apart), with many
-//! requests in flight, and only afterwards do the Translations' own reconciles record what
-//! was done (one status write each, see [`super::tracked::Tracker::cut_over`]).
+//! interruption costs at scale, so the cutover does nothing else: the rollout loop frees
+//! every interface and creates its new binding, with many requests in flight, and only
+//! afterwards do the Translations' own reconciles record what was done (one status write
+//! each, see [`super::tracked::Tracker::cut_over`]).
+//!
+//! An interface is freed by deleting the old version's bridge its old port is on
+//! ([`OldBridge`]): MidoNet's cascade takes the bridge's ports and their bindings with it,
+//! so one DELETE frees every interface of a node instead of one DELETE per binding. The
+//! bridge was going anyway (the old version's retirement deletes it, first of all its
+//! Translation's resources); it goes earlier, and its Translation's deletion does not send
+//! that DELETE again ([`super::tracked::Tracker::deleted_by_cutover`]). A bridge's pods lose
+//! the old topology with it, which is what the cutover does to them anyway. An old port
+//! that is not on such a bridge (its bridge is another version's, or a global one) has its
+//! binding deleted on its own.
 //!
 //! [`CutoverOrder::HostByHost`] moves one host's bindings after another's instead: the
 //! pods of one host then reach each other throughout, but two hosts' pods are apart from
 //! the first host's batch to the second's. The benchmark measures both
 //! (`docs/benchmark.md`); all at once is the default.
 //!
-//! A move that fails is left to its Translation's reconcile, which makes the same two
-//! requests itself (see `bindings_in_bump` in the reconcile). Both ways are idempotent: a
-//! missing old binding counts as deleted, and an existing new one as created, so a restart
-//! in the middle of the batch repeats it harmlessly.
+//! A move that fails is left to its Translation's reconcile, which deletes the old binding
+//! and creates the new one itself (see `bindings_in_bump` in the reconcile). Every step is
+//! idempotent: a missing old bridge or binding counts as deleted, and an existing new
+//! binding as created, so a restart in the middle of the batch repeats it harmlessly.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
-use midonet_translators::model::Kind;
+use midonet_translators::model::{Kind, Referent, Resource};
+use uuid::Uuid;
 
 use super::deps::{interface_of, Interface};
 use super::plan::{self, Desired};
@@ -45,19 +57,64 @@ pub(super) struct Move {
     /// Its withheld binding.
     pub binding: Desired,
     pub interface: Interface,
-    /// The old versions' bindings of the interface (Translation, binding path).
-    pub old: Vec<(Key, String)>,
+    /// The old versions' bindings of the interface.
+    pub old: Vec<OldBinding>,
+}
+
+/// An old version's binding of an interface a move frees.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct OldBinding {
+    /// The old Translation that binds it, and its binding's path.
+    pub from: Key,
+    pub path: String,
+    /// The old version's bridge its port is on, when deleting that frees it.
+    pub bridge: Option<OldBridge>,
+}
+
+/// An old version's bridge the cutover deletes, and the old Translation providing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct OldBridge {
+    pub id: Uuid,
+    pub path: String,
+    pub provider: Key,
+}
+
+/// The bridge a port of `from` (the port its binding at `binding_path` binds) is on, if
+/// deleting it frees the binding for a cutover: `from`'s desired resources (`resources`)
+/// hold that port, and `provider` (who provides a referent, and whether that Translation
+/// is of an old version and not global) says an old version's Translation provides the
+/// bridge.
+pub(super) fn bridge_of_binding(
+    resources: &[Desired],
+    binding_path: &str,
+    provider: impl Fn(&Referent) -> Option<(Key, String)>,
+    old_and_not_global: impl Fn(&Key) -> bool,
+) -> Option<OldBridge> {
+    let port_id = resources.iter().find_map(|d| match &d.resource {
+        Resource::HostInterfacePort(b) if d.path == binding_path => Some(b.port_id),
+        _ => None,
+    })?;
+    let bridge = resources.iter().find_map(|d| match &d.resource {
+        Resource::Port(_) if d.resource.own_id() == Some(port_id) => d.resource.parent(),
+        _ => None,
+    })?;
+    let (key, path) = provider(&Referent::Object(bridge))?;
+    (path.starts_with("/bridges/") && old_and_not_global(&key)).then_some(OldBridge {
+        id: bridge,
+        path,
+        provider: key,
+    })
 }
 
 /// The bindings to move: each binding a new-version Translation asks for, has not
 /// pushed and the cutover has not created yet, of an interface an old version binds.
 /// `pushed` is what a Translation's status records; `old_binders` the old versions'
-/// bindings of an interface.
+/// bindings of an interface, each with the bridge that frees it ([`bridge_of_binding`]).
 pub(super) fn moves<'a>(
     awaiting: impl IntoIterator<Item = &'a Translation>,
     pushed: impl Fn(&Translation) -> Vec<PushedResource>,
     is_cut_over: impl Fn(&str, &str) -> bool,
-    old_binders: impl Fn(&Key, &Interface) -> Vec<(Key, String)>,
+    old_binders: impl Fn(&Key, &Interface) -> Vec<OldBinding>,
 ) -> Vec<Move> {
     let mut out = Vec::new();
     for tr in awaiting {
@@ -97,7 +154,7 @@ pub(super) async fn cut_over_all(
         awaiting.iter().map(|t| &**t),
         |t| ctx.recorded_status(t).pushed,
         |uid, path| ctx.tracker.is_cut_over(uid, path),
-        |key, interface| ctx.old_binders(key, interface),
+        |key, interface| old_bindings(ctx, key, interface),
     );
     if todo.is_empty() {
         return Vec::new();
@@ -105,10 +162,14 @@ pub(super) async fn cut_over_all(
     let start = Instant::now();
     let total = todo.len();
     let mut results: Vec<(Key, bool)> = Vec::with_capacity(total);
+    let mut bridges_deleted = 0;
     for batch in batches(todo, ctx.config.cutover) {
+        let freed = delete_bridges(&batch, ctx).await;
+        bridges_deleted += freed.len();
+        let freed = &freed;
         let done: Vec<(Key, bool)> = futures::stream::iter(batch)
             .map(|m| async move {
-                let moved = move_binding(&m, ctx).await;
+                let moved = move_binding(&m, freed, ctx).await;
                 (m.key, moved)
             })
             .buffer_unordered(IN_FLIGHT)
@@ -121,6 +182,7 @@ pub(super) async fn cut_over_all(
         bindings = total,
         moved,
         failed = total - moved,
+        bridges_deleted,
         took_ms = start.elapsed().as_millis() as u64,
         "version bump: bindings cut over"
     );
@@ -130,13 +192,70 @@ pub(super) async fn cut_over_all(
     woken
 }
 
+/// The old versions' bindings of `interface` other than `key`'s, each with the old bridge
+/// whose deletion frees it.
+fn old_bindings(ctx: &PusherContext, key: &Key, interface: &Interface) -> Vec<OldBinding> {
+    ctx.old_binders(key, interface)
+        .into_iter()
+        .map(|(from, path)| {
+            let bridge = ctx.deps.store().get(&from).and_then(|old| {
+                bridge_of_binding(
+                    &plan::parse_lenient(old.desired_resources()),
+                    &path,
+                    |r| ctx.deps.provider_of(r),
+                    |k| {
+                        ctx.deps.store().get(k).is_some_and(|t| {
+                            ctx.rollout.is_old(&t)
+                                && !t
+                                    .labels()
+                                    .contains_key(midonet_translators::meta::GLOBAL_LABEL)
+                        })
+                    },
+                )
+            });
+            OldBinding { from, path, bridge }
+        })
+        .collect()
+}
+
+/// Deletes the old bridges of `batch`'s moves; answers those deleted (or already gone).
+/// The Translation providing each remembers it is gone, and those built on it that
+/// MidoNet's cascade took their resources with it.
+async fn delete_bridges(batch: &[Move], ctx: &PusherContext) -> HashSet<Uuid> {
+    let bridges: BTreeMap<Uuid, OldBridge> = batch
+        .iter()
+        .flat_map(|m| m.old.iter().filter_map(|o| o.bridge.clone()))
+        .map(|b| (b.id, b))
+        .collect();
+    futures::stream::iter(bridges.into_values())
+        .map(|b| async move {
+            match ctx.backend.delete_path(Kind::Bridge, &b.path).await {
+                Ok(()) => {
+                    if let Some(uid) = ctx.deps.store().get(&b.provider).and_then(|t| t.uid()) {
+                        ctx.tracker.deleted_by_cutover(&uid, &b.path);
+                    }
+                    ctx.deps
+                        .note_cascade(&HashSet::from([Referent::Object(b.id)]), &b.provider);
+                    Some(b.id)
+                }
+                Err(err) => {
+                    tracing::warn!(translation = %b.provider, backend_path = %b.path, error = %err, "cutover: cannot delete the old bridge; its bindings are deleted one by one");
+                    None
+                }
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .filter_map(|id| async move { id })
+        .collect()
+        .await
+}
+
 /// The moves in the batches `order` makes of them, one after the other.
 fn batches(moves: Vec<Move>, order: CutoverOrder) -> Vec<Vec<Move>> {
     match order {
         CutoverOrder::AllAtOnce => vec![moves],
         CutoverOrder::HostByHost => {
-            let mut by_host: std::collections::BTreeMap<uuid::Uuid, Vec<Move>> =
-                std::collections::BTreeMap::new();
+            let mut by_host: BTreeMap<Uuid, Vec<Move>> = BTreeMap::new();
             for m in moves {
                 by_host.entry(m.interface.0).or_default().push(m);
             }
@@ -145,15 +264,23 @@ fn batches(moves: Vec<Move>, order: CutoverOrder) -> Vec<Vec<Move>> {
     }
 }
 
-/// Deletes the old bindings of the interface and creates the new one; on success the
-/// Translation's next push records it. A failure is logged and left to that push.
-async fn move_binding(m: &Move, ctx: &PusherContext) -> bool {
-    for (from, path) in &m.old {
-        if let Err(err) = ctx.backend.delete_path(Kind::HostInterfacePort, path).await {
-            tracing::warn!(translation = %m.key, from = %from, backend_path = %path, error = %err, "cutover: cannot delete the old binding; its Translation retries");
-            return false;
+/// Frees the interface (its old bindings went with their bridge if it is in `freed`, or
+/// are deleted one by one) and creates the new binding; on success the Translation's next
+/// push records it. A failure is logged and left to that push.
+async fn move_binding(m: &Move, freed: &HashSet<Uuid>, ctx: &PusherContext) -> bool {
+    for old in &m.old {
+        let with_bridge = old.bridge.as_ref().is_some_and(|b| freed.contains(&b.id));
+        if !with_bridge {
+            if let Err(err) = ctx
+                .backend
+                .delete_path(Kind::HostInterfacePort, &old.path)
+                .await
+            {
+                tracing::warn!(translation = %m.key, from = %old.from, backend_path = %old.path, error = %err, "cutover: cannot delete the old binding; its Translation retries");
+                return false;
+            }
         }
-        ctx.deps.taken_over(&m.interface, from);
+        ctx.deps.taken_over(&m.interface, &old.from);
         ctx.metrics.bindings_cut_over.inc();
     }
     if let Err(err) = ctx.backend.apply(&m.binding.resource).await {
@@ -192,9 +319,17 @@ mod tests {
         ObjectRef::new("pod.1.a").within("ns")
     }
 
-    fn old_binder(_: &Key, i: &Interface) -> Vec<(Key, String)> {
+    fn old_binding() -> OldBinding {
+        OldBinding {
+            from: old_key(),
+            path: format!("/hosts/{HOST}/ports/old"),
+            bridge: None,
+        }
+    }
+
+    fn old_binder(_: &Key, i: &Interface) -> Vec<OldBinding> {
         if i.1 == "veth-a" {
-            vec![(old_key(), format!("/hosts/{HOST}/ports/old"))]
+            vec![old_binding()]
         } else {
             Vec::new()
         }
@@ -211,7 +346,7 @@ mod tests {
             m.interface,
             (Uuid::parse_str(HOST).unwrap(), "veth-a".into())
         );
-        assert_eq!(m.old, vec![(old_key(), format!("/hosts/{HOST}/ports/old"))]);
+        assert_eq!(m.old, vec![old_binding()]);
         assert_eq!(m.binding.path, format!("/hosts/{HOST}/ports/{NEW_PORT}"));
     }
 
@@ -261,5 +396,73 @@ mod tests {
         .is_empty());
         // No old version binds the interface: the Translation's own push creates it.
         assert!(moves([&tr], |_| Vec::new(), |_, _| false, |_, _| Vec::new()).is_empty());
+    }
+
+    const OLD_BRIDGE: &str = "5a2b1c7e-0000-4000-8000-0000000000b1";
+    const OLD_PORT: &str = "5a2b1c7e-0000-4000-8000-0000000000a1";
+
+    /// An old pod Translation: its port on the old node bridge, and the port's binding.
+    fn old_pod_resources(bridge: &str) -> Vec<Desired> {
+        let entries = vec![
+            TranslationResource {
+                kind: "Port".into(),
+                parent: bridge.into(),
+                body: serde_json::json!({"id": OLD_PORT, "type": "Bridge"}).to_string(),
+            },
+            binding_entry(OLD_PORT),
+        ];
+        plan::parse_lenient(&entries)
+    }
+
+    fn node_key() -> Key {
+        ObjectRef::new("node.1.n1")
+    }
+
+    fn provider(r: &Referent) -> Option<(Key, String)> {
+        (*r == Referent::Object(Uuid::parse_str(OLD_BRIDGE).unwrap()))
+            .then(|| (node_key(), format!("/bridges/{OLD_BRIDGE}")))
+    }
+
+    #[test]
+    fn an_old_binding_is_freed_by_deleting_the_old_bridge_its_port_is_on() {
+        let resources = old_pod_resources(OLD_BRIDGE);
+        let binding = format!("/hosts/{HOST}/ports/{OLD_PORT}");
+        let bridge = bridge_of_binding(&resources, &binding, provider, |k| *k == node_key());
+        assert_eq!(
+            bridge,
+            Some(OldBridge {
+                id: Uuid::parse_str(OLD_BRIDGE).unwrap(),
+                path: format!("/bridges/{OLD_BRIDGE}"),
+                provider: node_key(),
+            })
+        );
+    }
+
+    #[test]
+    fn a_bridge_of_the_new_version_a_global_one_or_nobodys_is_left_alone() {
+        let resources = old_pod_resources(OLD_BRIDGE);
+        let binding = format!("/hosts/{HOST}/ports/{OLD_PORT}");
+        // The provider is not an old version's (or is global): its binding goes alone.
+        assert_eq!(
+            bridge_of_binding(&resources, &binding, provider, |_| false),
+            None
+        );
+        // Nobody provides the bridge.
+        assert_eq!(
+            bridge_of_binding(&resources, &binding, |_| None, |_| true),
+            None
+        );
+        // The binding is not the Translation's.
+        assert_eq!(
+            bridge_of_binding(&resources, "/hosts/x/ports/y", provider, |_| true),
+            None
+        );
+        // A router port: deleting its device would take far more than a node's pods.
+        let router_port =
+            |r: &Referent| provider(r).map(|(k, _)| (k, format!("/routers/{OLD_BRIDGE}")));
+        assert_eq!(
+            bridge_of_binding(&resources, &binding, router_port, |_| true),
+            None
+        );
     }
 }

@@ -723,6 +723,14 @@ impl Dependencies {
         out
     }
 
+    /// The Translation that provides `referent`, and the path of the resource that does.
+    pub fn provider_of(&self, referent: &Referent) -> Option<(Key, String)> {
+        self.lock()
+            .providers
+            .get(referent)
+            .map(|(k, path)| (unshared(k), path.clone()))
+    }
+
     /// The interfaces `key` binds.
     pub fn interfaces_of(&self, key: &Key) -> Vec<Interface> {
         self.lock().bound.get(key).cloned().unwrap_or_default()

@@ -545,12 +545,22 @@ impl<'a> Reconciling<'a> {
 
     async fn delete(&self) -> Result<Outcome, PusherError> {
         let ctx = self.ctx;
-        let desired = plan::parse_lenient(self.tr.desired_resources());
-        let taken = ctx.deps.taken_elsewhere(&self.key, &desired);
+        let mut desired = plan::parse_lenient(self.tr.desired_resources());
+        let mut taken = ctx.deps.taken_elsewhere(&self.key, &desired);
+        // What a bump's cutover deleted already (an old node bridge) is gone, and what
+        // MidoNet's cascade took with it.
+        let gone = ctx.tracker.paths_deleted_by_cutover(self.uid);
+        taken.extend(
+            desired
+                .iter()
+                .filter(|d| gone.contains(&d.path))
+                .filter_map(|d| d.resource.own_id()),
+        );
+        desired.retain(|d| !gone.contains(&d.path));
+        let mut pushed = self.before.pushed.clone();
+        pushed.retain(|p| !gone.contains(&p.path));
         tracing::debug!(translation = %self.name(), taken = ?taken, "deleting; taken by other deletions");
-        let deletion = plan::plan_delete(&self.before.pushed, &desired, &taken, |path| {
-            ctx.deps.claimed(path)
-        });
+        let deletion = plan::plan_delete(&pushed, &desired, &taken, |path| ctx.deps.claimed(path));
         // Who else binds this Translation's interfaces records a binding MidoNet holds for
         // one port at a time: it must push its own again once this one's is gone.
         let rebind: Vec<(ObjectRef<Translation>, String)> = ctx

@@ -8,7 +8,8 @@
 //! - pushed paths found gone from the backend (drift, another Translation's cascade), to
 //!   create again;
 //! - bindings a version bump's cutover created for it (see [`super::cutover`]), to record
-//!   without creating them again.
+//!   without creating them again, and the old version's bridges the cutover deleted, not to
+//!   delete them again when the Translation goes.
 //!
 //! One lock guards it all, so each rule about a Translation's bookkeeping reads one entry.
 
@@ -39,6 +40,7 @@ struct Tracked {
     deleting: bool,
     missing: Missing,
     cut_over: HashSet<String>,
+    deleted_by_cutover: HashSet<String>,
 }
 
 impl Tracked {
@@ -49,6 +51,7 @@ impl Tracked {
             && !self.deleting
             && self.missing.is_empty()
             && self.cut_over.is_empty()
+            && self.deleted_by_cutover.is_empty()
     }
 }
 
@@ -212,6 +215,24 @@ impl Tracker {
             }
         }
         state.tidy(uid);
+    }
+
+    /// The cutover deleted this pushed path of an old version's Translation (a bridge, with
+    /// the ports under it): its deletion does not send the DELETE again.
+    pub fn deleted_by_cutover(&self, uid: &str, path: &str) {
+        lock(&self.state)
+            .entry(uid)
+            .deleted_by_cutover
+            .insert(path.to_string());
+    }
+
+    /// The paths of the Translation the cutover deleted.
+    pub fn paths_deleted_by_cutover(&self, uid: &str) -> HashSet<String> {
+        lock(&self.state)
+            .by_uid
+            .get(uid)
+            .map(|t| t.deleted_by_cutover.clone())
+            .unwrap_or_default()
     }
 
     pub fn mark_missing(&self, uid: &str, paths: HashSet<String>, cause: Cause) {

@@ -43,6 +43,11 @@ pub(super) async fn verify_loop(
             if sync_state(&tr) != SyncState::Ready {
                 continue;
             }
+            // From the cutover on, the old version is being taken apart on purpose (its
+            // node bridges go with the cutover): repairing it would build it up again.
+            if ctx.rollout.is_old(&tr) && ctx.rollout.phase().cut_over() {
+                continue;
+            }
             let Some(uid) = tr.uid() else { continue };
             let status = ctx.recorded_status(&tr);
             // References MidoNet may have cleared (a bridge's filter chain), per path.
