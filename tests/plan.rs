@@ -5,8 +5,10 @@
 //! Kubernetes semantics say a bump does to this cluster (every object's Translations
 //! replaced, every pod's and node's interface rebound), and its backend requests must be
 //! the ones the simulator counts when the controllers do the bump: POSTs = creates, PUTs =
-//! updates, DELETEs = the cutover's binding deletions plus the old version's deletions that
-//! MidoNet's cascades do not do. A plan that ignored the cascades is shown to miss.
+//! updates, DELETEs = the cutover's deletions of the old node bridges (which free the
+//! interfaces) plus the old version's deletions that MidoNet's cascades do not do. A plan
+//! that ignored the cascades is shown to miss. Then a bump to version 3 is stopped half
+//! built, and the plan of the rest must again be what the controllers do.
 
 mod support;
 
@@ -18,6 +20,7 @@ use kube::ResourceExt;
 use midonet_kube_controllers::config::RunArgs;
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::plancmd::{cli::compute, Reason};
+use midonet_kube_controllers::pusher::plan::parse_lenient;
 use midonet_translators::meta::VERSION_LABEL;
 use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact, Controllers};
@@ -219,5 +222,149 @@ async fn the_plan_of_a_bump_is_what_the_bump_does() {
     // old resource explicitly would have planned this many DELETEs.
     let naive = (p.backend.deletes_cutover + old_resources) as u64;
     assert_ne!(naive, done.2, "a plan ignoring cascades would match too");
+
+    // In the middle of a bump: 2 → 3 stopped while version 3 builds (MidoNet slowed down so
+    // that the build is caught half done, then taken away so that nothing moves while the
+    // controllers stop). The plan is then the rest of the bump: what version 3 pushed
+    // already is not planned again, and the rest is what the controllers do when started.
+    let mut faults = admin.faults().await.unwrap();
+    faults.latency_ms = 40;
+    admin.set_faults(faults.clone()).await.unwrap();
+    let ctl = Controllers::start(
+        control_plane().kubeconfig.as_path(),
+        &sim,
+        &["--controllers", CONTROLLERS, "--translation-version", "3"],
+    )
+    .await;
+    let (ready, total) = wait_until("version 3 half built", CONVERGE, || {
+        half_built(&client, "3", existing)
+    })
+    .await;
+    // Every request refused as if a referent were missing: a push stops at once and
+    // records what it did (a 5xx would be retried for half a minute first).
+    faults.error_rate = [("*".to_string(), 1.0)].into();
+    faults.error_status = 400;
+    admin.set_faults(faults).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    ctl.stop().await;
+    admin.clear_faults().await.unwrap();
+    eprintln!("stopped with {ready} of {total} version-3 Translations Ready");
+    let unrecorded = unrecorded_updatable(&client, &admin, "3").await;
+    let partly: Vec<String> = Api::<Translation>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|t| {
+            let pushed = t.status.as_ref().map_or(0, |s| s.pushed.len());
+            pushed > 0 && pushed < t.desired_resources().len()
+        })
+        .map(|t| t.name_any())
+        .collect();
+    eprintln!("partly pushed: {partly:?}; unrecorded updatable resources: {unrecorded}");
+
+    let v3 = settings(&kubeconfig, &api, "3");
+    let mid = compute(&config(&v3), 100.0).await.unwrap();
+    eprintln!("{}", mid.render_text());
+    assert_eq!(
+        mid.existing_versions.keys().collect::<Vec<_>>(),
+        ["2", "3"],
+        "both versions exist"
+    );
+    assert!(mid.translations.unchanged >= ready, "what is pushed stays");
+    assert!(
+        mid.backend.creates > 0 && mid.backend.creates < p.backend.creates,
+        "part of version 3 is pushed: {} creates left of {}",
+        mid.backend.creates,
+        p.backend.creates
+    );
+    admin.reset_requests().await.unwrap();
+    let ctl = Controllers::start(
+        control_plane().kubeconfig.as_path(),
+        &sim,
+        &["--controllers", CONTROLLERS, "--translation-version", "3"],
+    )
+    .await;
+    wait_until("only version-3 Translations", CONVERGE, || {
+        only_version(&client, "3")
+    })
+    .await;
+    wait_exact(&client, &admin, "version 3", CONVERGE).await;
+    ctl.stop().await;
+    let counted = admin.requests().await.unwrap();
+    eprintln!("simulator: {counted:?}");
+    let done = (
+        counted.of_method("POST"),
+        counted.of_method("PUT"),
+        counted.of_method("DELETE"),
+    );
+    let planned = (
+        mid.backend.creates as u64,
+        mid.backend.updates as u64,
+        mid.backend.deletes as u64,
+    );
+    // A push the stop interrupted created resources its Translation's status does not
+    // record: the plan (which reads only Kubernetes) counts them as creates, and the
+    // controllers POST them again (409) and PUT the updatable ones: those PUTs on top.
+    let planned = (planned.0, planned.1 + unrecorded, planned.2);
+    assert_eq!(
+        planned, done,
+        "plan mid-bump (POST, PUT + {unrecorded} unrecorded, DELETE) vs the rest of the bump"
+    );
     sim.shutdown().await;
+}
+
+/// The resources of `version`'s Translations that the backend holds but their status does
+/// not record as pushed (a push interrupted before its status write), of updatable kinds.
+async fn unrecorded_updatable(
+    client: &kube::Client,
+    admin: &midonet_sim::admin::AdminClient,
+    version: &str,
+) -> u64 {
+    let stored = admin.state().await.unwrap().translation_paths();
+    let all: Api<Translation> = Api::all(client.clone());
+    let mut n = 0;
+    for t in all.list(&ListParams::default()).await.unwrap().items {
+        if t.labels().get(VERSION_LABEL).map(String::as_str) != Some(version) {
+            continue;
+        }
+        let recorded: Vec<&str> = t
+            .status
+            .as_ref()
+            .map(|s| s.pushed.iter().map(|p| p.path.as_str()).collect())
+            .unwrap_or_default();
+        for d in parse_lenient(t.desired_resources()) {
+            if d.resource.kind().updatable()
+                && stored.contains(&d.path)
+                && !recorded.contains(&d.path.as_str())
+            {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// Some of `version`'s Translations are Ready and some not (of the `expected` it will have),
+/// and no old one is being deleted yet: (Ready, existing) of that version.
+async fn half_built(
+    client: &kube::Client,
+    version: &str,
+    expected: usize,
+) -> Option<(usize, usize)> {
+    let all: Api<Translation> = Api::all(client.clone());
+    let items = all.list(&ListParams::default()).await.ok()?.items;
+    if items
+        .iter()
+        .any(|t| t.metadata.deletion_timestamp.is_some())
+    {
+        return None;
+    }
+    let of_version: Vec<&Translation> = items
+        .iter()
+        .filter(|t| t.labels().get(VERSION_LABEL).map(String::as_str) == Some(version))
+        .collect();
+    let ready = of_version.iter().filter(|t| t.is_ready()).count();
+    (ready * 4 >= expected && ready < expected).then_some((ready, of_version.len()))
 }
