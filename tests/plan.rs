@@ -192,32 +192,8 @@ async fn the_plan_of_a_bump_is_what_the_bump_does() {
     assert_eq!(json["backend"], serde_json::to_value(&p.backend).unwrap());
 
     // The bump itself, counted by the simulator.
-    admin.reset_requests().await.unwrap();
-    let ctl = Controllers::start(
-        control_plane().kubeconfig.as_path(),
-        &sim,
-        &["--controllers", CONTROLLERS, "--translation-version", "2"],
-    )
-    .await;
-    wait_until("only version-2 Translations", CONVERGE, || {
-        only_version(&client, "2")
-    })
-    .await;
-    wait_exact(&client, &admin, "version 2", CONVERGE).await;
-    ctl.stop().await;
-    let counted = admin.requests().await.unwrap();
-    eprintln!("simulator: {counted:?}");
-    let done = (
-        counted.of_method("POST"),
-        counted.of_method("PUT"),
-        counted.of_method("DELETE"),
-    );
-    let planned = (
-        p.backend.creates as u64,
-        p.backend.updates as u64,
-        p.backend.deletes as u64,
-    );
-    assert_eq!(planned, done, "plan (POST, PUT, DELETE) vs the bump");
+    let done = run_counted(&client, &sim, &admin, "2").await;
+    assert_eq!(planned(&p), done, "plan (POST, PUT, DELETE) vs the bump");
     // The oracle tells a plan without MidoNet's cascades from the right one: deleting every
     // old resource explicitly would have planned this many DELETEs.
     let naive = (p.backend.deletes_cutover + old_resources) as u64;
@@ -279,40 +255,63 @@ async fn the_plan_of_a_bump_is_what_the_bump_does() {
         mid.backend.creates,
         p.backend.creates
     );
-    admin.reset_requests().await.unwrap();
-    let ctl = Controllers::start(
-        control_plane().kubeconfig.as_path(),
-        &sim,
-        &["--controllers", CONTROLLERS, "--translation-version", "3"],
-    )
-    .await;
-    wait_until("only version-3 Translations", CONVERGE, || {
-        only_version(&client, "3")
-    })
-    .await;
-    wait_exact(&client, &admin, "version 3", CONVERGE).await;
-    ctl.stop().await;
-    let counted = admin.requests().await.unwrap();
-    eprintln!("simulator: {counted:?}");
-    let done = (
-        counted.of_method("POST"),
-        counted.of_method("PUT"),
-        counted.of_method("DELETE"),
-    );
-    let planned = (
-        mid.backend.creates as u64,
-        mid.backend.updates as u64,
-        mid.backend.deletes as u64,
-    );
+    let done = run_counted(&client, &sim, &admin, "3").await;
     // A push the stop interrupted created resources its Translation's status does not
     // record: the plan (which reads only Kubernetes) counts them as creates, and the
     // controllers POST them again (409) and PUT the updatable ones: those PUTs on top.
-    let planned = (planned.0, planned.1 + unrecorded, planned.2);
+    let (posts, puts, deletes) = planned(&mid);
+    let planned = (posts, puts + unrecorded, deletes);
     assert_eq!(
         planned, done,
         "plan mid-bump (POST, PUT + {unrecorded} unrecorded, DELETE) vs the rest of the bump"
     );
     sim.shutdown().await;
+}
+
+/// Runs the controllers at `version` until only its Translations exist and the backend is
+/// exactly what they say; answers the backend requests they sent: (POST, PUT, DELETE).
+async fn run_counted(
+    client: &kube::Client,
+    sim: &midonet_sim::SimHandle,
+    admin: &midonet_sim::admin::AdminClient,
+    version: &str,
+) -> (u64, u64, u64) {
+    admin.reset_requests().await.unwrap();
+    let ctl = Controllers::start(
+        control_plane().kubeconfig.as_path(),
+        sim,
+        &[
+            "--controllers",
+            CONTROLLERS,
+            "--translation-version",
+            version,
+        ],
+    )
+    .await;
+    wait_until(
+        &format!("only version-{version} Translations"),
+        CONVERGE,
+        || only_version(client, version),
+    )
+    .await;
+    wait_exact(client, admin, &format!("version {version}"), CONVERGE).await;
+    ctl.stop().await;
+    let counted = admin.requests().await.unwrap();
+    eprintln!("simulator: {counted:?}");
+    (
+        counted.of_method("POST"),
+        counted.of_method("PUT"),
+        counted.of_method("DELETE"),
+    )
+}
+
+/// A plan's backend requests as the simulator counts them: (POST, PUT, DELETE).
+fn planned(p: &midonet_kube_controllers::plancmd::Plan) -> (u64, u64, u64) {
+    (
+        p.backend.creates as u64,
+        p.backend.updates as u64,
+        p.backend.deletes as u64,
+    )
 }
 
 /// The resources of `version`'s Translations that the backend holds but their status does
