@@ -551,24 +551,15 @@ fn bump_floor(old: &midonet_sim::admin::StateDump) -> Res<BumpFloor> {
                 .any(|id| ids.contains(id) && r.own_id() != Some(*id))
         })
         .count();
-    let bindings = resources
-        .iter()
-        .filter(|r| matches!(r, Resource::HostInterfacePort(_)))
-        .count();
     Ok(BumpFloor {
         requests: resources.len() + roots,
-        bindings,
     })
 }
 
 /// A version bump's least backend requests: the new version's creates (as many as the old
 /// version's resources) and the old version's deletions MidoNet's cascades do not do.
-/// `bindings` are the old host-interface bindings: a blue/green bump must delete each one
-/// itself (MidoNet binds an interface to one port at a time), where deleting its port
-/// would have taken it.
 struct BumpFloor {
     requests: usize,
-    bindings: usize,
 }
 
 /// The Translations' backend resources (parsed, in push order) in levels: each one's
@@ -1201,15 +1192,6 @@ async fn run(args: Args) -> Res<()> {
             target: "<= 1.05",
         },
         Row {
-            name: "version bump: requests / floor + old bindings deleted",
-            value: format!(
-                "{bump_requests} / {} = {:.2}",
-                bump_floor.requests + bump_floor.bindings,
-                bump_requests as f64 / (bump_floor.requests + bump_floor.bindings).max(1) as f64
-            ),
-            target: "-",
-        },
-        Row {
             name: "version bump: flows probed / sample period",
             value: format!(
                 "{} / {:.0} ms (max {:.0} ms)",
@@ -1247,7 +1229,6 @@ async fn run(args: Args) -> Res<()> {
                             "requests": np_requests},
         "versionBump": {"seconds": bump_time.as_secs_f64(), "requests": bump_requests,
                         "floorRequests": bump_floor.requests,
-                        "oldBindings": bump_floor.bindings,
                         "byMethod": bump_breakdown.by_method, "byStatus": bump_breakdown.by_status,
                         "byKind": bump_breakdown.by_kind, "probe": bump_probe_json},
         "totalSeconds": t0.elapsed().as_secs_f64(),
