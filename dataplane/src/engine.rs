@@ -146,6 +146,8 @@ pub(crate) struct Consulted {
     pub(crate) routers: Vec<Uuid>,
     seen_chains: rustc_hash::FxHashSet<Uuid>,
     seen_routers: rustc_hash::FxHashSet<Uuid>,
+    /// Notes nothing: the caller does not ask what was consulted.
+    pub(crate) off: bool,
 }
 
 impl Consulted {
@@ -159,13 +161,13 @@ impl Consulted {
     }
 
     fn chain(&mut self, id: Uuid) {
-        if self.seen_chains.insert(id) {
+        if !self.off && self.seen_chains.insert(id) {
             self.chains.push(id);
         }
     }
 
     fn router(&mut self, id: Uuid) {
-        if self.seen_routers.insert(id) {
+        if !self.off && self.seen_routers.insert(id) {
             self.routers.push(id);
         }
     }
