@@ -23,30 +23,10 @@ fn scale_s(policies: usize) -> (Scenario, Cluster, Vec<Resource>) {
     (sc, t.cluster, t.resources)
 }
 
-/// How fast the probe samples a backend of scale S (50 nodes, 2,000 pods, 300 Services,
-/// 200 NetworkPolicies) held by the in-process simulator, with the benchmark's sample, and
-/// what reading it over the admin API would cost instead. A measurement, printed; it
-/// fails only if a flow is found interrupted on the unchanging backend. Run with
-/// `--release --ignored`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore]
-async fn sample_period_at_scale_s() {
-    let (sc, cluster, resources) = scale_s(200);
-    let hosts: Vec<(&str, uuid::Uuid)> = sc.hosts.iter().map(|(n, id)| (n.as_str(), *id)).collect();
-    let (sim, admin) = support::stack::start_sim(&hosts).await;
-    let backend = BackendClient::new(
-        BackendConfig {
-            url: sim.api_url(),
-            ..BackendConfig::default()
-        },
-        &prometheus::Registry::new(),
-    )
-    .unwrap();
-    let started = Instant::now();
-    let n = resources.len();
-    // Pass after pass, what was refused for a referent not there yet (a host not yet in
-    // the tunnel zone, a chain of a later Translation) is tried again.
-    let mut pending: Vec<&Resource> = resources.iter().collect();
+/// Applies every resource; pass after pass, what was refused for a referent not there yet
+/// (a host not yet in the tunnel zone, a chain of a later Translation) is tried again.
+async fn push_all<'a>(backend: &BackendClient, resources: impl Iterator<Item = &'a Resource>) {
+    let mut pending: Vec<&Resource> = resources.collect();
     while !pending.is_empty() {
         let mut refused = Vec::new();
         for r in &pending {
@@ -61,8 +41,141 @@ async fn sample_period_at_scale_s() {
         );
         pending = refused;
     }
+}
+
+/// A client of the simulator's API.
+fn backend_of(sim: &midonet_sim::SimHandle) -> BackendClient {
+    BackendClient::new(
+        BackendConfig {
+            url: sim.api_url(),
+            ..BackendConfig::default()
+        },
+        &prometheus::Registry::new(),
+    )
+    .unwrap()
+}
+
+/// How long one probe sample takes at scale S (200 NetworkPolicies, the benchmark's sample
+/// of flows) while the store changes under it: a version bump pushed into the in-process
+/// simulator as fast as it takes requests (version 2 created, each pod's interface bound
+/// to its new port, version 1 deleted). A measurement, printed with its breakdown; it
+/// fails only if the probe took no sample during the bump or the last one does not find
+/// every flow ok. Run with `--release --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn sample_time_at_scale_s_during_a_bump() {
+    use midonet_translators::TranslatorConfig;
+
+    let sc = Scenario::new("bench", Scale::S);
+    let v1 = sc.translated(200).unwrap();
+    let v2 = sc
+        .translated_with(
+            &TranslatorConfig {
+                version: "2".into(),
+                ..TranslatorConfig::default()
+            },
+            200,
+        )
+        .unwrap();
+    let hosts: Vec<(&str, uuid::Uuid)> = sc.hosts.iter().map(|(n, id)| (n.as_str(), *id)).collect();
+    let (sim, _admin) = support::stack::start_sim(&hosts).await;
+    let backend = backend_of(&sim);
+    push_all(&backend, v1.resources.iter()).await;
+
+    let reader = sim.reader();
+    let flows = select_flows(
+        &v1.cluster,
+        SampleSize {
+            services_per_source: 6,
+            peers_per_source: 2,
+        },
+    );
+    let probe = FlowProbe::start(
+        flows.clone(),
+        v1.cluster.attachments(),
+        {
+            let reader = reader.clone();
+            let mut cursor = midonet_sim::ReadCursor::default();
+            Box::new(move || reader.changes(&mut cursor))
+        },
+        Duration::from_millis(100),
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = Instant::now();
+    let is_binding = |r: &&Resource| matches!(r, Resource::HostInterfacePort(_));
+    push_all(&backend, v2.resources.iter().filter(|r| !is_binding(r))).await;
+    let created = started.elapsed();
+    for r in v2.resources.iter().filter(is_binding) {
+        let Resource::HostInterfacePort(new) = r else {
+            continue;
+        };
+        let old = v1.resources.iter().find(|o| {
+            matches!(o, Resource::HostInterfacePort(b)
+                if b.parent == new.parent && b.interface_name == new.interface_name)
+        });
+        if let Some(old) = old {
+            backend.delete(old).await.unwrap();
+        }
+        backend.apply(r).await.unwrap();
+    }
+    let rebound = started.elapsed();
+    let kept: std::collections::HashSet<String> =
+        v2.resources.iter().map(Resource::item_path).collect();
+    for r in v1.resources.iter().rev() {
+        if !kept.contains(&r.item_path()) {
+            backend.delete(r).await.unwrap();
+        }
+    }
+    let deleted = started.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let report = probe.stop().await.unwrap();
     eprintln!(
-        "pushed {n} resources in {:.1} s",
+        "bump of {} -> {} resources: created in {:.1} s, rebound by {:.1} s, deleted by {:.1} s",
+        v1.resources.len(),
+        v2.resources.len(),
+        created.as_secs_f64(),
+        rebound.as_secs_f64(),
+        deleted.as_secs_f64()
+    );
+    eprintln!("probe: {}", report.summary());
+    let ms = |t: &midonet_testkit::probe::Timing| {
+        format!(
+            "median {:.1} ms, max {:.1} ms",
+            t.median_seconds * 1e3,
+            t.max_seconds * 1e3
+        )
+    };
+    eprintln!(
+        "sample: {}; read {}; apply {}; judge {}",
+        ms(&report.sample_time),
+        ms(&report.read_time),
+        ms(&report.apply_time),
+        ms(&report.judge_time)
+    );
+    assert!(report.samples > 10, "{}", report.summary());
+    let topo = topology(reader.resources().unwrap(), &v2.cluster.attachments());
+    for f in &flows {
+        assert_eq!(judge(&topo, f), Ok(()), "{}", f.name());
+    }
+}
+
+/// How fast the probe samples a backend of scale S (50 nodes, 2,000 pods, 300 Services,
+/// 200 NetworkPolicies) held by the in-process simulator, with the benchmark's sample, and
+/// what reading it over the admin API would cost instead. A measurement, printed; it
+/// fails only if a flow is found interrupted on the unchanging backend. Run with
+/// `--release --ignored`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn sample_period_at_scale_s() {
+    let (sc, cluster, resources) = scale_s(200);
+    let hosts: Vec<(&str, uuid::Uuid)> = sc.hosts.iter().map(|(n, id)| (n.as_str(), *id)).collect();
+    let (sim, admin) = support::stack::start_sim(&hosts).await;
+    let backend = backend_of(&sim);
+    let started = Instant::now();
+    push_all(&backend, resources.iter()).await;
+    eprintln!(
+        "pushed {} resources in {:.1} s",
+        resources.len(),
         started.elapsed().as_secs_f64()
     );
 

@@ -1202,6 +1202,15 @@ async fn run(args: Args) -> Res<()> {
             target: "<= 100 ms",
         },
         Row {
+            name: "version bump: probe sample time (median / max)",
+            value: format!(
+                "{:.0} ms / {:.0} ms",
+                bump_probe.sample_time.median_seconds * 1000.0,
+                bump_probe.sample_time.max_seconds * 1000.0
+            ),
+            target: "<= 100 ms",
+        },
+        Row {
             name: "version bump: flows interrupted (max / p99)",
             value: format!(
                 "{} ({:.2} s / {:.2} s)",

@@ -570,7 +570,7 @@ fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> 
         protocol: flow.protocol,
         src_port: CLIENT_PORT,
     };
-    let (t, consulted) = match trace_consulting(topo, &probe, false) {
+    let (t, consulted) = match trace_consulting(topo, &probe, false, true) {
         Ok(t) => t,
         Err(e) => {
             // The source is not plugged in: reported once in `unplugged`, and every flow

@@ -137,12 +137,17 @@ enum Decision {
 }
 
 /// What walks looked at that an address or a port can make a difference to: the chains
-/// they ran (each once) and the routers whose routes they looked up. `check` uses it to
-/// decide which sources one trace stands for.
+/// they ran (each once, in the order first run) and the routers whose routes they looked
+/// up. `check` uses it to decide which sources one trace stands for. A walk runs hundreds
+/// of chains (one per jump), so membership is a hash look-up, not a scan.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Consulted {
     pub(crate) chains: Vec<Uuid>,
     pub(crate) routers: Vec<Uuid>,
+    seen_chains: rustc_hash::FxHashSet<Uuid>,
+    seen_routers: rustc_hash::FxHashSet<Uuid>,
+    /// Notes nothing: the caller does not ask what was consulted.
+    pub(crate) off: bool,
 }
 
 impl Consulted {
@@ -156,13 +161,13 @@ impl Consulted {
     }
 
     fn chain(&mut self, id: Uuid) {
-        if !self.chains.contains(&id) {
+        if !self.off && self.seen_chains.insert(id) {
             self.chains.push(id);
         }
     }
 
     fn router(&mut self, id: Uuid) {
-        if !self.routers.contains(&id) {
+        if !self.off && self.seen_routers.insert(id) {
             self.routers.push(id);
         }
     }

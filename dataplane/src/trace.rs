@@ -114,22 +114,25 @@ impl Trace {
 
 /// Traces `probe` on `topo`, exploring every random choice.
 pub fn trace(topo: &Topology, probe: &Probe) -> Result<Trace, TraceError> {
-    trace_consulting(topo, probe, true).map(|(t, _)| t)
+    trace_consulting(topo, probe, true, false).map(|(t, _)| t)
 }
 
 /// [`trace`] without the hops of each leg (every leg's `hops` is empty): the verdicts,
 /// deliveries, drop reasons and replies are the same, at a fraction of the cost.
 pub fn trace_without_hops(topo: &Topology, probe: &Probe) -> Result<Trace, TraceError> {
-    trace_consulting(topo, probe, false).map(|(t, _)| t)
+    trace_consulting(topo, probe, false, false).map(|(t, _)| t)
 }
 
-/// [`trace`] (with hops if `record`), and what its walks consulted on every path.
+/// [`trace`] (with hops if `record`), and what its walks consulted on every path (if
+/// `consult`; nothing otherwise).
 pub(crate) fn trace_consulting(
     topo: &Topology,
     probe: &Probe,
     record: bool,
+    consult: bool,
 ) -> Result<(Trace, Consulted), TraceError> {
     let mut consulted = Consulted::default();
+    consulted.off = !consult;
     let client = topo
         .attachment_named(&probe.from)
         .ok_or_else(|| TraceError::UnknownSource(probe.from.clone()))?;
@@ -260,6 +263,7 @@ fn send(
     };
     let mut walk = Walk::new(topo, w.state, w.choices, pkt);
     walk.record = w.record;
+    walk.consulted.off = w.consulted.off;
     let end = walk.inject(port);
     let hops = std::mem::take(&mut walk.hops);
     let consulted = std::mem::take(&mut walk.consulted);

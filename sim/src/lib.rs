@@ -165,8 +165,9 @@ impl StoreReader {
     /// binding, a chain with its rules in order, …) that changed since `cursor` last read
     /// them, with their resources now, and those gone: what
     /// `midonet_dataplane::LiveTopology::apply` takes. The first reading with a new cursor
-    /// reports every record. The store is locked while records are hashed and the changed
-    /// ones rendered; parsing happens after.
+    /// reports every record. The store's maps log the records their changes touch, so a
+    /// reading costs the changes since the cursor, not the store; the store is locked
+    /// while the changed records are rendered, parsing happens after.
     pub fn changes(
         &self,
         cursor: &mut ReadCursor,
@@ -188,9 +189,10 @@ impl StoreReader {
     }
 }
 
-/// Where a reader of [`StoreReader::changes`] is: the records as it last saw them.
+/// Where a reader of [`StoreReader::changes`] is: how far it has read each change log of
+/// the store, and which records it has.
 #[derive(Clone, Debug, Default)]
-pub struct ReadCursor(store::Seen);
+pub struct ReadCursor(store::Cursor);
 
 impl SimHandle {
     /// An in-process reader of the store.

@@ -268,6 +268,34 @@ pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
     }
 }
 
+/// [`judge`] of every flow, in order. Flows are independent: they are judged in as many
+/// parts as there are cores, each on its own thread.
+pub fn judge_all(topo: &Topology, flows: &[ProbeFlow]) -> Vec<Result<(), String>> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 16);
+    if threads == 1 || flows.len() < 2 {
+        return flows.iter().map(|f| judge(topo, f)).collect();
+    }
+    let per_thread = flows.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = flows
+            .chunks(per_thread)
+            .map(|part| {
+                scope.spawn(move || part.iter().map(|f| judge(topo, f)).collect::<Vec<_>>())
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| match h.join() {
+                Ok(v) => v,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    })
+}
+
 /// The live topology of `resources` (rules in evaluation order, as a listing gives them)
 /// with `attachments` plugged in.
 pub fn topology(resources: Vec<Resource>, attachments: &[Attachment]) -> Topology {
@@ -309,6 +337,47 @@ pub struct Interruptions {
     longest_gap: Duration,
     /// Flows the first sample found not ok.
     down_at_start: usize,
+    /// How long each sample took, in parts.
+    times: Vec<SampleTime>,
+    initial_read: Duration,
+}
+
+/// How long one sample took: reading the changes, applying them to the topology, judging
+/// the flows.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SampleTime {
+    pub read: Duration,
+    pub apply: Duration,
+    pub judge: Duration,
+}
+
+impl SampleTime {
+    pub fn total(&self) -> Duration {
+        self.read + self.apply + self.judge
+    }
+}
+
+/// The median and the maximum of a series of durations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Timing {
+    pub median_seconds: f64,
+    pub max_seconds: f64,
+}
+
+impl Timing {
+    /// Of `times`; the median of an even count is the upper middle one.
+    fn of(mut times: Vec<Duration>) -> Timing {
+        times.sort();
+        Timing {
+            median_seconds: times
+                .get(times.len() / 2)
+                .copied()
+                .unwrap_or_default()
+                .as_secs_f64(),
+            max_seconds: times.last().copied().unwrap_or_default().as_secs_f64(),
+        }
+    }
 }
 
 /// One interrupted flow.
@@ -335,6 +404,14 @@ pub struct ProbeReport {
     /// Mean time between samples, and the longest.
     pub mean_period_seconds: f64,
     pub max_period_seconds: f64,
+    /// How long reading, parsing and indexing every record took, before the first sample.
+    pub initial_read_seconds: f64,
+    /// How long a sample took (reading the changes, applying them and judging), and each
+    /// part of it; a sample longer than the period stretches the period.
+    pub sample_time: Timing,
+    pub read_time: Timing,
+    pub apply_time: Timing,
+    pub judge_time: Timing,
     /// Flows found not ok at least once.
     pub interrupted: usize,
     /// Of those, the flows the first sample already found not ok: broken before whatever
@@ -362,12 +439,14 @@ impl ProbeReport {
     /// One line for a log or a table.
     pub fn summary(&self) -> String {
         format!(
-            "{} flows, {} samples every {:.0} ms (max {:.0} ms) over {:.1} s: {} interrupted \
-             ({} from the start), max {:.2} s, p99 {:.2} s",
+            "{} flows, {} samples every {:.0} ms (max {:.0} ms) taking {:.0} ms (max {:.0} ms) \
+             over {:.1} s: {} interrupted ({} from the start), max {:.2} s, p99 {:.2} s",
             self.flows,
             self.samples,
             self.mean_period_seconds * 1000.0,
             self.max_period_seconds * 1000.0,
+            self.sample_time.median_seconds * 1000.0,
+            self.sample_time.max_seconds * 1000.0,
             self.duration_seconds,
             self.interrupted,
             self.down_at_start,
@@ -416,6 +495,16 @@ impl Interruptions {
         }
     }
 
+    /// Records how long a sample took.
+    pub fn timed(&mut self, time: SampleTime) {
+        self.times.push(time);
+    }
+
+    /// Records how long reading the whole backend took before the first sample.
+    pub fn initial_read(&mut self, time: Duration) {
+        self.initial_read = time;
+    }
+
     /// The report; outages still open count up to the last sample. `names[i]` names flow `i`.
     pub fn report(&self, names: &[String]) -> ProbeReport {
         let last = self.last.unwrap_or_default();
@@ -462,6 +551,11 @@ impl Interruptions {
                 0.0
             },
             max_period_seconds: self.longest_gap.as_secs_f64(),
+            initial_read_seconds: self.initial_read.as_secs_f64(),
+            sample_time: Timing::of(self.times.iter().map(SampleTime::total).collect()),
+            read_time: Timing::of(self.times.iter().map(|t| t.read).collect()),
+            apply_time: Timing::of(self.times.iter().map(|t| t.apply).collect()),
+            judge_time: Timing::of(self.times.iter().map(|t| t.judge).collect()),
             interrupted: interrupted.len(),
             down_at_start: self.down_at_start,
             max_seconds: longest.last().copied().unwrap_or_default().as_secs_f64(),
@@ -490,8 +584,9 @@ impl FlowProbe {
     /// Starts sampling `flows` every `period` (or as fast as a sample takes, if longer):
     /// each sample applies what `source` reports changed to the topology it keeps (with
     /// `attachments`, the cluster's workloads from `Cluster::attachments`, plugged in) and
-    /// judges every flow on it. Only the changed records are parsed and re-indexed, so a
-    /// sample costs the judging and the changes, not a rebuild.
+    /// judges every flow on it ([`judge_all`]). Only the changed records are parsed and
+    /// re-indexed, so a sample costs the judging and the changes, not a rebuild; the
+    /// report has how long samples took.
     pub fn start(
         flows: Vec<ProbeFlow>,
         attachments: Vec<Attachment>,
@@ -503,22 +598,49 @@ impl FlowProbe {
         let thread = std::thread::spawn(move || {
             let names: Vec<String> = flows.iter().map(ProbeFlow::name).collect();
             let mut acc = Interruptions::new(flows.len());
-            let started = Instant::now();
+            // Every record is read, parsed and indexed before the first sample, so that
+            // the samples, the first included, read only changes.
+            let t = Instant::now();
             let mut live = LiveTopology::new(attachments.iter().cloned());
+            if let Ok(changes) = source() {
+                live.apply(changes);
+            }
+            acc.initial_read(t.elapsed());
+            let started = Instant::now();
+            // The verdicts on the topology as it is, if the last sample judged it.
+            let mut verdicts: Option<Vec<Result<(), String>>> = None;
             loop {
                 let at = started.elapsed();
-                let ok: Vec<Result<(), String>> = match source() {
+                let read = source();
+                let read_at = started.elapsed();
+                let (ok, applied_at) = match read {
                     Ok(changes) => {
-                        live.apply(changes);
-                        flows.iter().map(|f| judge(live.topology(), f)).collect()
+                        if !changes.is_empty() {
+                            live.apply(changes);
+                            verdicts = None;
+                        }
+                        let applied_at = started.elapsed();
+                        // Nothing changed: the same topology, the same verdicts.
+                        let ok = verdicts
+                            .get_or_insert_with(|| judge_all(live.topology(), &flows))
+                            .clone();
+                        (ok, applied_at)
                     }
                     Err(e) => {
                         // The source starts over with every record.
                         live = LiveTopology::new(attachments.iter().cloned());
-                        vec![Err(format!("cannot read the backend: {e}")); flows.len()]
+                        verdicts = None;
+                        let why = format!("cannot read the backend: {e}");
+                        (vec![Err(why); flows.len()], read_at)
                     }
                 };
+                let done = started.elapsed();
                 acc.record(at, &ok);
+                acc.timed(SampleTime {
+                    read: read_at - at,
+                    apply: applied_at - read_at,
+                    judge: done - applied_at,
+                });
                 // The last sample is taken after the stop was asked for, so that the
                 // report ends with the state at the stop.
                 if stopped.load(Ordering::SeqCst) {
@@ -661,6 +783,41 @@ mod tests {
     }
 
     #[test]
+    fn sample_times_are_reported_as_median_and_maximum() {
+        let mut acc = Interruptions::new(1);
+        acc.initial_read(ms(500));
+        // Totals 30, 12 and 100 ms: median 30, max 100.
+        for (read, apply, judge) in [(10, 5, 15), (2, 1, 9), (80, 0, 20)] {
+            acc.record(ms(0), &[ok()]);
+            acc.timed(SampleTime {
+                read: ms(read),
+                apply: ms(apply),
+                judge: ms(judge),
+            });
+        }
+        let r = acc.report(&names(1));
+        assert_eq!(r.initial_read_seconds, 0.5);
+        let t = |median: f64, max: f64| Timing {
+            median_seconds: median,
+            max_seconds: max,
+        };
+        assert_eq!(r.sample_time, t(0.030, 0.100));
+        assert_eq!(r.read_time, t(0.010, 0.080));
+        assert_eq!(r.apply_time, t(0.001, 0.005));
+        assert_eq!(r.judge_time, t(0.015, 0.020));
+        assert!(
+            r.summary().contains("taking 30 ms (max 100 ms)"),
+            "{}",
+            r.summary()
+        );
+        // No sample timed: zero.
+        assert_eq!(
+            Interruptions::new(1).report(&names(1)).sample_time,
+            t(0.0, 0.0)
+        );
+    }
+
+    #[test]
     fn a_flow_missing_from_a_sample_counts_as_down() {
         let mut acc = Interruptions::new(2);
         acc.record(ms(0), &[ok(), ok()]);
@@ -777,6 +934,9 @@ mod tests {
         );
         let why = judge(&topo, &flows[3]).unwrap_err();
         assert!(why.contains("not bound"), "{why}");
+        // Judged in parts on several threads, the verdicts come back in flow order.
+        let one_by_one: Vec<_> = flows.iter().map(|f| judge(&topo, f)).collect();
+        assert_eq!(judge_all(&topo, &flows), one_by_one);
 
         // svc-0's jump from KUBE-SERVICES gone: exactly the flows to svc-0 fail.
         let cfg = TranslatorConfig::default();

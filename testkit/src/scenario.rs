@@ -300,9 +300,17 @@ impl Scenario {
     /// translators with the default configuration. A resource the typed model refuses is
     /// an error naming it.
     pub fn translated(&self, policies: usize) -> Result<Translated, String> {
+        self.translated_with(&midonet_translators::TranslatorConfig::default(), policies)
+    }
+
+    /// [`Scenario::translated`] with `cfg` (e.g. another Translation version).
+    pub fn translated_with(
+        &self,
+        cfg: &midonet_translators::TranslatorConfig,
+        policies: usize,
+    ) -> Result<Translated, String> {
         use midonet_translators::model::Resource;
         use midonet_translators::policy::PolicyCluster;
-        use midonet_translators::TranslatorConfig;
 
         let sc = &self.scale;
         let nodes: Vec<Node> = (0..sc.nodes).map(|i| self.node(i)).collect();
@@ -327,24 +335,23 @@ impl Scenario {
             .map(|i| self.namespace_object(i))
             .collect();
         let nps: Vec<_> = (0..policies).map(|i| self.network_policy(i)).collect();
-        let cfg = TranslatorConfig::default();
-        let mut trs = midonet_translators::global(&cfg);
+        let mut trs = midonet_translators::global(cfg);
         for n in &nodes {
-            trs.extend(midonet_translators::node(&cfg, n).translations);
+            trs.extend(midonet_translators::node(cfg, n).translations);
         }
         for (i, p) in pods.iter().enumerate() {
             let node = nodes.get(self.pod_node(i));
-            trs.extend(midonet_translators::pod(&cfg, p, node).translations);
+            trs.extend(midonet_translators::pod(cfg, p, node).translations);
         }
         for (s, e) in services.iter().zip(&endpoints) {
-            trs.extend(midonet_translators::service(&cfg, s).translations);
-            trs.extend(midonet_translators::endpoints(&cfg, e, Some(s)).translations);
+            trs.extend(midonet_translators::service(cfg, s).translations);
+            trs.extend(midonet_translators::endpoints(cfg, e, Some(s)).translations);
         }
         let view = PolicyCluster::new(&namespaces, &pods);
         // The shared address groups first: the policies' rules name them.
-        trs.extend(midonet_translators::address_groups(&cfg, &nps, &view));
+        trs.extend(midonet_translators::address_groups(cfg, &nps, &view));
         for np in &nps {
-            trs.extend(midonet_translators::network_policy(&cfg, np, &view).translations);
+            trs.extend(midonet_translators::network_policy(cfg, np, &view).translations);
         }
         let resources = trs
             .iter()

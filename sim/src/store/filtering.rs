@@ -75,19 +75,19 @@ impl Store {
             self.remove_rule(rule);
         }
         let id_value = uuid_str(id);
-        let bodies = self
-            .bridges
-            .values_mut()
-            .map(|b| &mut b.body)
-            .chain(self.routers.values_mut().map(|r| &mut r.body))
-            .chain(self.ports.values_mut().map(|p| &mut p.body));
-        for body in bodies {
+        let clear = |body: &mut super::Body| {
+            let mut cleared = false;
             for key in ["inboundFilterId", "outboundFilterId"] {
                 if body.get(key) == Some(&id_value) {
                     body.remove(key);
+                    cleared = true;
                 }
             }
-        }
+            cleared
+        };
+        self.bridges.update_each(|_, b| clear(&mut b.body));
+        self.routers.update_each(|_, r| clear(&mut r.body));
+        self.ports.update_each(|_, p| clear(&mut p.body));
         Ok(Reply::NoContent)
     }
 

@@ -146,9 +146,11 @@ impl Store {
 
     /// Takes a deleted port out of every group.
     pub(crate) fn forget_port_memberships(&mut self, port: Uuid) {
-        for g in self.port_groups.values_mut() {
+        self.port_groups.update_each(|_, g| {
+            let before = g.ports.len();
             g.ports.retain(|p| *p != port);
-        }
+            g.ports.len() != before
+        });
     }
 
     // --- IP address groups --------------------------------------------------------------

@@ -14,8 +14,8 @@ mod groups;
 mod records;
 mod routing;
 mod topology;
+mod tracked;
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use midonet_translators::model::{BackendObject, Kind, ModelError};
@@ -25,7 +25,9 @@ use uuid::Uuid;
 
 use super::admin::{StateDump, StateEntry};
 
-pub use records::Seen;
+pub use records::Cursor;
+use records::RecordKind;
+use tracked::{InRecord, RecordKey, Tracked};
 
 /// A stored JSON body.
 pub(crate) type Body = Map<String, Value>;
@@ -190,17 +192,49 @@ pub(crate) struct RuleRec {
 /// The whole simulated topology. Serialisable as the snapshot file.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default)]
+///
+/// Each map logs the records its changes touch (`tracked`), for the readers of
+/// `records::Store::changes_since`.
 pub(crate) struct Store {
-    pub hosts: BTreeMap<Uuid, HostRec>,
-    pub tunnel_zones: BTreeMap<Uuid, TunnelZoneRec>,
-    pub bridges: BTreeMap<Uuid, BridgeRec>,
-    pub routers: BTreeMap<Uuid, RouterRec>,
-    pub ports: BTreeMap<Uuid, PortRec>,
-    pub routes: BTreeMap<Uuid, RouteRec>,
-    pub chains: BTreeMap<Uuid, ChainRec>,
-    pub rules: BTreeMap<Uuid, RuleRec>,
-    pub port_groups: BTreeMap<Uuid, PortGroupRec>,
-    pub ip_addr_groups: BTreeMap<Uuid, IpAddrGroupRec>,
+    pub hosts: Tracked<HostRec>,
+    pub tunnel_zones: Tracked<TunnelZoneRec>,
+    pub bridges: Tracked<BridgeRec>,
+    pub routers: Tracked<RouterRec>,
+    pub ports: Tracked<PortRec>,
+    pub routes: Tracked<RouteRec>,
+    pub chains: Tracked<ChainRec>,
+    /// A rule is part of its chain's record.
+    pub rules: Tracked<RuleRec>,
+    pub port_groups: Tracked<PortGroupRec>,
+    pub ip_addr_groups: Tracked<IpAddrGroupRec>,
+}
+
+macro_rules! in_own_record {
+    ($($rec:ty => $kind:ident),* $(,)?) => {
+        $(impl InRecord for $rec {
+            fn record(&self, id: Uuid) -> RecordKey {
+                (RecordKind::$kind, id)
+            }
+        })*
+    };
+}
+
+in_own_record! {
+    HostRec => Host,
+    TunnelZoneRec => TunnelZone,
+    BridgeRec => Bridge,
+    RouterRec => Router,
+    PortRec => Port,
+    RouteRec => Route,
+    ChainRec => Chain,
+    PortGroupRec => PortGroup,
+    IpAddrGroupRec => IpAddrGroup,
+}
+
+impl InRecord for RuleRec {
+    fn record(&self, _id: Uuid) -> RecordKey {
+        (RecordKind::Chain, self.chain)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
