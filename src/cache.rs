@@ -11,6 +11,7 @@ use std::fmt::Debug;
 use std::hash::Hash;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::reflector::{self, store::Writer, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -99,3 +100,76 @@ pub const WATCH_RETRY: RetryPolicy = RetryPolicy::new(
     std::time::Duration::from_millis(500),
     std::time::Duration::from_secs(5),
 );
+
+/// Trims a cached object's metadata to its identity (name, namespace, uid, resourceVersion,
+/// generation, timestamps), its labels when `labels`, and the annotations named in
+/// `annotations`: for a controller that reads nothing else of it. Owner references,
+/// finalizers and the other annotations of a Pod are a large part of its metadata at scale
+/// (a `BTreeMap` node alone is half a kilobyte).
+pub fn trim_metadata(meta: &mut ObjectMeta, labels: bool, annotations: &[&str]) {
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    meta.generate_name = None;
+    meta.self_link = None;
+    if !labels {
+        meta.labels = None;
+    }
+    meta.annotations = meta.annotations.take().and_then(|mut all| {
+        all.retain(|k, _| annotations.contains(&k.as_str()));
+        (!all.is_empty()).then_some(all)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use std::collections::BTreeMap;
+
+    fn meta() -> ObjectMeta {
+        ObjectMeta {
+            name: Some("p".into()),
+            namespace: Some("ns".into()),
+            uid: Some("u".into()),
+            resource_version: Some("7".into()),
+            generate_name: Some("p-".into()),
+            labels: Some(BTreeMap::from([("app".into(), "web".into())])),
+            annotations: Some(BTreeMap::from([
+                ("keep".into(), "1".into()),
+                ("drop".into(), "2".into()),
+            ])),
+            owner_references: Some(vec![OwnerReference {
+                kind: "ReplicaSet".into(),
+                name: "rs".into(),
+                ..OwnerReference::default()
+            }]),
+            finalizers: Some(vec!["f".into()]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn trimmed_metadata_keeps_the_identity_and_what_is_asked_for() {
+        let mut m = meta();
+        trim_metadata(&mut m, true, &["keep"]);
+        let want = ObjectMeta {
+            name: Some("p".into()),
+            namespace: Some("ns".into()),
+            uid: Some("u".into()),
+            resource_version: Some("7".into()),
+            labels: Some(BTreeMap::from([("app".into(), "web".into())])),
+            annotations: Some(BTreeMap::from([("keep".into(), "1".into())])),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(m, want);
+    }
+
+    #[test]
+    fn without_labels_or_kept_annotations_both_maps_go() {
+        let mut m = meta();
+        trim_metadata(&mut m, false, &["other"]);
+        assert_eq!((m.labels, m.annotations), (None, None));
+        assert_eq!(m.name.as_deref(), Some("p"));
+    }
+}

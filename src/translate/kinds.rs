@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, PodSpec, PodStatus, Service};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
+use midonet_translators::meta::MAC_ADDRESS_ANNOTATION;
 use midonet_translators::{Translated, TranslatorConfig};
 
 use super::{NoDependency, TranslatorKind};
@@ -30,9 +31,11 @@ impl TranslatorKind for PodKind {
     const NAME: &'static str = "pod";
     const NAMESPACED: bool = true;
 
-    /// Keeps what `midonet_translators::pod` reads: metadata, `spec.nodeName`,
-    /// `spec.hostNetwork`, `status.phase`, `status.podIP(s)`.
+    /// Keeps what `midonet_translators::pod` reads: the identity in metadata and the MAC
+    /// address annotation, `spec.nodeName`, `spec.hostNetwork`, `status.phase`,
+    /// `status.podIP(s)`.
     fn trim(pod: &mut Pod) {
+        crate::cache::trim_metadata(&mut pod.metadata, false, &[MAC_ADDRESS_ANNOTATION]);
         if let Some(spec) = pod.spec.take() {
             pod.spec = Some(PodSpec {
                 node_name: spec.node_name,
@@ -119,8 +122,9 @@ mod tests {
         .unwrap();
         let full: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns", "uid": "0f0e0d0c-0000-4000-8000-000000000002",
-                         "annotations": {"midonet.org/mac-address": "02:00:00:00:00:01"},
-                         "labels": {"app": "web"}},
+                         "annotations": {"midonet.org/mac-address": "02:00:00:00:00:01", "other": "x"},
+                         "labels": {"app": "web"},
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "0f0e0d0c-0000-4000-8000-000000000003"}]},
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x", "env": [{"name": "A", "value": "1"}]}],
                      "volumes": [{"name": "v", "emptyDir": {}}]},
             "status": {"phase": "Running", "podIP": "10.1.2.7", "podIPs": [{"ip": "10.1.2.7"}],
@@ -132,6 +136,12 @@ mod tests {
         PodKind::trim(&mut trimmed);
         assert!(trimmed.spec.as_ref().unwrap().containers.is_empty());
         assert!(trimmed.status.as_ref().unwrap().conditions.is_none());
+        assert_eq!(trimmed.metadata.labels, None);
+        assert_eq!(trimmed.metadata.owner_references, None);
+        assert_eq!(
+            trimmed.metadata.annotations.as_ref().map(|a| a.len()),
+            Some(1)
+        );
         let cfg = TranslatorConfig::default();
         let want = PodKind::translate(&cfg, &full, Some(&node));
         assert!(!want.translations.is_empty());

@@ -62,32 +62,38 @@ use crate::retry::RetryPolicy;
 /// Controller name as used in `--controllers`.
 pub const NAME: &str = "networkpolicy";
 
-/// Keeps what `PolicyPod::from_pod` reads.
+/// Keeps what `PolicyPod::from_pod` reads: the identity and labels in metadata,
+/// `spec.nodeName`, `spec.hostNetwork`, the named container ports, `status.phase`,
+/// `status.podIP(s)`. The named ports of all containers are kept in one container (and a pod
+/// without any keeps none): `from_pod` reads them as one list, and each `Container` weighs
+/// two kilobytes in memory however little of it is set.
 pub fn trim_pod(pod: &mut Pod) {
+    crate::cache::trim_metadata(&mut pod.metadata, true, &[]);
     if let Some(spec) = pod.spec.take() {
+        let ports: Vec<ContainerPort> = spec
+            .containers
+            .into_iter()
+            .flat_map(|c| c.ports.unwrap_or_default())
+            .filter(|p| p.name.is_some())
+            .map(|p| ContainerPort {
+                name: p.name,
+                container_port: p.container_port,
+                protocol: p.protocol,
+                ..ContainerPort::default()
+            })
+            .collect();
+        let containers = if ports.is_empty() {
+            Vec::new()
+        } else {
+            vec![Container {
+                ports: Some(ports),
+                ..Container::default()
+            }]
+        };
         pod.spec = Some(PodSpec {
             node_name: spec.node_name,
             host_network: spec.host_network,
-            containers: spec
-                .containers
-                .into_iter()
-                .map(|c| Container {
-                    name: c.name,
-                    ports: c.ports.map(|ports| {
-                        ports
-                            .into_iter()
-                            .filter(|p| p.name.is_some())
-                            .map(|p| ContainerPort {
-                                name: p.name,
-                                container_port: p.container_port,
-                                protocol: p.protocol,
-                                ..ContainerPort::default()
-                            })
-                            .collect()
-                    }),
-                    ..Container::default()
-                })
-                .collect(),
+            containers,
             ..PodSpec::default()
         });
     }
@@ -99,7 +105,6 @@ pub fn trim_pod(pod: &mut Pod) {
             ..PodStatus::default()
         });
     }
-    pod.metadata.annotations = None;
 }
 
 /// Whether a policy names a port by name in an ingress rule (`ingress`) or an egress rule.
@@ -629,7 +634,9 @@ mod tests {
             "metadata": {"name": "p", "namespace": "x", "labels": {"pod": "a"},
                          "annotations": {"a": "b"}},
             "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
-                "ports": [{"name": "http", "containerPort": 80}, {"containerPort": 81}]}]},
+                "ports": [{"name": "http", "containerPort": 80}, {"containerPort": 81}]},
+                {"name": "d", "image": "i"},
+                {"name": "e", "image": "i", "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"}]}]},
             "status": {"phase": "Running", "podIP": "10.1.1.5",
                        "conditions": [{"type": "Ready", "status": "True"}]}
         }))
@@ -637,8 +644,32 @@ mod tests {
         let mut trimmed = full.clone();
         trim_pod(&mut trimmed);
         assert!(trimmed.status.as_ref().unwrap().conditions.is_none());
+        assert_eq!(trimmed.metadata.annotations, None);
+        assert_eq!(trimmed.spec.as_ref().unwrap().containers.len(), 1);
+        let policy_pod = midonet_translators::policy::PolicyPod::from_pod(&trimmed);
+        assert_eq!(policy_pod.as_ref().map(|p| p.ports.len()), Some(2));
         assert_eq!(
-            midonet_translators::policy::PolicyPod::from_pod(&trimmed),
+            policy_pod,
+            midonet_translators::policy::PolicyPod::from_pod(&full)
+        );
+    }
+
+    #[test]
+    fn a_pod_without_named_ports_keeps_no_container() {
+        let full: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "x", "labels": {"pod": "a"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
+                "ports": [{"containerPort": 81}]}]},
+            "status": {"phase": "Running", "podIP": "10.1.1.5"}
+        }))
+        .unwrap();
+        let mut trimmed = full.clone();
+        trim_pod(&mut trimmed);
+        assert!(trimmed.spec.as_ref().unwrap().containers.is_empty());
+        let policy_pod = midonet_translators::policy::PolicyPod::from_pod(&trimmed);
+        assert!(policy_pod.is_some());
+        assert_eq!(
+            policy_pod,
             midonet_translators::policy::PolicyPod::from_pod(&full)
         );
     }
