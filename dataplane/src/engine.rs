@@ -616,7 +616,15 @@ impl<'a, 't> Walk<'a, 't> {
         }
         let topo = self.topo;
         self.consulted.chain(chain);
-        for rule in topo.rules_of(chain) {
+        let Some(rules) = topo.chain_rules(chain) else {
+            return Decision::Continue;
+        };
+        // Only the rules that can match the packet's destination (as it is at each step:
+        // a NAT rule that continues may rewrite it), in order (`chainrules`).
+        let mut from = 0;
+        while let Some(at) = rules.next_candidate(from, self.pkt.dst.ip) {
+            from = at + 1;
+            let rule = &rules.rules()[at];
             if !self.matches(rule, port_filter) {
                 continue;
             }

@@ -10,6 +10,7 @@
 //!
 //! The semantics, and where they deviate from midolman, are in `docs/dataplane.md`.
 
+mod chainrules;
 pub mod check;
 pub mod cluster;
 mod engine;

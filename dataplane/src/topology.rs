@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
+use crate::chainrules::ChainRules;
 use midonet_translators::model::{
     Bridge, Chain, Ipv4Cidr, MacAddr, Port, PortType, Resource, Route, Router, Rule,
 };
@@ -102,8 +103,8 @@ pub struct Topology {
     pub(crate) links: FxHashMap<(Uuid, Uuid), usize>,
     pub(crate) routes: FxHashMap<Uuid, Vec<Route>>,
     pub(crate) chains: FxHashMap<Uuid, Chain>,
-    /// Each chain's rules in evaluation order.
-    pub(crate) rules: FxHashMap<Uuid, Vec<Rule>>,
+    /// Each chain's rules in evaluation order, indexed by destination.
+    pub(crate) rules: FxHashMap<Uuid, ChainRules>,
     /// Port → (host, interface) of its binding.
     pub(crate) bindings: FxHashMap<Uuid, (Uuid, String)>,
     pub(crate) attachments: FxHashMap<(Uuid, String), Attachment>,
@@ -282,13 +283,13 @@ impl Topology {
             }
             Resource::Chain(c) => {
                 self.chains.remove(&c.id);
-                if self.rules.get(&c.id).is_some_and(Vec::is_empty) {
+                if self.rules.get(&c.id).is_some_and(ChainRules::is_empty) {
                     self.rules.remove(&c.id);
                 }
             }
             Resource::Rule(r) => {
                 if let Some(rules) = self.rules.get_mut(&r.parent) {
-                    rules.retain(|x| x.id != r.id);
+                    rules.remove(r.id);
                     if rules.is_empty() && !self.chains.contains_key(&r.parent) {
                         self.rules.remove(&r.parent);
                     }
@@ -484,7 +485,12 @@ impl Topology {
 
     /// The rules of a chain in evaluation order.
     pub fn rules_of(&self, chain: Uuid) -> &[Rule] {
-        self.rules.get(&chain).map(Vec::as_slice).unwrap_or(&[])
+        self.rules.get(&chain).map(ChainRules::rules).unwrap_or(&[])
+    }
+
+    /// The rules of a chain with their destination index, if it has any.
+    pub(crate) fn chain_rules(&self, chain: Uuid) -> Option<&ChainRules> {
+        self.rules.get(&chain)
     }
 
     /// A display name for a device or chain id.

@@ -391,6 +391,39 @@ fn dnat_explores_every_target_and_rev_dnat_restores_the_source() {
 }
 
 #[test]
+fn rules_after_a_continuing_dnat_see_the_rewritten_destination() {
+    // NatRule with flowAction continue: the chain goes on with the translated packet, so
+    // a later rule on the new destination (and only on it) matches.
+    let mut net = Net::new();
+    let mut dnat = rule(300, 301, RuleType::Dnat);
+    dnat.flow_action = Some(FlowAction::Continue);
+    dnat.nw_dst_address = Some(ip("10.9.9.9"));
+    dnat.nw_dst_length = Some(32);
+    dnat.nat_targets = Some(vec![NatTarget::to(ip("10.0.2.10"), Some(8080))]);
+    let mut drop_old = rule(300, 302, RuleType::Drop);
+    drop_old.nw_dst_address = Some(ip("10.9.9.9"));
+    drop_old.nw_dst_length = Some(32);
+    let mut drop_new = rule(300, 303, RuleType::Drop);
+    drop_new.nw_dst_address = Some(ip("10.0.2.10"));
+    drop_new.nw_dst_length = Some(32);
+    drop_new.tp_dst = Some(PortRange::single(8080));
+    net.chain(300, vec![dnat, drop_old, drop_new]);
+    net.bridge_mut(B1).inbound_filter_id = Some(id(300));
+    let t = net.tcp("a", "10.9.9.9", 80);
+    assert!(!t.delivered(), "{t:#?}");
+    let dropped_by: Vec<Uuid> = t.paths[0]
+        .forward
+        .hops
+        .iter()
+        .filter(|h| h.step == Step::Rule)
+        .filter_map(|h| h.rule)
+        .collect();
+    assert_eq!(dropped_by.last(), Some(&id(303)), "{t:#?}");
+    // Straight to the pod on another port: neither drop matches it.
+    assert!(net.tcp("a", "10.0.2.10", 80).all_work());
+}
+
+#[test]
 fn reverse_nat_state_belongs_to_the_device_that_translated() {
     // NatKey carries the device id: a rev_dnat on another device finds nothing, and a
     // reverse rule whose lookup fails does not act (ReverseNatRule.apply).

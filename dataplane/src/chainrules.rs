@@ -1,0 +1,245 @@
+//! A chain's rules in evaluation order, with an index from a destination address to the
+//! rules that can match only packets sent to it.
+//!
+//! Why: the walk evaluates a chain rule by rule, and a cluster's Service chain holds a jump
+//! per Service port, each matching one cluster IP. Scanned, a packet to one Service tests
+//! every other Service's rule, at every hop through the chain and on every path a NAT
+//! choice explores; that scan was most of the time `check` and the flow probe spend.
+//!
+//! A rule whose condition requires one destination address (`nwDstAddress` with a /32
+//! length, neither that field nor the whole condition inverted) cannot match a packet to
+//! any other address: for such a packet it is skipped without being tested. Every other
+//! rule is a candidate for every packet. Candidates are visited in the chain's order, and
+//! the caller asks for the next one with the packet's destination *now* (a NAT rule that
+//! lets the evaluation continue may have rewritten it), so the rules that match, and the
+//! first of them, are those a scan finds.
+
+use std::net::Ipv4Addr;
+
+use midonet_translators::model::Rule;
+use rustc_hash::FxHashMap;
+use uuid::Uuid;
+
+/// A chain's rules and the destination index over them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ChainRules {
+    rules: Vec<Rule>,
+    /// Destination → positions of the rules that match only packets to it, ascending.
+    by_dst: FxHashMap<Ipv4Addr, Vec<usize>>,
+    /// Positions of every other rule, ascending.
+    unindexed: Vec<usize>,
+}
+
+/// Two chains are equal when their rules are: the index follows from them.
+impl PartialEq for ChainRules {
+    fn eq(&self, other: &Self) -> bool {
+        self.rules == other.rules
+    }
+}
+
+impl ChainRules {
+    /// The rules in evaluation order.
+    pub(crate) fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Adds `rule` at the end.
+    pub(crate) fn push(&mut self, rule: Rule) {
+        let at = self.rules.len();
+        self.index(at, &rule);
+        self.rules.push(rule);
+    }
+
+    /// Adds `rule` at position `at` (0-based, at most [`ChainRules::len`]).
+    pub(crate) fn insert(&mut self, at: usize, rule: Rule) {
+        if at >= self.rules.len() {
+            self.push(rule);
+        } else {
+            self.rules.insert(at, rule);
+            self.reindex();
+        }
+    }
+
+    /// Removes the rule with id `id`, if there is one.
+    pub(crate) fn remove(&mut self, id: Uuid) {
+        let before = self.rules.len();
+        self.rules.retain(|r| r.id != id);
+        if self.rules.len() != before {
+            self.reindex();
+        }
+    }
+
+    /// The position of the first rule at or after `from` that can match a packet to
+    /// `dst`.
+    pub(crate) fn next_candidate(&self, from: usize, dst: Ipv4Addr) -> Option<usize> {
+        // Nothing indexed (most chains are short): every rule is a candidate, and the
+        // look-ups below would cost more than the tests they save.
+        if self.by_dst.is_empty() {
+            return (from < self.rules.len()).then_some(from);
+        }
+        let first_from = |positions: &[usize]| {
+            positions
+                .get(positions.partition_point(|&p| p < from))
+                .copied()
+        };
+        let for_dst = self.by_dst.get(&dst).and_then(|p| first_from(p));
+        let any = first_from(&self.unindexed);
+        match (for_dst, any) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn index(&mut self, at: usize, rule: &Rule) {
+        match only_destination(rule) {
+            Some(dst) => self.by_dst.entry(dst).or_default().push(at),
+            None => self.unindexed.push(at),
+        }
+    }
+
+    fn reindex(&mut self) {
+        self.by_dst.clear();
+        self.unindexed.clear();
+        let rules = std::mem::take(&mut self.rules);
+        for (at, rule) in rules.iter().enumerate() {
+            self.index(at, rule);
+        }
+        self.rules = rules;
+    }
+}
+
+/// The one destination address a rule can match, if its condition requires one (see the
+/// module docs).
+fn only_destination(rule: &Rule) -> Option<Ipv4Addr> {
+    let c = &rule.condition;
+    let inverted = c.cond_invert.unwrap_or(false) || c.inv_nw_dst.unwrap_or(false);
+    match (rule.nw_dst_address, rule.nw_dst_length) {
+        (Some(addr), Some(32)) if !inverted => Some(addr),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::contains_len;
+    use midonet_translators::model::RuleType;
+
+    fn rule(n: u128) -> Rule {
+        Rule::new(
+            Uuid::from_u128(1),
+            Uuid::from_u128(100 + n),
+            RuleType::Accept,
+        )
+    }
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+    fn to(n: u128, dst: &str, len: u8) -> Rule {
+        let mut r = rule(n);
+        r.nw_dst_address = Some(ip(dst));
+        r.nw_dst_length = Some(len);
+        r
+    }
+
+    /// Whether a scan could find `rule` matching a packet to `dst`, by its destination
+    /// field alone (the other fields could still rule it out).
+    fn may_match(rule: &Rule, dst: Ipv4Addr) -> bool {
+        let c = &rule.condition;
+        let field = contains_len(rule.nw_dst_address, rule.nw_dst_length, dst)
+            != c.inv_nw_dst.unwrap_or(false);
+        field || c.cond_invert.unwrap_or(false)
+    }
+
+    /// The index visits every rule that may match, and skips only rules that cannot.
+    fn agrees_with_a_scan(chain: &ChainRules, dst: Ipv4Addr) {
+        let seen = visited(chain, dst);
+        for (i, r) in chain.rules().iter().enumerate() {
+            if may_match(r, dst) {
+                assert!(seen.contains(&i), "rule {i} may match {dst} but is skipped");
+            }
+        }
+    }
+
+    fn visited(chain: &ChainRules, dst: Ipv4Addr) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut from = 0;
+        while let Some(i) = chain.next_candidate(from, dst) {
+            out.push(i);
+            from = i + 1;
+        }
+        out
+    }
+
+    /// A /32 rule, a /24, an inverted field, an inverted condition, a rule without a
+    /// destination, and a second /32 to the same address.
+    fn mixed() -> ChainRules {
+        let mut chain = ChainRules::default();
+        chain.push(to(1, "10.96.0.1", 32));
+        chain.push(to(2, "10.96.0.0", 24));
+        let mut inv_field = to(3, "10.96.0.2", 32);
+        inv_field.condition.inv_nw_dst = Some(true);
+        chain.push(inv_field);
+        let mut inv_all = to(4, "10.96.0.3", 32);
+        inv_all.condition.cond_invert = Some(true);
+        chain.push(inv_all);
+        chain.push(rule(5));
+        chain.push(to(6, "10.96.0.1", 32));
+        chain.push(to(7, "10.96.0.2", 32));
+        chain
+    }
+
+    #[test]
+    fn only_rules_that_can_match_the_destination_are_visited_in_chain_order() {
+        let chain = mixed();
+        assert_eq!(visited(&chain, ip("10.96.0.1")), [0, 1, 2, 3, 4, 5]);
+        assert_eq!(visited(&chain, ip("10.96.0.2")), [1, 2, 3, 4, 6]);
+        assert_eq!(visited(&chain, ip("10.96.0.3")), [1, 2, 3, 4]);
+        assert_eq!(visited(&chain, ip("192.168.0.1")), [1, 2, 3, 4]);
+        for dst in [
+            "10.96.0.1",
+            "10.96.0.2",
+            "10.96.0.3",
+            "10.96.0.9",
+            "1.2.3.4",
+        ] {
+            agrees_with_a_scan(&chain, ip(dst));
+        }
+    }
+
+    #[test]
+    fn a_walk_resumes_after_any_position_with_the_destination_it_has_then() {
+        let chain = mixed();
+        // After a rewrite to 10.96.0.2 past position 0, the rules for the new address
+        // from there on, and nothing before.
+        assert_eq!(chain.next_candidate(1, ip("10.96.0.2")), Some(1));
+        assert_eq!(chain.next_candidate(5, ip("10.96.0.2")), Some(6));
+        assert_eq!(chain.next_candidate(5, ip("10.96.0.1")), Some(5));
+        assert_eq!(chain.next_candidate(6, ip("10.96.0.1")), None);
+        assert_eq!(chain.next_candidate(7, ip("10.96.0.2")), None);
+    }
+
+    #[test]
+    fn inserting_and_removing_keep_the_index_in_step() {
+        let mut chain = mixed();
+        chain.insert(0, to(8, "10.96.0.2", 32));
+        chain.insert(3, to(9, "10.96.0.1", 32));
+        chain.remove(Uuid::from_u128(105));
+        chain.remove(Uuid::from_u128(999));
+        assert_eq!(chain.len(), 8);
+        let ids: Vec<u128> = chain.rules().iter().map(|r| r.id.as_u128() - 100).collect();
+        assert_eq!(ids, [8, 1, 2, 9, 3, 4, 6, 7]);
+        for dst in ["10.96.0.1", "10.96.0.2", "10.96.0.3", "1.2.3.4"] {
+            agrees_with_a_scan(&chain, ip(dst));
+        }
+        assert_eq!(visited(&chain, ip("10.96.0.1")), [1, 2, 3, 4, 5, 6]);
+    }
+}
