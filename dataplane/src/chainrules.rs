@@ -13,10 +13,16 @@
 //! the caller asks for the next one with the packet's destination *now* (a NAT rule that
 //! lets the evaluation continue may have rewritten it), so the rules that match, and the
 //! first of them, are those a scan finds.
+//!
+//! A chain may also start with a guard: a `return` whose only condition is an inverted
+//! membership (not a destination of an IP address group; not entered through a port of a
+//! port group), as each NetworkPolicy's chain does for the pods it does not select. A
+//! jump to it comes straight back for a packet that is not a member, so a walk that
+//! records neither hops nor the chains it consulted may skip that jump (`Guard`).
 
 use std::net::Ipv4Addr;
 
-use midonet_translators::model::Rule;
+use midonet_translators::model::{Rule, RuleType};
 use rustc_hash::FxHashMap;
 use uuid::Uuid;
 
@@ -28,6 +34,18 @@ pub(crate) struct ChainRules {
     by_dst: FxHashMap<Ipv4Addr, Vec<usize>>,
     /// Positions of every other rule, ascending.
     unindexed: Vec<usize>,
+    /// What the first rule returns on, if it is a guard.
+    guard: Option<Guard>,
+}
+
+/// A chain's first rule when it is `return` unless one membership holds (and nothing
+/// else): a packet that is not a member leaves the chain at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Guard {
+    /// Unless the destination is in this IP address group.
+    DstInAddrGroup(Uuid),
+    /// Unless the packet entered through a port of this port group.
+    EnteredThroughPortGroup(Uuid),
 }
 
 /// Two chains are equal when their rules are: the index follows from them.
@@ -51,9 +69,17 @@ impl ChainRules {
         self.rules.len()
     }
 
+    /// The chain's guard, if its first rule is one.
+    pub(crate) fn guard(&self) -> Option<Guard> {
+        self.guard
+    }
+
     /// Adds `rule` at the end.
     pub(crate) fn push(&mut self, rule: Rule) {
         let at = self.rules.len();
+        if at == 0 {
+            self.guard = guard_of(&rule);
+        }
         self.index(at, &rule);
         self.rules.push(rule);
     }
@@ -108,6 +134,7 @@ impl ChainRules {
     fn reindex(&mut self) {
         self.by_dst.clear();
         self.unindexed.clear();
+        self.guard = self.rules.first().and_then(guard_of);
         let rules = std::mem::take(&mut self.rules);
         for (at, rule) in rules.iter().enumerate() {
             self.index(at, rule);
@@ -125,6 +152,32 @@ fn only_destination(rule: &Rule) -> Option<Ipv4Addr> {
         (Some(addr), Some(32)) if !inverted => Some(addr),
         _ => None,
     }
+}
+
+/// The guard `rule` is, if it is one: `return` with one inverted membership as its whole
+/// condition. Anything else set on it (even a field at its neutral value) makes it an
+/// ordinary rule: the shortcut is only taken where it is plainly sound.
+fn guard_of(rule: &Rule) -> Option<Guard> {
+    if rule.rule_type != RuleType::Return {
+        return None;
+    }
+    let c = &rule.condition;
+    let mut plain = Rule::new(rule.parent, rule.id, RuleType::Return);
+    plain.position = rule.position;
+    let guard = match (c.ip_addr_group_dst, c.port_group) {
+        (Some(g), None) => {
+            plain.condition.ip_addr_group_dst = Some(g);
+            plain.condition.inv_ip_addr_group_dst = Some(true);
+            Guard::DstInAddrGroup(g)
+        }
+        (None, Some(g)) => {
+            plain.condition.port_group = Some(g);
+            plain.condition.inv_port_group = Some(true);
+            Guard::EnteredThroughPortGroup(g)
+        }
+        _ => return None,
+    };
+    (plain == *rule).then_some(guard)
 }
 
 #[cfg(test)]
@@ -241,5 +294,57 @@ mod tests {
             agrees_with_a_scan(&chain, ip(dst));
         }
         assert_eq!(visited(&chain, ip("10.96.0.1")), [1, 2, 3, 4, 5, 6]);
+    }
+
+    /// A policy chain's head as the translators write it: `return` unless the destination
+    /// is in the selected pods' group (ingress) or the packet came from one of their
+    /// ports (egress).
+    fn head(n: u128, dst_group: bool) -> Rule {
+        let mut r = rule(n);
+        r.rule_type = RuleType::Return;
+        r.position = Some(1);
+        let g = Uuid::from_u128(7);
+        if dst_group {
+            r.condition.ip_addr_group_dst = Some(g);
+            r.condition.inv_ip_addr_group_dst = Some(true);
+        } else {
+            r.condition.port_group = Some(g);
+            r.condition.inv_port_group = Some(true);
+        }
+        r
+    }
+
+    #[test]
+    fn a_first_rule_returning_unless_one_membership_is_a_guard() {
+        let g = Uuid::from_u128(7);
+        let mut chain = ChainRules::default();
+        chain.push(head(1, true));
+        chain.push(rule(2));
+        assert_eq!(chain.guard(), Some(Guard::DstInAddrGroup(g)));
+        chain.insert(0, rule(3));
+        assert_eq!(chain.guard(), None);
+        chain.remove(Uuid::from_u128(103));
+        assert_eq!(chain.guard(), Some(Guard::DstInAddrGroup(g)));
+        let mut egress = ChainRules::default();
+        egress.push(head(1, false));
+        assert_eq!(egress.guard(), Some(Guard::EnteredThroughPortGroup(g)));
+    }
+
+    #[test]
+    fn a_return_with_anything_more_or_less_is_no_guard() {
+        let mut not_inverted = head(1, true);
+        not_inverted.condition.inv_ip_addr_group_dst = None;
+        let mut more = head(1, true);
+        more.nw_proto = Some(6);
+        let mut neutral_but_set = head(1, true);
+        neutral_but_set.condition.cond_invert = Some(false);
+        let mut both = head(1, true);
+        both.condition.port_group = Some(Uuid::from_u128(8));
+        both.condition.inv_port_group = Some(true);
+        let mut accept = head(1, true);
+        accept.rule_type = RuleType::Accept;
+        for r in [not_inverted, more, neutral_but_set, both, accept] {
+            assert_eq!(guard_of(&r), None, "{r:?}");
+        }
     }
 }

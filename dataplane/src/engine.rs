@@ -35,6 +35,7 @@ use midonet_translators::model::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::chainrules::{ChainRules, Guard};
 use crate::packet::{Packet, SocketV4, BROADCAST, ETHERTYPE_IPV4};
 use crate::state::{FlowState, NatKey, NatKeyType};
 use crate::topology::{contains_len, Topology};
@@ -646,6 +647,15 @@ impl<'a, 't> Walk<'a, 't> {
                         );
                         continue;
                     }
+                    // Nobody sees the hops nor the chains consulted: a jump known to come
+                    // straight back changes nothing (`chainrules::Guard`).
+                    if !self.record
+                        && self.consulted.off
+                        && depth < MAX_JUMP_DEPTH
+                        && self.returns_at_once(target)
+                    {
+                        continue;
+                    }
                     let name = || {
                         topo.name_of(target)
                             .unwrap_or_else(|| format!("chain {target}"))
@@ -689,6 +699,19 @@ impl<'a, 't> Walk<'a, 't> {
             }
         }
         Decision::Continue
+    }
+
+    /// Whether `chain` starts with a guard that returns this packet.
+    fn returns_at_once(&self, chain: Uuid) -> bool {
+        match self.topo.chain_rules(chain).and_then(ChainRules::guard) {
+            Some(Guard::DstInAddrGroup(g)) => !self
+                .topo
+                .ip_addr_groups
+                .get(&g)
+                .is_some_and(|s| s.contains(&self.pkt.dst.ip)),
+            Some(Guard::EnteredThroughPortGroup(g)) => !self.port_groups.contains(&g),
+            None => false,
+        }
     }
 
     /// Applies a `dnat`/`snat` rule; false if it could not (no target).

@@ -14,7 +14,7 @@ use crate::chainrules::ChainRules;
 use midonet_translators::model::{
     Bridge, Chain, Ipv4Cidr, MacAddr, Port, PortType, Resource, Route, Router, Rule,
 };
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -115,7 +115,7 @@ pub struct Topology {
     /// Port → the port groups it is a member of.
     pub(crate) port_groups: FxHashMap<Uuid, BTreeSet<Uuid>>,
     /// IP address group → its addresses.
-    pub(crate) ip_addr_groups: FxHashMap<Uuid, BTreeSet<Ipv4Addr>>,
+    pub(crate) ip_addr_groups: FxHashMap<Uuid, FxHashSet<Ipv4Addr>>,
     pub(crate) problems: Vec<BuildProblem>,
     // Indexes derived from the maps above, kept in step by every change: what the walk
     // looks up on every hop would otherwise be a scan of every port or attachment.
