@@ -30,19 +30,20 @@ pub mod cli;
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use midonet_dataplane::Cluster;
 use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
-use midonet_translators::model::Resource;
+use midonet_translators::model::{Referent, Resource};
 use midonet_translators::policy::{PolicyCluster, GROUP_LABEL};
 use midonet_translators::{DesiredTranslation, TranslatorConfig};
 use serde::Serialize;
 
 use crate::config::Controller;
 use crate::crd::{PushedResource, Translation};
-use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Step};
+use crate::pusher::cutover;
+use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Desired, Step};
 use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
 use crate::translate::slices::EndpointsSource;
 use crate::translate::{
@@ -415,16 +416,9 @@ fn owner_of(tr: &Translation) -> Option<String> {
 
 /// A host interface: (host ID, interface name).
 type Interface = (uuid::Uuid, String);
-
-fn bindings(tr: &Translation) -> Vec<(Interface, uuid::Uuid)> {
-    parse_lenient(tr.desired_resources())
-        .into_iter()
-        .filter_map(|d| match d.resource {
-            Resource::HostInterfacePort(b) => Some(((b.parent, b.interface_name?), b.port_id)),
-            _ => None,
-        })
-        .collect()
-}
+type TranslationRef = ObjectRef<Translation>;
+/// Another version's Translation binding an interface, and the binding's path.
+type Binder = (TranslationRef, String);
 
 fn add(c: &mut Counts, kind: String, reason: Reason) {
     *c.entry(kind).or_default().entry(reason).or_default() += 1;
@@ -464,33 +458,42 @@ pub fn plan(
         .filter(|t| version_of(t).is_some_and(|v| v != version))
         .filter_map(|t| owner_of(t))
         .collect();
-    // Interfaces bound now: by any live Translation, and by another version's.
-    let mut bound: HashMap<Interface, Vec<(uuid::Uuid, bool)>> = HashMap::new();
-    // Another version's ports by the bridge they are on, and its bridges the cutover may
-    // delete (not global ones): see `crate::pusher::cutover`.
-    let mut old_port_bridge: HashMap<uuid::Uuid, uuid::Uuid> = HashMap::new();
-    let mut old_bridges: HashSet<uuid::Uuid> = HashSet::new();
+    // Interfaces bound now: each binding's port, and for another version's binding its
+    // Translation and the binding's path (what the cutover frees).
+    let mut bound: HashMap<Interface, Vec<(uuid::Uuid, Option<Binder>)>> = HashMap::new();
+    // Another version's Translations: their resources, who provides each object among
+    // them, and which are not global; the cutover's choice of bridge is made from these
+    // by `cutover::bridge_of_binding`, as the pusher makes it.
+    let mut old_resources: HashMap<TranslationRef, Vec<Desired>> = HashMap::new();
+    let mut old_provider: HashMap<uuid::Uuid, (TranslationRef, String)> = HashMap::new();
+    let mut old_not_global: HashSet<TranslationRef> = HashSet::new();
     for t in live_existing.values() {
         let old = version_of(t).is_some_and(|v| v != version);
-        for (interface, port) in bindings(t) {
-            bound.entry(interface).or_default().push((port, old));
+        let resources = parse_lenient(t.desired_resources());
+        let key = TranslationRef::from_obj(t);
+        for d in &resources {
+            if let Resource::HostInterfacePort(b) = &d.resource {
+                if let Some(name) = &b.interface_name {
+                    let binder = old.then(|| (key.clone(), d.path.clone()));
+                    bound
+                        .entry((b.parent, name.clone()))
+                        .or_default()
+                        .push((b.port_id, binder));
+                }
+            }
         }
         if !old {
             continue;
         }
-        for d in parse_lenient(t.desired_resources()) {
-            match (&d.resource, d.resource.own_id()) {
-                (Resource::Port(_), Some(port)) => {
-                    if let Some(bridge) = d.resource.parent() {
-                        old_port_bridge.insert(port, bridge);
-                    }
-                }
-                (Resource::Bridge(_), Some(bridge)) if !t.labels().contains_key(GLOBAL_LABEL) => {
-                    old_bridges.insert(bridge);
-                }
-                _ => {}
+        for d in &resources {
+            if let Some(id) = d.resource.own_id() {
+                old_provider.insert(id, (key.clone(), d.path.clone()));
             }
         }
+        if !t.labels().contains_key(GLOBAL_LABEL) {
+            old_not_global.insert(key.clone());
+        }
+        old_resources.insert(key, resources);
     }
     // The old bridges the cutover deletes to free the interfaces on them.
     let mut cutover_bridges: HashSet<uuid::Uuid> = HashSet::new();
@@ -547,14 +550,26 @@ pub fn plan(
                             }
                             // The cutover frees the interface from another version's
                             // port first: with the port's bridge, or on its own.
-                            for (p, _) in before
+                            let old_binders = before
                                 .into_iter()
                                 .flatten()
-                                .filter(|(p, old)| *old && *p != b.port_id)
-                            {
-                                match old_port_bridge.get(p).filter(|b| old_bridges.contains(b)) {
+                                .filter(|(p, _)| *p != b.port_id)
+                                .filter_map(|(_, binder)| binder.as_ref());
+                            for (binder, path) in old_binders {
+                                let resources =
+                                    old_resources.get(binder).map_or(&[][..], Vec::as_slice);
+                                let bridge = cutover::bridge_of_binding(
+                                    resources,
+                                    path,
+                                    |r| match r {
+                                        Referent::Object(id) => old_provider.get(id).cloned(),
+                                        Referent::TunnelZoneMember(_) => None,
+                                    },
+                                    |k| old_not_global.contains(k),
+                                );
+                                match bridge {
                                     Some(bridge) => {
-                                        cutover_bridges.insert(*bridge);
+                                        cutover_bridges.insert(bridge.id);
                                     }
                                     None => backend.deletes_cutover += 1,
                                 }

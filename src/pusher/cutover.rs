@@ -73,7 +73,7 @@ pub(super) struct OldBinding {
 
 /// An old version's bridge the cutover deletes, and the old Translation providing it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct OldBridge {
+pub(crate) struct OldBridge {
     pub id: Uuid,
     pub path: String,
     pub provider: Key,
@@ -84,7 +84,7 @@ pub(super) struct OldBridge {
 /// hold that port, and `provider` (who provides a referent, and whether that Translation
 /// is of an old version and not global) says an old version's Translation provides the
 /// bridge.
-pub(super) fn bridge_of_binding(
+pub(crate) fn bridge_of_binding(
     resources: &[Desired],
     binding_path: &str,
     provider: impl Fn(&Referent) -> Option<(Key, String)>,

@@ -6,7 +6,7 @@
 //! costs no backend request), deletion exact (it deletes what was created, even when the spec
 //! changed or became unreadable) and shrinking specs safe (removed resources are deleted).
 
-mod cutover;
+pub(crate) mod cutover;
 mod deps;
 pub mod metrics;
 pub mod plan;
