@@ -6,19 +6,26 @@
 //! Every watch of the process is built here, so that a list or watch the API server
 //! refuses is reported as a named authorization error (see [`crate::authz`]) and not only
 //! retried with backoff.
+//!
+//! A kind that several controllers read is watched once, in a [`SharedCache`]: one store,
+//! and each controller subscribes to the changes it applies. (kube-runtime's shared store
+//! broadcasts no deletions, which both Pod readers need.)
 
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::runtime::reflector::{self, store::Writer, Store};
+use kube::runtime::reflector::{self, store::Writer, Lookup, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
 
 use crate::authz::Authz;
+use crate::locks::lock;
 use crate::retry::RetryPolicy;
 
 /// A cache of `K` and the stream of its applied objects (for `Controller::for_stream`).
@@ -90,6 +97,207 @@ where
             Ok(_) => {}
         })
         .backoff(WATCH_RETRY.backoff())
+}
+
+/// A change a [`SharedCache`] applied, as its subscribers see it.
+#[derive(Clone, Debug)]
+pub enum Cached<K> {
+    /// Created or changed (or listed): the object as the store now holds it.
+    Applied(Arc<K>),
+    /// Deleted: the object as last seen (the store no longer holds it).
+    Deleted(Arc<K>),
+}
+
+impl<K> Cached<K> {
+    /// The object, applied or deleted.
+    pub fn object(self) -> Arc<K> {
+        match self {
+            Cached::Applied(o) | Cached::Deleted(o) => o,
+        }
+    }
+}
+
+/// One watch and store of `K` for every controller that reads it: each
+/// [`subscribes`](Self::subscribe) to the changes, and all read the one store. The watch runs
+/// in [`Self::run`]; a subscriber may come before or after it starts (it is first sent
+/// everything the store holds). Each object is kept once, as `trim` leaves it: the trim must
+/// keep what every subscriber reads.
+pub struct SharedCache<K>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    inner: Arc<SharedInner<K>>,
+}
+
+impl<K> Clone for SharedCache<K>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    fn clone(&self) -> Self {
+        SharedCache {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct SharedInner<K>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    /// What [`SharedCache::run`] watches with; taken by the first run.
+    source: Mutex<Option<Source<K>>>,
+    subscribers: Mutex<Subscribers<K>>,
+}
+
+struct Source<K>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    writer: Writer<K>,
+    api: Api<K>,
+    config: watcher::Config,
+    authz: Authz,
+    trim: fn(&mut K),
+}
+
+struct Subscribers<K> {
+    /// The last list's outcome (as `synced` of [`cached`]), for a late subscriber.
+    listed: Option<bool>,
+    all: Vec<Subscriber<K>>,
+}
+
+struct Subscriber<K> {
+    tx: mpsc::UnboundedSender<Cached<K>>,
+    synced: Box<dyn Fn(bool) + Send + Sync>,
+}
+
+impl<K> SharedCache<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+{
+    /// A cache of what `api` lists with `config`, each object trimmed by `trim` (after
+    /// its managedFields) before it is stored. Nothing is watched until [`Self::run`].
+    pub fn new(api: Api<K>, config: watcher::Config, authz: &Authz, trim: fn(&mut K)) -> Self {
+        let (store, writer) = reflector::store();
+        Self::with_source(
+            store,
+            Some(Source {
+                writer,
+                api,
+                config,
+                authz: authz.clone(),
+                trim,
+            }),
+        )
+    }
+
+    fn with_source(store: Store<K>, source: Option<Source<K>>) -> Self {
+        SharedCache {
+            inner: Arc::new(SharedInner {
+                store,
+                source: Mutex::new(source),
+                subscribers: Mutex::new(Subscribers {
+                    listed: None,
+                    all: Vec::new(),
+                }),
+            }),
+        }
+    }
+
+    /// The one store (a handle to it).
+    pub fn store(&self) -> Store<K> {
+        self.inner.store.clone()
+    }
+
+    /// The changes from now on, after everything the store holds now (as applied).
+    /// `synced` as for [`cached`]; it is called at once with the last list's outcome if
+    /// there was one.
+    pub fn subscribe(
+        &self,
+        synced: impl Fn(bool) + Send + Sync + 'static,
+    ) -> impl Stream<Item = Cached<K>> + Send + 'static {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut subscribers = lock(&self.inner.subscribers);
+        if let Some(ok) = subscribers.listed {
+            synced(ok);
+        }
+        for obj in self.inner.store.state() {
+            let _ = tx.send(Cached::Applied(obj));
+        }
+        subscribers.all.push(Subscriber {
+            tx,
+            synced: Box::new(synced),
+        });
+        crate::streams::unbounded(rx)
+    }
+
+    /// Runs the watch, forever (the caller drops it to stop). Only the first run of a
+    /// cache watches; any other returns at once.
+    pub async fn run(self) {
+        let Some(source) = lock(&self.inner.source).take() else {
+            return;
+        };
+        let synced = self.clone();
+        let events = reflected_trimmed(
+            source.writer,
+            source.api,
+            source.config,
+            &source.authz,
+            move |ok| synced.set_synced(ok),
+            source.trim,
+        );
+        self.fan_out(events).await;
+    }
+
+    /// Sends each stored event to the subscribers.
+    async fn fan_out(&self, events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>>) {
+        let mut events = std::pin::pin!(events);
+        while let Some(event) = events.next().await {
+            if let Ok(event) = event {
+                self.dispatch(event);
+            }
+        }
+    }
+
+    fn set_synced(&self, ok: bool) {
+        let mut subscribers = lock(&self.inner.subscribers);
+        subscribers.listed = Some(ok);
+        subscribers.all.iter().for_each(|s| (s.synced)(ok));
+    }
+
+    /// Sends what the store applied of `event`: an object as stored (the store's own
+    /// `Arc`, no copy), a deleted one as it was, and after a (re-)list everything listed.
+    fn dispatch(&self, event: watcher::Event<K>) {
+        let changes = match event {
+            watcher::Event::Apply(obj) => {
+                let key = obj.to_object_ref(K::DynamicType::default());
+                let stored = self.inner.store.get(&key).unwrap_or_else(|| Arc::new(obj));
+                vec![Cached::Applied(stored)]
+            }
+            watcher::Event::Delete(obj) => vec![Cached::Deleted(Arc::new(obj))],
+            watcher::Event::InitDone => self
+                .inner
+                .store
+                .state()
+                .into_iter()
+                .map(Cached::Applied)
+                .collect(),
+            watcher::Event::Init | watcher::Event::InitApply(_) => Vec::new(),
+        };
+        let mut subscribers = lock(&self.inner.subscribers);
+        // A subscriber gone (its controller stopped) is forgotten.
+        subscribers.all.retain(|s| {
+            changes
+                .iter()
+                .all(|change| s.tx.send(change.clone()).is_ok())
+        });
+    }
 }
 
 /// Retry delays of a failed list/watch: 0.5 s doubling to at most 5 s (±20 % jitter), reset
@@ -171,5 +379,96 @@ mod tests {
         trim_metadata(&mut m, false, &["other"]);
         assert_eq!((m.labels, m.annotations), (None, None));
         assert_eq!(m.name.as_deref(), Some("p"));
+    }
+
+    fn config_map(name: &str, value: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        k8s_openapi::api::core::v1::ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("v".into(), value.into())])),
+            ..Default::default()
+        }
+    }
+
+    /// (applied or deleted, name, value) of each change.
+    fn seen(
+        changes: Vec<Cached<k8s_openapi::api::core::v1::ConfigMap>>,
+    ) -> Vec<(&'static str, String, String)> {
+        changes
+            .into_iter()
+            .map(|c| {
+                let what = match c {
+                    Cached::Applied(_) => "applied",
+                    Cached::Deleted(_) => "deleted",
+                };
+                let o = c.object();
+                let value = o.data.as_ref().and_then(|d| d.get("v")).cloned();
+                (what, o.name_any(), value.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    /// What `changes` holds now (without waiting for more).
+    fn queued<T>(changes: impl Stream<Item = T>) -> Vec<T> {
+        use futures::FutureExt;
+        let mut changes = std::pin::pin!(changes);
+        std::iter::from_fn(|| changes.next().now_or_never().flatten()).collect()
+    }
+
+    #[tokio::test]
+    async fn every_subscriber_sees_each_stored_change_and_a_late_one_the_store_first() {
+        use futures::stream;
+        use std::sync::Mutex;
+        let (store, writer) = reflector::store();
+        let cache = SharedCache::with_source(store.clone(), None);
+        let early_synced = Arc::new(Mutex::new(Vec::new()));
+        let early = {
+            let s = early_synced.clone();
+            cache.subscribe(move |ok| s.lock().unwrap().push(ok))
+        };
+        let events = vec![
+            watcher::Event::Init,
+            watcher::Event::InitApply(config_map("a", "1")),
+            watcher::Event::InitApply(config_map("b", "1")),
+            watcher::Event::InitDone,
+            watcher::Event::Apply(config_map("a", "2")),
+            watcher::Event::Delete(config_map("b", "1")),
+        ];
+        cache
+            .fan_out(reflector::reflector(
+                writer,
+                stream::iter(events.into_iter().map(Ok)),
+            ))
+            .await;
+        cache.set_synced(true);
+        let mut early = queued(early);
+        // The list is sent once stored, in the store's order.
+        early[..2].sort_by_key(|c| c.clone().object().name_any());
+        let stored_a = store
+            .get(&reflector::ObjectRef::new("a").within("ns"))
+            .unwrap();
+        assert!(matches!(&early[2], Cached::Applied(a) if Arc::ptr_eq(a, &stored_a)));
+        assert_eq!(
+            seen(early),
+            [
+                ("applied", "a".into(), "1".into()),
+                ("applied", "b".into(), "1".into()),
+                ("applied", "a".into(), "2".into()),
+                ("deleted", "b".into(), "1".into()),
+            ]
+        );
+        assert_eq!(*early_synced.lock().unwrap(), [true]);
+
+        let late_synced = Arc::new(Mutex::new(Vec::new()));
+        let late = {
+            let s = late_synced.clone();
+            cache.subscribe(move |ok| s.lock().unwrap().push(ok))
+        };
+        assert_eq!(*late_synced.lock().unwrap(), [true]);
+        let late = queued(late);
+        assert_eq!(seen(late), [("applied", "a".into(), "2".into())]);
     }
 }

@@ -388,12 +388,43 @@ struct SpawnTranslators<'a, F> {
     shutdown: &'a F,
 }
 
+impl<F, Fut> SpawnTranslators<'_, F>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + Sync + 'static,
+{
+    /// Runs the watch of a cache shared by several translators, for the first of them
+    /// (the watch of a cache runs once: later runs return at once).
+    fn watch<K>(&mut self, cache: crate::cache::SharedCache<K>)
+    where
+        K: kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    {
+        let stop = (self.shutdown)();
+        self.tasks.spawn(async move {
+            tokio::select! {
+                _ = cache.run() => {}
+                _ = stop => {}
+            }
+        });
+    }
+}
+
 impl<F, Fut> Translators for SpawnTranslators<'_, F>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = ()> + Send + Sync + 'static,
 {
     fn kind<K: TranslatorKind>(&mut self) {
+        if let Some(cache) = K::shared_cache(&self.shared) {
+            self.watch(cache);
+        }
         self.tasks.spawn(translate::<K>(
             self.shared.clone(),
             self.runner.clone(),
@@ -403,6 +434,7 @@ where
     }
 
     fn network_policy(&mut self) {
+        self.watch(self.shared.pods.clone());
         self.tasks.spawn(crate::translate::netpol::run(
             self.shared.clone(),
             self.runner.clone(),

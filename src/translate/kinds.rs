@@ -1,13 +1,13 @@
 //! The translated kinds: each ties a Kubernetes kind (and what its translation reads) to its
 //! pure translator.
 
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, PodSpec, PodStatus, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
-use midonet_translators::meta::MAC_ADDRESS_ANNOTATION;
 use midonet_translators::{Translated, TranslatorConfig};
 
-use super::{NoDependency, TranslatorKind};
+use super::{NoDependency, Shared, TranslatorKind};
+use crate::cache::SharedCache;
 
 pub struct NodeKind;
 
@@ -31,26 +31,10 @@ impl TranslatorKind for PodKind {
     const NAME: &'static str = "pod";
     const NAMESPACED: bool = true;
 
-    /// Keeps what `midonet_translators::pod` reads: the identity in metadata and the MAC
-    /// address annotation, `spec.nodeName`, `spec.hostNetwork`, `status.phase`,
-    /// `status.podIP(s)`.
-    fn trim(pod: &mut Pod) {
-        crate::cache::trim_metadata(&mut pod.metadata, false, &[MAC_ADDRESS_ANNOTATION]);
-        if let Some(spec) = pod.spec.take() {
-            pod.spec = Some(PodSpec {
-                node_name: spec.node_name,
-                host_network: spec.host_network,
-                ..PodSpec::default()
-            });
-        }
-        if let Some(status) = pod.status.take() {
-            pod.status = Some(PodStatus {
-                phase: status.phase,
-                pod_ip: status.pod_ip,
-                pod_ips: status.pod_ips,
-                ..PodStatus::default()
-            });
-        }
+    /// The Pod cache is the process's one (see [`super::pods`]), shared with the
+    /// NetworkPolicy translator; it keeps what `midonet_translators::pod` reads.
+    fn shared_cache(shared: &Shared) -> Option<SharedCache<Pod>> {
+        Some(shared.pods.clone())
     }
 
     fn dependency_of(pod: &Pod) -> Option<ObjectRef<Node>> {
@@ -133,10 +117,9 @@ mod tests {
         }))
         .unwrap();
         let mut trimmed = full.clone();
-        PodKind::trim(&mut trimmed);
+        crate::translate::pods::trim_pod(&mut trimmed);
         assert!(trimmed.spec.as_ref().unwrap().containers.is_empty());
         assert!(trimmed.status.as_ref().unwrap().conditions.is_none());
-        assert_eq!(trimmed.metadata.labels, None);
         assert_eq!(trimmed.metadata.owner_references, None);
         assert_eq!(
             trimmed.metadata.annotations.as_ref().map(|a| a.len()),

@@ -13,6 +13,7 @@ pub mod index;
 pub mod kinds;
 mod metrics;
 pub mod netpol;
+pub mod pods;
 pub mod slices;
 mod sync;
 
@@ -35,6 +36,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
+use crate::cache::{Cached, SharedCache};
 use crate::crd::Translation;
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
@@ -81,6 +83,11 @@ pub trait TranslatorKind: Send + Sync + 'static {
     /// Drops from a cached object what its translation does not read: the informer keeps
     /// every object of the kind, and most of a Pod is of no use here.
     fn trim(_obj: &mut Self::Object) {}
+    /// The process's cache of `Object` when another controller reads it too (its trim
+    /// applies, not [`trim`](Self::trim)); `None` for a cache of the runner's own.
+    fn shared_cache(_shared: &Shared) -> Option<SharedCache<Self::Object>> {
+        None
+    }
 
     /// The pure translation.
     fn translate(
@@ -169,6 +176,9 @@ pub struct Shared {
     pub kube: Client,
     pub config: TranslatorConfig,
     pub translations: Store<Translation>,
+    /// Every Pod, for the Pod and NetworkPolicy translators (see [`pods`]); watched while
+    /// `pods.run()` runs.
+    pub pods: SharedCache<k8s_openapi::api::core::v1::Pod>,
     /// Resolves once `translations` holds the initial list.
     pub translations_synced: crate::informer::Synced,
     pub index: index::OwnerIndex,
@@ -214,6 +224,7 @@ impl Shared {
         }));
         Arc::new(Shared {
             translations_synced: informer.synced(),
+            pods: pods::cache(kube.clone(), &authz),
             events: events.for_controller("midonet-kube-controllers"),
             kube,
             config,
@@ -442,31 +453,42 @@ pub async fn run<K: TranslatorKind>(
 
     let synced = health.clone();
     let synced_check = check.clone();
-    let (objects, writer) = reflector::store();
-    let (deleted_tx, deleted_rx) = mpsc::unbounded_channel::<String>();
-    let stream = crate::cache::reflected_trimmed(
-        writer,
-        api,
-        watcher::Config::default().any_semantic(),
-        &shared.authz,
-        move |ok| synced.set(&synced_check, ok),
-        K::trim,
-    )
-    .inspect(move |event| {
-        if let Ok(watcher::Event::Delete(obj)) = event {
-            if let Some(uid) = obj.uid() {
-                let _ = deleted_tx.send(uid);
-            }
+    // The cache of the objects: the process's shared one, or one of its own run here.
+    let (cache, own) = match K::shared_cache(&shared) {
+        Some(cache) => (cache, None),
+        None => {
+            let cache = SharedCache::new(
+                api,
+                watcher::Config::default().any_semantic(),
+                &shared.authz,
+                K::trim,
+            );
+            (cache.clone(), Some(cache.run()))
         }
-    })
-    .applied_objects();
+    };
+    let objects = cache.store();
+    let (deleted_tx, deleted_rx) = mpsc::unbounded_channel::<String>();
+    let stream = cache
+        .subscribe(move |ok| synced.set(&synced_check, ok))
+        .filter_map(move |change| {
+            let applied = match change {
+                Cached::Applied(obj) => Some(obj),
+                Cached::Deleted(obj) => {
+                    if let Some(uid) = obj.uid() {
+                        let _ = deleted_tx.send(uid);
+                    }
+                    None
+                }
+            };
+            std::future::ready(applied)
+        });
     let stream = liveness.queue_of(stream);
     let cleanup = tokio::spawn(delete_orphans::<K>(
         shared.clone(),
         deleted_rx,
         config.workers,
     ));
-    let controller = Controller::for_stream(stream, objects.clone())
+    let controller = Controller::for_shared_stream(stream, objects.clone())
         .with_config(controller::Config::default().concurrency(config.workers))
         .reconcile_all_on(ticks)
         .reconcile_on(gone)
@@ -512,7 +534,7 @@ pub async fn run<K: TranslatorKind>(
         dependencies_synced,
     });
     let probe = liveness.clone();
-    controller
+    let controller = controller
         .run(
             move |obj, ctx| {
                 let span = crate::logfields::object_span(K::NAME, &*obj);
@@ -528,8 +550,17 @@ pub async fn run<K: TranslatorKind>(
                     tracing::debug!(controller = K::NAME, error = %err, "translator queue");
                 }
             }
-        })
-        .await;
+        });
+    // An own cache's watch ends with the controller (a shared one is run by its owner).
+    match own {
+        Some(watch) => {
+            tokio::select! {
+                _ = controller => {}
+                _ = watch => {}
+            }
+        }
+        None => controller.await,
+    }
     cleanup.abort();
 }
 

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Container, ContainerPort, Namespace, Pod, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
@@ -61,51 +61,6 @@ use crate::retry::RetryPolicy;
 
 /// Controller name as used in `--controllers`.
 pub const NAME: &str = "networkpolicy";
-
-/// Keeps what `PolicyPod::from_pod` reads: the identity and labels in metadata,
-/// `spec.nodeName`, `spec.hostNetwork`, the named container ports, `status.phase`,
-/// `status.podIP(s)`. The named ports of all containers are kept in one container (and a pod
-/// without any keeps none): `from_pod` reads them as one list, and each `Container` weighs
-/// two kilobytes in memory however little of it is set.
-pub fn trim_pod(pod: &mut Pod) {
-    crate::cache::trim_metadata(&mut pod.metadata, true, &[]);
-    if let Some(spec) = pod.spec.take() {
-        let ports: Vec<ContainerPort> = spec
-            .containers
-            .into_iter()
-            .flat_map(|c| c.ports.unwrap_or_default())
-            .filter(|p| p.name.is_some())
-            .map(|p| ContainerPort {
-                name: p.name,
-                container_port: p.container_port,
-                protocol: p.protocol,
-                ..ContainerPort::default()
-            })
-            .collect();
-        let containers = if ports.is_empty() {
-            Vec::new()
-        } else {
-            vec![Container {
-                ports: Some(ports),
-                ..Container::default()
-            }]
-        };
-        pod.spec = Some(PodSpec {
-            node_name: spec.node_name,
-            host_network: spec.host_network,
-            containers,
-            ..PodSpec::default()
-        });
-    }
-    if let Some(status) = pod.status.take() {
-        pod.status = Some(PodStatus {
-            phase: status.phase,
-            pod_ip: status.pod_ip,
-            pod_ips: status.pod_ips,
-            ..PodStatus::default()
-        });
-    }
-}
 
 /// Whether a policy names a port by name in an ingress rule (`ingress`) or an egress rule.
 fn has_named_port(np: &NetworkPolicy, ingress: bool) -> bool {
@@ -424,21 +379,17 @@ pub async fn run(
     );
     let woken = wake.clone();
     let policy_stream = policy_stream.inspect(move |_| woken.notify_one());
+    // Pods come from the process's one Pod cache (see super::pods).
     let pods_synced = Arc::new(AtomicBool::new(false));
-    let (pods, pod_writer) = reflector::store();
-    let pod_events = crate::cache::reflected_trimmed(
-        pod_writer,
-        Api::<Pod>::all(shared.kube.clone()),
-        watcher::Config::default().any_semantic(),
-        &shared.authz,
-        flag("pods", Some(pods_synced.clone())),
-        trim_pod,
-    )
-    .touched_objects()
-    .inspect({
-        let woken = wake.clone();
-        move |_| woken.notify_one()
-    });
+    let pods = shared.pods.store();
+    let pod_events = shared
+        .pods
+        .subscribe(flag("pods", Some(pods_synced.clone())))
+        .map(crate::cache::Cached::object)
+        .inspect({
+            let woken = wake.clone();
+            move |_| woken.notify_one()
+        });
     let namespaces_synced = Arc::new(AtomicBool::new(false));
     let (namespaces, ns_writer) = reflector::store();
     let ns_events = crate::cache::reflected(
@@ -472,7 +423,7 @@ pub async fn run(
         .with_config(controller::Config::default().concurrency(config.workers))
         .reconcile_all_on(ticks)
         .reconcile_on(gone)
-        .watches_stream(pod_events, move |pod: Pod| {
+        .watches_shared_stream(pod_events, move |pod: Arc<Pod>| {
             affected(
                 &by_pod.state(),
                 pod.namespace().as_deref().unwrap_or("default"),
@@ -642,7 +593,7 @@ mod tests {
         }))
         .unwrap();
         let mut trimmed = full.clone();
-        trim_pod(&mut trimmed);
+        crate::translate::pods::trim_pod(&mut trimmed);
         assert!(trimmed.status.as_ref().unwrap().conditions.is_none());
         assert_eq!(trimmed.metadata.annotations, None);
         assert_eq!(trimmed.spec.as_ref().unwrap().containers.len(), 1);
@@ -664,7 +615,7 @@ mod tests {
         }))
         .unwrap();
         let mut trimmed = full.clone();
-        trim_pod(&mut trimmed);
+        crate::translate::pods::trim_pod(&mut trimmed);
         assert!(trimmed.spec.as_ref().unwrap().containers.is_empty());
         let policy_pod = midonet_translators::policy::PolicyPod::from_pod(&trimmed);
         assert!(policy_pod.is_some());
