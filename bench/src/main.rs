@@ -52,10 +52,8 @@ const PROBE_SAMPLE: probe::SampleSize = probe::SampleSize {
     services_per_source: 6,
     peers_per_source: 2,
 };
-/// The probe's sample period, and how long it samples before the bump starts. The target
-/// is a sample every 100 ms or faster; a sample that takes longer than the period stretches
-/// it, so the probe is scheduled with a margin below the target.
-const PROBE_PERIOD: Duration = Duration::from_millis(80);
+/// The probe's sample period, and how long it samples before the bump starts.
+const PROBE_PERIOD: Duration = Duration::from_millis(100);
 const PROBE_LEAD: Duration = Duration::from_secs(1);
 /// Interrupted flows listed in the JSON, longest first.
 const PROBE_LISTED: usize = 20;
