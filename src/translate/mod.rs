@@ -80,11 +80,9 @@ pub trait TranslatorKind: Send + Sync + 'static {
     ) -> Vec<ObjectRef<Self::Object>> {
         Vec::new()
     }
-    /// Drops from a cached object what its translation does not read: the informer keeps
-    /// every object of the kind, and most of a Pod is of no use here.
-    fn trim(_obj: &mut Self::Object) {}
-    /// The process's cache of `Object` when another controller reads it too (its trim
-    /// applies, not [`trim`](Self::trim)); `None` for a cache of the runner's own.
+    /// The process's cache of `Object` when another controller reads it too (trimmed to
+    /// what all its readers need, as the Pod cache is); `None` for a cache of the runner's
+    /// own, which keeps objects whole (but for their managedFields).
     fn shared_cache(_shared: &Shared) -> Option<SharedCache<Self::Object>> {
         None
     }
@@ -461,7 +459,7 @@ pub async fn run<K: TranslatorKind>(
                 api,
                 watcher::Config::default().any_semantic(),
                 &shared.authz,
-                K::trim,
+                |_| {},
             );
             (cache.clone(), Some(cache.run()))
         }
