@@ -8,8 +8,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::translate::kinds::PodKind;
-use midonet_kube_controllers::translate::TranslatorKind;
+use midonet_kube_controllers::translate::pods::trim_pod;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -62,7 +61,7 @@ pub async fn read(client: &Client) -> Res<CacheContent> {
         c.translation_status += size(&t.status);
         c.translation_metadata += size(&t.metadata);
     }
-    c.pods = trimmed(listed::<Pod>(client).await?, PodKind::trim);
+    c.pods = trimmed(listed::<Pod>(client).await?, trim_pod);
     c.nodes = trimmed(listed::<Node>(client).await?, |_| {});
     c.services = trimmed(listed::<Service>(client).await?, |_| {});
     c.endpoints = trimmed(listed::<Endpoints>(client).await?, |_| {});
