@@ -11,7 +11,7 @@
 //!
 //! - `a_bump_interrupts_no_flow_longer_than_its_cutover`: 1 → 2; then a bump to 3 given
 //!   up while it builds (the controllers stopped and started again at 2), which must cost
-//!   no flow anything.
+//!   no flow anything; then a rollback to 1, held to the same bound as the bump.
 //!
 //! `tests/bump_kill.rs` SIGKILLs the controllers in every phase of a bump (a test binary of
 //! its own: the controllers of two tests would both act on one cluster).
@@ -21,8 +21,10 @@ mod support;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ListParams};
+use midonet_dataplane::Report;
 use midonet_kube_controllers::crd::Translation;
-use midonet_sim::admin::Faults;
+use midonet_sim::admin::{AdminClient, Faults};
+use midonet_sim::SimHandle;
 use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::probe::{assert_interrupted_at_most, EVERY_FLOW};
@@ -54,6 +56,39 @@ async fn watch_cutover(
     seen
 }
 
+/// Starts the controllers at `version` (the previous ones stopped) under the flow probe,
+/// waits until only `version` is left and the backend is exact, and requires every flow to
+/// be interrupted no longer than the cutover the controllers reported. Returns the running
+/// controllers and the end state's `check` report.
+async fn bump_under_probe(
+    sim: &SimHandle,
+    admin: &AdminClient,
+    args: &[&str],
+    version: &str,
+) -> (Controllers, Report) {
+    let client = admin_client().await;
+    let kubeconfig = &control_plane().kubeconfig;
+    let probe = support::probe::start(sim, EVERY_FLOW, SAMPLE).await;
+    let controllers = Controllers::start(kubeconfig, sim, args).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let watcher = tokio::spawn(watch_cutover(controllers.metrics_port, stop_rx));
+    wait_only_version(&client, version).await;
+    let label = format!("version {version}");
+    wait_exact(&client, admin, &label, CONVERGE).await;
+    let _ = stop_tx.send(true);
+    let cutover = watcher.await.unwrap();
+    let report = probe.stop().await;
+    let (first, last) = cutover.expect("the controllers reported a cutover phase");
+    let window = last - first;
+    eprintln!("{label}: cutover seen for {window:?}");
+    // The phase metric is read every few ms; the probe samples every SAMPLE: a flow may
+    // be seen down for up to a sample on either side of the window.
+    assert_interrupted_at_most(&report, window + 2 * SAMPLE + Duration::from_millis(100));
+    assert_interrupted_at_most(&report, Duration::from_secs(1));
+    let checked = assert_check_passes(sim.api_url().as_str(), &label).await;
+    (controllers, checked)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bump_interrupts_no_flow_longer_than_its_cutover() {
     let client = admin_client().await;
@@ -70,23 +105,7 @@ async fn a_bump_interrupts_no_flow_longer_than_its_cutover() {
     v1.stop().await;
 
     // 1 → 2 under the probe.
-    let probe = support::probe::start(&sim, EVERY_FLOW, SAMPLE).await;
-    let v2 = Controllers::start(&kubeconfig, &sim, &args("2")).await;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let watcher = tokio::spawn(watch_cutover(v2.metrics_port, stop_rx));
-    wait_only_version(&client, "2").await;
-    wait_exact(&client, &admin, "version 2", CONVERGE).await;
-    let _ = stop_tx.send(true);
-    let cutover = watcher.await.unwrap();
-    let report = probe.stop().await;
-    let (first, last) = cutover.expect("the controllers reported a cutover phase");
-    let window = last - first;
-    eprintln!("bump: cutover seen for {window:?}");
-    // The phase metric is read every few ms; the probe samples every SAMPLE: a flow may
-    // be seen down for up to a sample on either side of the window.
-    assert_interrupted_at_most(&report, window + 2 * SAMPLE + Duration::from_millis(100));
-    assert_interrupted_at_most(&report, Duration::from_secs(1));
-    let after = assert_check_passes(&api, "version 2").await;
+    let (v2, after) = bump_under_probe(&sim, &admin, &args("2"), "2").await;
     assert_eq!(after.by_kind, before.by_kind, "the same flows, checked");
     assert!(
         metric(
@@ -159,5 +178,14 @@ async fn a_bump_interrupts_no_flow_longer_than_its_cutover() {
     assert_interrupted_at_most(&report, Duration::ZERO);
     assert_check_passes(&api, "back at version 2").await;
     back.stop().await;
+
+    // A rollback of a completed bump, 2 → 1: version 1's names and IDs, deleted when 2
+    // took over, are built again beside 2 and take the bindings back.
+    let (v1_again, rolled_back) = bump_under_probe(&sim, &admin, &args("1"), "1").await;
+    assert_eq!(
+        rolled_back.by_kind, before.by_kind,
+        "the same flows, checked"
+    );
+    v1_again.stop().await;
     sim.shutdown().await;
 }
