@@ -211,7 +211,12 @@ impl PusherContext {
 
     /// The delay before retrying after `failures` consecutive failures.
     fn retry_delay(&self, failures: u32) -> Duration {
-        RetryPolicy::new(self.config.retry_base, self.config.retry_cap).delay(failures)
+        self.retry_policy().delay(failures)
+    }
+
+    /// Retries after a backend failure.
+    fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(self.config.retry_base, self.config.retry_cap)
     }
 
     /// Reports `err` if it is an authorization error; returns whether it was.

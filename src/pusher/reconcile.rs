@@ -21,6 +21,7 @@ use super::tracked::{Cause, Missing};
 use super::{PusherContext, PusherError, FIELD_MANAGER};
 use crate::backend::BackendError;
 use crate::crd::{PushedResource, Translation, TranslationStatus};
+use crate::retry::RetryPolicy;
 
 /// Event reasons, as the original controller named them.
 pub mod event {
@@ -45,6 +46,28 @@ fn patch_params() -> PatchParams {
 const REFERENT_WARNING_AFTER: u32 = 8;
 /// Longest retry delay while waiting for another Translation's push.
 const REFERENT_RETRY_CAP: Duration = Duration::from_secs(5);
+/// Retry delays while waiting for a referent another Translation provides. Its provider's
+/// push wakes the waiter (`deps::wait_for`), so the retry is only the fallback: it starts
+/// at a second, not at the delay after a backend failure. At scale a provider is often
+/// written seconds after its consumer (an Endpoints' Translation before its Service's, the
+/// translators' queues being long in an initial sync), and retrying every few hundred
+/// milliseconds meanwhile cost a refused request each time.
+const REFERENT_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), REFERENT_RETRY_CAP);
+
+/// How a push that stopped for `why` is retried; `backend` is the policy for a failing
+/// backend.
+fn retry_policy(why: ReadyReason, backend: RetryPolicy) -> RetryPolicy {
+    match why {
+        ReadyReason::WaitingForReferent => REFERENT_RETRY,
+        // Woken too (by the tunnel zone's push, by the old binding's deletion), but a
+        // bump's cutover can wait on these: the short first retries stay.
+        ReadyReason::HostNotInTunnelZone | ReadyReason::BindingRefused => RetryPolicy {
+            max: backend.max.min(REFERENT_RETRY_CAP),
+            ..backend
+        },
+        _ => backend,
+    }
+}
 
 pub(super) async fn reconcile(
     tr: Arc<Translation>,
@@ -493,7 +516,6 @@ impl<'a> Reconciling<'a> {
     ) -> Result<Outcome, PusherError> {
         let Stopped { path, error: err } = stopped;
         let attempts = self.ctx.tracker.failed(self.uid);
-        let mut delay = self.ctx.retry_delay(attempts);
         // Waiting for a referent, or for the host to join a tunnel zone (another
         // Translation pushes that), is normal while the cluster converges: warn only when
         // it lasts.
@@ -514,11 +536,7 @@ impl<'a> Reconciling<'a> {
         } else {
             (ReadyReason::BackendError, format!("{path}: {err}"), false)
         };
-        if warn_when_lasting {
-            // The provider's push wakes this Translation (deps::wait_for); the retry is
-            // only the fallback, so it need not back off as far as for a failing backend.
-            delay = delay.min(REFERENT_RETRY_CAP);
-        }
+        let delay = retry_policy(why, self.ctx.retry_policy()).delay(attempts);
         tracing::info!(translation = %self.name(), namespace = %self.namespace(), backend_path = path, attempts, retry_in = ?delay, error = %err, "push failed");
         let status = status::failed(
             &self.before,
@@ -706,4 +724,50 @@ async fn add_finalizer(tr: &Translation, ctx: &PusherContext) -> Result<(), Push
         .patch(&tr.name_any(), &patch_params(), &Patch::Json::<()>(patch))
         .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base_delays(why: ReadyReason) -> Vec<Duration> {
+        let backend = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(60));
+        let policy = retry_policy(why, backend);
+        (1..=6).map(|n| policy.base_delay(n)).collect()
+    }
+
+    fn ms(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|&m| Duration::from_millis(m)).collect()
+    }
+
+    #[test]
+    fn a_missing_referent_is_retried_from_a_second_up_to_five() {
+        assert_eq!(
+            base_delays(ReadyReason::WaitingForReferent),
+            ms(&[1000, 2000, 4000, 5000, 5000, 5000])
+        );
+    }
+
+    #[test]
+    fn what_a_cutover_waits_on_keeps_the_short_first_retries() {
+        for why in [
+            ReadyReason::BindingRefused,
+            ReadyReason::HostNotInTunnelZone,
+        ] {
+            assert_eq!(base_delays(why), ms(&[200, 400, 800, 1600, 3200, 5000]));
+        }
+    }
+
+    #[test]
+    fn a_failing_backend_backs_off_to_the_configured_cap() {
+        assert_eq!(
+            base_delays(ReadyReason::BackendError),
+            ms(&[200, 400, 800, 1600, 3200, 6400])
+        );
+        let backend = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(60));
+        assert_eq!(
+            retry_policy(ReadyReason::BackendError, backend).base_delay(20),
+            Duration::from_secs(60)
+        );
+    }
 }
