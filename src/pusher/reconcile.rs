@@ -61,7 +61,7 @@ fn retry_policy(why: ReadyReason, backend: RetryPolicy) -> RetryPolicy {
         ReadyReason::WaitingForReferent => REFERENT_RETRY,
         // Woken too (by the tunnel zone's push, by the old binding's deletion), but a
         // bump's cutover can wait on these: the short first retries stay.
-        ReadyReason::HostNotInTunnelZone | ReadyReason::BindingRefused => RetryPolicy {
+        why if why.is_waiting_for_another_push() => RetryPolicy {
             max: backend.max.min(REFERENT_RETRY_CAP),
             ..backend
         },
@@ -516,25 +516,17 @@ impl<'a> Reconciling<'a> {
     ) -> Result<Outcome, PusherError> {
         let Stopped { path, error: err } = stopped;
         let attempts = self.ctx.tracker.failed(self.uid);
-        // Waiting for a referent, or for the host to join a tunnel zone (another
-        // Translation pushes that), is normal while the cluster converges: warn only when
-        // it lasts.
-        let (why, message, warn_when_lasting) = if err.is_referent_missing() {
+        let (why, message) = if err.is_referent_missing() {
             (
                 ReadyReason::WaitingForReferent,
                 format!("{path}: waiting for a referenced resource: {err}"),
-                true,
             )
         } else if err.is_host_not_in_tunnel_zone() {
-            (
-                ReadyReason::HostNotInTunnelZone,
-                format!("{path}: {err}"),
-                true,
-            )
+            (ReadyReason::HostNotInTunnelZone, format!("{path}: {err}"))
         } else if matches!(err, BackendError::BindingRefused { .. }) {
-            (ReadyReason::BindingRefused, format!("{path}: {err}"), true)
+            (ReadyReason::BindingRefused, format!("{path}: {err}"))
         } else {
-            (ReadyReason::BackendError, format!("{path}: {err}"), false)
+            (ReadyReason::BackendError, format!("{path}: {err}"))
         };
         let delay = retry_policy(why, self.ctx.retry_policy()).delay(attempts);
         tracing::info!(translation = %self.name(), namespace = %self.namespace(), backend_path = path, attempts, retry_in = ?delay, error = %err, "push failed");
@@ -548,7 +540,9 @@ impl<'a> Reconciling<'a> {
             &now(),
         );
         self.write_status(status).await?;
-        if warn_when_lasting {
+        // Waiting for another Translation's push is normal while the cluster converges:
+        // warn only when it lasts.
+        if why.is_waiting_for_another_push() {
             if attempts == REFERENT_WARNING_AFTER {
                 self.ctx
                     .events
@@ -730,9 +724,12 @@ async fn add_finalizer(tr: &Translation, ctx: &PusherContext) -> Result<(), Push
 mod tests {
     use super::*;
 
+    /// The pusher's default retries after a backend failure.
+    const BACKEND: RetryPolicy =
+        RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(60));
+
     fn base_delays(why: ReadyReason) -> Vec<Duration> {
-        let backend = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(60));
-        let policy = retry_policy(why, backend);
+        let policy = retry_policy(why, BACKEND);
         (1..=6).map(|n| policy.base_delay(n)).collect()
     }
 
@@ -764,9 +761,8 @@ mod tests {
             base_delays(ReadyReason::BackendError),
             ms(&[200, 400, 800, 1600, 3200, 6400])
         );
-        let backend = RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(60));
         assert_eq!(
-            retry_policy(ReadyReason::BackendError, backend).base_delay(20),
+            retry_policy(ReadyReason::BackendError, BACKEND).base_delay(20),
             Duration::from_secs(60)
         );
     }

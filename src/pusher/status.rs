@@ -27,6 +27,18 @@ pub enum ReadyReason {
 }
 
 impl ReadyReason {
+    /// A push stopped for want of what another Translation's push provides (a referent,
+    /// the host's tunnel zone membership, a free interface): normal while the cluster
+    /// converges, and that push wakes the waiter.
+    pub fn is_waiting_for_another_push(self) -> bool {
+        matches!(
+            self,
+            ReadyReason::WaitingForReferent
+                | ReadyReason::HostNotInTunnelZone
+                | ReadyReason::BindingRefused
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ReadyReason::Pushed => "Pushed",
