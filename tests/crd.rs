@@ -11,7 +11,9 @@ use kube::ResourceExt;
 use midonet_kube_controllers::crd::{
     Condition, Translation, TranslationResource, TranslationSpec, TranslationStatus,
 };
-use midonet_translators::meta::FINALIZER;
+use midonet_kube_controllers::translate;
+use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL, VERSION_LABEL};
+use midonet_translators::DesiredTranslation;
 use support::*;
 
 const BRIDGE_ID: &str = "0a1b2c3d-0000-4000-8000-000000000001";
@@ -188,4 +190,116 @@ fn committed_crd_file_equals_generated() {
         midonet_kube_controllers::crd::crd_yaml().unwrap(),
         "crds/translation.yaml is stale: run `cargo run -- crd > crds/translation.yaml`"
     );
+}
+
+/// The translators' update, a merge patch of what they own (`translate::update_patch`), on
+/// the real apiserver: the spec and the owner reference are replaced (an Endpoints
+/// generation re-owned by its Service keeps no reference to the Endpoints), a label of
+/// theirs no longer desired goes, someone else's label and finalizer stay. Both on a
+/// Translation the translators created and on one an earlier release wrote with a
+/// server-side apply, whose fields that apply's manager owns.
+#[tokio::test]
+async fn translators_update_reowns_and_keeps_what_is_not_theirs() {
+    let client = admin_client().await;
+    let ns = unique_namespace(&client, "crd-update").await;
+    let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
+    let owners: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let mut owner_refs = Vec::new();
+    for name in ["endpoints-era-owner", "service-owner"] {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        let cm = owners.create(&PostParams::default(), &cm).await.unwrap();
+        owner_refs.push(translate::owner_reference(&cm).unwrap());
+    }
+    let desired = |name: &str, version: &str, extra_label: bool, bridge: &str| {
+        let mut labels = std::collections::BTreeMap::new();
+        labels.insert(VERSION_LABEL.to_string(), version.to_string());
+        if extra_label {
+            labels.insert("midonet.org/dropped".to_string(), "x".to_string());
+        }
+        DesiredTranslation {
+            name: name.into(),
+            namespace: ns.clone(),
+            labels,
+            resources: vec![TranslationResource::new(
+                "Bridge",
+                "",
+                format!(r#"{{"id":"{bridge}","name":"b"}}"#),
+            )],
+        }
+    };
+    let manager = Some(translate::FIELD_MANAGER.to_string());
+    for (name, by_apply) in [("t-created", false), ("t-applied", true)] {
+        let old = translate::translation_object(
+            &desired(name, "1", true, BRIDGE_ID),
+            Some(&owner_refs[0]),
+        );
+        if by_apply {
+            let params = PatchParams::apply(translate::FIELD_MANAGER).force();
+            api.patch(name, &params, &Patch::Apply(&old)).await.unwrap();
+        } else {
+            let params = PostParams {
+                field_manager: manager.clone(),
+                ..PostParams::default()
+            };
+            api.create(&params, &old).await.unwrap();
+        }
+        let foreign = serde_json::json!({"metadata": {
+            "labels": {"team": "blue"},
+            "finalizers": [FINALIZER, "example.com/keep"],
+        }});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&foreign))
+            .await
+            .unwrap();
+
+        let cached = api.get(name).await.unwrap();
+        let new_bridge = "0a1b2c3d-0000-4000-8000-000000000002";
+        let want = translate::translation_object(
+            &desired(name, "2", false, new_bridge),
+            Some(&owner_refs[1]),
+        );
+        let params = PatchParams {
+            field_manager: manager.clone(),
+            ..PatchParams::default()
+        };
+        let patch = translate::update_patch(&cached, &want);
+        api.patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .unwrap();
+
+        let got = api.get(name).await.unwrap();
+        assert!(translate::up_to_date(&got, &want), "{name}: {got:?}");
+        let owner_uids: Vec<&str> = got
+            .owner_references()
+            .iter()
+            .map(|o| o.uid.as_str())
+            .collect();
+        assert_eq!(owner_uids, [owner_refs[1].uid.as_str()], "{name}");
+        let labels: Vec<(&str, &str)> = got
+            .labels()
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                (OWNER_UID_LABEL, owner_refs[1].uid.as_str()),
+                (VERSION_LABEL, "2"),
+                ("team", "blue"),
+            ],
+            "{name}"
+        );
+        assert_eq!(
+            got.finalizers(),
+            [FINALIZER.to_string(), "example.com/keep".to_string()],
+            "{name}"
+        );
+        assert_eq!(got.spec, want.spec, "{name}");
+
+        // Without finalizers, so that the namespace can go without a pusher.
+        let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&unfinalized))
+            .await
+            .unwrap();
+    }
 }

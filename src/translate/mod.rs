@@ -43,7 +43,8 @@ use crate::health::Health;
 use crate::retry::RetryPolicy;
 pub use metrics::TranslatorMetrics;
 pub use sync::{
-    build as translation_object, sync_translations, up_to_date, SyncOutcome, FIELD_MANAGER,
+    build as translation_object, sync_translations, up_to_date, update_patch, SyncOutcome,
+    FIELD_MANAGER,
 };
 
 /// A failed translation is retried after 0.5–2.5 s: its Kubernetes writes failed, which

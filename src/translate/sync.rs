@@ -1,9 +1,20 @@
-//! Making one owner's Translations match the desired set: apply what differs, prune the rest.
+//! Making one owner's Translations match the desired set: write what differs, prune the rest.
+//!
+//! A Translation not in the cache is created (POST), one in the cache but different is
+//! updated with a JSON merge patch of what the translators own (spec, their labels, the
+//! owner reference, the finalizer). Both are Kubernetes' plain writes: at scale S a
+//! server-side apply cost the apiserver about a fifth more CPU than a create, and an initial
+//! sync is one write per Translation, bound by the apiserver's CPU. A merge patch replaces
+//! lists whole, so a re-owned Translation (an Endpoints generation taken over by its
+//! Service) loses its old owner reference, whoever created it. A create refused because the
+//! name exists after all (the cache had not seen it yet) falls back to a server-side apply,
+//! which adds what is ours and keeps what is not.
 
 use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::PostParams;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::ResourceExt;
 use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL, VERSION_LABEL};
@@ -14,7 +25,7 @@ use super::index::cache_ref;
 use super::{RunnerError, Shared};
 use crate::crd::{Translation, TranslationSpec};
 
-/// Field manager of the translators' server-side apply.
+/// Field manager of the translators' writes.
 pub const FIELD_MANAGER: &str = "midonet-kube-controllers";
 
 pub mod event {
@@ -136,14 +147,67 @@ pub fn up_to_date(cached: &Translation, want: &Translation) -> bool {
     cached.spec == want.spec && labels_ok && owners_ok && finalizer_ok
 }
 
-/// A Translation to write (server-side apply).
+/// Prefix of the label keys the translators own: one of them on a cached Translation but
+/// no longer desired is removed by the update.
+const OWN_LABEL_PREFIX: &str = "midonet.org/";
+
+/// The JSON merge patch that makes `cached` carry everything of `want` the translators
+/// own: the spec (replaced whole), their labels (set, or removed when no longer desired),
+/// the owner reference (the list replaced whole: re-owning drops the old one), and the
+/// finalizer (added to the others, when missing). Anything else stays as it is.
+pub fn update_patch(cached: &Translation, want: &Translation) -> serde_json::Value {
+    let mut labels = serde_json::Map::new();
+    for (k, v) in want.labels() {
+        labels.insert(k.clone(), v.clone().into());
+    }
+    for k in cached.labels().keys() {
+        if k.starts_with(OWN_LABEL_PREFIX) && !want.labels().contains_key(k) {
+            labels.insert(k.clone(), serde_json::Value::Null);
+        }
+    }
+    let mut metadata = serde_json::Map::new();
+    metadata.insert("labels".into(), labels.into());
+    if let Some(owners) = &want.metadata.owner_references {
+        metadata.insert("ownerReferences".into(), serde_json::json!(owners));
+    }
+    if !cached.finalizers().iter().any(|f| f == FINALIZER) {
+        let mut finalizers = cached.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        metadata.insert("finalizers".into(), serde_json::json!(finalizers));
+    }
+    serde_json::json!({ "metadata": metadata, "spec": want.spec })
+}
+
+/// How a Translation is written.
+#[derive(Debug, PartialEq)]
+pub enum WriteOp {
+    /// Not in the cache: a create.
+    Create,
+    /// In the cache and different: a merge patch ([`update_patch`]).
+    Update {
+        /// The cached object's resourceVersion.
+        cached_rv: Option<String>,
+        patch: serde_json::Value,
+    },
+}
+
+/// A Translation to write.
 #[derive(Debug)]
 pub struct Write {
     pub want: Translation,
     /// [`fingerprint`] of `want`, to recognise our own write in the cache.
     pub fingerprint: String,
+    pub op: WriteOp,
+}
+
+impl Write {
     /// The cached object's resourceVersion (`None`: not cached, a create).
-    pub cached_rv: Option<String>,
+    pub fn cached_rv(&self) -> Option<&str> {
+        match &self.op {
+            WriteOp::Create => None,
+            WriteOp::Update { cached_rv, .. } => cached_rv.as_deref(),
+        }
+    }
 }
 
 /// A stale Translation to delete.
@@ -243,10 +307,17 @@ pub fn plan_sync(
         if view.still_pending(&key, cached_rv.as_deref(), Some(&print)) {
             continue;
         }
+        let op = match &cached {
+            None => WriteOp::Create,
+            Some(c) => WriteOp::Update {
+                cached_rv,
+                patch: update_patch(c, &want),
+            },
+        };
         plan.writes.push(Write {
             want,
             fingerprint: print,
-            cached_rv,
+            op,
         });
     }
     let replacements: Vec<(Option<&String>, Option<std::sync::Arc<Translation>>)> = replacements
@@ -282,6 +353,28 @@ pub fn plan_sync(
         });
     }
     plan
+}
+
+/// Creates `want`; when the name exists after all (not in the cache yet), applies it
+/// instead (see the module doc).
+async fn create(api: &Api<Translation>, want: &Translation) -> Result<(), RunnerError> {
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match api.create(&params, want).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 && e.reason == "AlreadyExists" => {
+            api.patch(
+                &want.name_any(),
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(serde_json::to_value(want)?),
+            )
+            .await?;
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The runner's view: the shared informer's cache and its own recent writes.
@@ -333,23 +426,31 @@ pub async fn sync_translations(
     let outcome = plan.outcome();
 
     for write in plan.writes {
+        let cached_rv = write.cached_rv().map(str::to_string);
         let Write {
             want,
             fingerprint,
-            cached_rv,
+            op,
         } = write;
         let (namespace, name) = (want.namespace().unwrap_or_default(), want.name_any());
         let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &namespace);
-        api.patch(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(serde_json::to_value(&want)?),
-        )
-        .await?;
-        let (op, reason) = if cached_rv.is_some() {
-            ("update", event::UPDATED)
-        } else {
-            ("create", event::CREATED)
+        let (op, reason) = match op {
+            WriteOp::Create => {
+                create(&api, &want).await?;
+                ("create", event::CREATED)
+            }
+            WriteOp::Update { patch, .. } => {
+                api.patch(
+                    &name,
+                    &PatchParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PatchParams::default()
+                    },
+                    &Patch::Merge(&patch),
+                )
+                .await?;
+                ("update", event::UPDATED)
+            }
         };
         shared
             .recent
@@ -524,17 +625,70 @@ mod tests {
             Default::default(),
             Timestamp::now(),
         );
-        let written: Vec<(String, Option<String>)> = plan
+        let written: Vec<(String, Option<&str>)> = plan
             .writes
             .iter()
-            .map(|w| (w.want.name_any(), w.cached_rv.clone()))
+            .map(|w| (w.want.name_any(), w.cached_rv()))
             .collect();
         assert_eq!(
             written,
-            [("changed".into(), Some("7".into())), ("new".into(), None)]
+            [("changed".into(), Some("7")), ("new".into(), None)]
         );
+        assert_eq!(plan.writes[1].op, WriteOp::Create);
         assert!(plan.deletes.is_empty());
         assert_eq!(plan.outcome(), SyncOutcome::Written);
+    }
+
+    fn owner(uid: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            name: "svc".into(),
+            uid: uid.into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }
+    }
+
+    #[test]
+    fn an_update_replaces_spec_and_owner_and_keeps_what_is_not_ours() {
+        let mut d = DesiredTranslation {
+            name: "t".into(),
+            namespace: "ns".into(),
+            labels: [(VERSION_LABEL.to_string(), "2".to_string())].into(),
+            resources: vec![midonet_translators::TranslationResource::new(
+                "Chain", "", "{}",
+            )],
+        };
+        let want = build(&d, Some(&owner("new-owner")));
+        d.labels.insert(VERSION_LABEL.into(), "1".into());
+        d.labels.insert("midonet.org/dropped".into(), "x".into());
+        d.labels.insert("team".into(), "blue".into());
+        let mut cached = build(&d, Some(&owner("old-owner")));
+        cached.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+        let patch = update_patch(&cached, &want);
+        assert_eq!(
+            patch,
+            serde_json::json!({
+                "metadata": {
+                    "labels": {
+                        VERSION_LABEL: "2",
+                        OWNER_UID_LABEL: "new-owner",
+                        "midonet.org/dropped": null,
+                    },
+                    "ownerReferences": [{
+                        "apiVersion": "v1", "kind": "Service", "name": "svc",
+                        "uid": "new-owner", "controller": true, "blockOwnerDeletion": true,
+                    }],
+                    "finalizers": ["example.com/keep", FINALIZER],
+                },
+                "spec": {"resources": [{"kind": "Chain", "parent": "", "body": "{}"}]},
+            })
+        );
+        // With our finalizer already there, the finalizers are left alone.
+        let cached = build(&d, Some(&owner("old-owner")));
+        let patch = update_patch(&cached, &want);
+        assert!(patch["metadata"].get("finalizers").is_none(), "{patch}");
     }
 
     #[test]
