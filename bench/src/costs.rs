@@ -1,9 +1,10 @@
-//! What one request of each kind costs the kube-apiserver, in CPU: the floor's plain create,
-//! the translators' server-side apply, and the pusher's status write. Sent one at a time in
-//! a scratch namespace with no controllers running, over a sample of the scenario's own
-//! Translations shaped as the translators write them (labels, finalizer, an owner: a
+//! What one request of each kind costs the kube-apiserver, in CPU: a plain create (the
+//! floor's write, and the translators' write of a new Translation), a server-side apply (for
+//! comparison: what creating outright saves), and the pusher's status write. Sent one at a
+//! time in a scratch namespace with no controllers running, over a sample of the scenario's
+//! own Translations shaped as the translators write them (labels, finalizer, an owner: a
 //! ConfigMap there), so that the figures explain the ratio convergence ÷ floor: every
-//! Translation costs the controllers an apply and a status write where it costs the floor
+//! Translation costs the controllers a create and a status write where it costs the floor
 //! one create (`docs/benchmark.md`).
 
 use std::time::Duration;

@@ -1,11 +1,11 @@
 //! The translator controllers: one generic, level-triggered runner drives every kind.
 //!
 //! For each object of a kind it computes the desired Translations with the pure translators
-//! (`midonet-translators`), writes them with server-side apply (owner-referenced, labelled
-//! with the owner's UID, with the `midonet.org/deleter` finalizer), and prunes the owner's
-//! Translations that are no longer desired. Deleting a Kubernetes object is left to garbage
-//! collection through the ownerReferences, which also works when the controllers were
-//! offline at the time.
+//! (`midonet-translators`), writes them (created, or updated with a merge patch, see
+//! `sync.rs`; owner-referenced, labelled with the owner's UID, with the `midonet.org/deleter`
+//! finalizer), and prunes the owner's Translations that are no longer desired. Deleting a
+//! Kubernetes object is left to garbage collection through the ownerReferences, which also
+//! works when the controllers were offline at the time.
 
 pub mod dispatch;
 pub mod globals;
