@@ -3,7 +3,9 @@
 # prints every run's convergence, floors and ratios, then the median ratios. One run on a
 # shared 2-core machine varies by ±15 %; the median is the figure to compare. The second
 # floor adds a status write per Translation (see docs/benchmark.md). The last column is the
-# controllers' peak RSS.
+# controllers' peak RSS. With --watched-floor, also the ratio to a third floor (a status write
+# and a second Translation watch) and the apiserver's CPU in the sync over each floor's.
+# BENCH_RATIO_KEEP=DIR keeps each run's JSON there.
 #   bash scripts/bench-ratio.sh [N] [extra bench arguments, e.g. --pods 8000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +14,8 @@ shift || true
 cargo build --release --quiet --workspace --bins
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+keep=${BENCH_RATIO_KEEP:-}
+[ -z "$keep" ] || mkdir -p "$keep"
 
 field() { # file key: the JSON number after "key":
   grep -o "\"$2\": [0-9.e+-]*" "$1" | head -n1 | awk '{print $2}'
@@ -33,6 +37,15 @@ for i in $(seq 1 "$runs"); do
   field "$out/$i.json" convergenceOverFloorWithStatus >>"$out/status-ratios"
   awk -v a="$(field "$out/$i.json" floorWithStatusSeconds)" -v b="$(field "$out/$i.json" floorSeconds)" \
     'BEGIN { print a / b }' >>"$out/floor-ratios"
+  awk -v a="$(field "$out/$i.json" apiserverCpuSecondsSync)" -v b="$(field "$out/$i.json" apiserverCpuSecondsFloorWithStatus)" \
+    'BEGIN { print a / b }' >>"$out/cpu-ratios"
+  watched=$(field "$out/$i.json" convergenceOverFloorWatched)
+  if [ -n "$watched" ]; then
+    echo "$watched" >>"$out/watched-ratios"
+    awk -v a="$(field "$out/$i.json" apiserverCpuSecondsSync)" -v b="$(field "$out/$i.json" apiserverCpuSecondsFloorWatched)" \
+      'BEGIN { print a / b }' >>"$out/watched-cpu-ratios"
+  fi
+  [ -z "$keep" ] || cp "$out/$i.json" "$keep/$i.json"
 done
 summary() { # file label
   sort -n "$1" | awk -v label="$2" '{ r[NR] = $1 }
@@ -42,5 +55,10 @@ summary() { # file label
 summary "$out/ratios" "convergence / floor (target <= 1.5)"
 summary "$out/status-ratios" "convergence / floor with a status write"
 summary "$out/floor-ratios" "floor with a status write / floor"
+summary "$out/cpu-ratios" "apiserver CPU, sync / floor with a status write"
+if [ -s "$out/watched-ratios" ]; then
+  summary "$out/watched-ratios" "convergence / floor with a status write and a second watch"
+  summary "$out/watched-cpu-ratios" "apiserver CPU, sync / floor with a status write and a second watch"
+fi
 awk '{ print $1 / 1024 }' "$out/rss" >"$out/rss-mib"
 summary "$out/rss-mib" "peak RSS of the controllers, MiB"

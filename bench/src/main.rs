@@ -81,6 +81,11 @@ struct Args {
     /// large-scale memory variant, e.g. `--nodes 100 --pods 8000 --services 900`.
     #[arg(long)]
     only_initial: bool,
+    /// Also measure a third floor: with a status write, and a second Translation watch
+    /// standing in for the controllers' informer (`docs/benchmark.md`: what the sync costs
+    /// the apiserver beyond the floor's writes).
+    #[arg(long)]
+    watched_floor: bool,
 }
 
 fn main() -> Res<()> {
@@ -638,6 +643,7 @@ async fn floor(
     api_url: &str,
     all: &[Owned],
     writes: FloorWrites,
+    controllers_watch: bool,
 ) -> Res<Duration> {
     let backend = BackendClient::new(
         BackendConfig {
@@ -650,6 +656,11 @@ async fn floor(
     // Watched as during the sync; its state is not used.
     let watch = ReadyTracker::start(client);
     watch.listed().await;
+    // The controllers' informer: one more watch the apiserver sends every write to.
+    let informer = controllers_watch.then(|| ReadyTracker::start(client));
+    if let Some(w) = &informer {
+        w.listed().await;
+    }
     let start = Instant::now();
     let kube_side = each_concurrent(all, 8, |o| {
         let d = &o.translation;
@@ -808,14 +819,38 @@ async fn run(args: Args) -> Res<()> {
     let wanted = translate_all(&nodes, &pods, &all_services, &all_endpoints);
     let n_translations = wanted.len();
     let floor_cpu0 = apiserver_cpu()?;
-    let floor_time = floor(&client, &api_url, &wanted, FloorWrites::Create).await?;
+    let floor_time = floor(&client, &api_url, &wanted, FloorWrites::Create, false).await?;
     let floor_cpu = apiserver_cpu()? - floor_cpu0;
     clear_floor(&client, &admin, &wanted).await?;
     eprintln!("bench: measuring the floor with a status write per Translation");
     let status_floor_cpu0 = apiserver_cpu()?;
-    let status_floor_time = floor(&client, &api_url, &wanted, FloorWrites::CreateAndStatus).await?;
+    let status_floor_time = floor(
+        &client,
+        &api_url,
+        &wanted,
+        FloorWrites::CreateAndStatus,
+        false,
+    )
+    .await?;
     let status_floor_cpu = apiserver_cpu()? - status_floor_cpu0;
     clear_floor(&client, &admin, &wanted).await?;
+    let watched_floor = if args.watched_floor {
+        eprintln!("bench: measuring the floor with a status write and a second watch");
+        let cpu0 = apiserver_cpu()?;
+        let time = floor(
+            &client,
+            &api_url,
+            &wanted,
+            FloorWrites::CreateAndStatus,
+            true,
+        )
+        .await?;
+        let cpu = apiserver_cpu()? - cpu0;
+        clear_floor(&client, &admin, &wanted).await?;
+        Some((time, cpu))
+    } else {
+        None
+    };
 
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
@@ -874,7 +909,7 @@ async fn run(args: Args) -> Res<()> {
     let per_translation = |cpu: Duration| cpu.as_secs_f64() * 1000.0 / n_translations.max(1) as f64;
     let ratio = initial.as_secs_f64() / floor_time.as_secs_f64().max(1e-9);
     let status_ratio = initial.as_secs_f64() / status_floor_time.as_secs_f64().max(1e-9);
-    let initial_rows = vec![
+    let mut initial_rows = vec![
         Row {
             name: "objects created (time)",
             value: secs(create_time),
@@ -1006,6 +1041,22 @@ async fn run(args: Args) -> Res<()> {
                   "evaluateSeconds": checked.evaluated.as_secs_f64(),
                   "readSeconds": checked.read.as_secs_f64()},
     });
+    if let Some((time, cpu)) = watched_floor {
+        let watched_ratio = initial.as_secs_f64() / time.as_secs_f64().max(1e-9);
+        initial_rows.push(Row {
+            name: "floor with a status write and a second watch",
+            value: secs(time),
+            target: "-",
+        });
+        initial_rows.push(Row {
+            name: "convergence / that floor (its apiserver CPU per Tr.)",
+            value: format!("{watched_ratio:.2} ({:.2} ms)", per_translation(cpu)),
+            target: "-",
+        });
+        result["floorWatchedSeconds"] = json!(time.as_secs_f64());
+        result["convergenceOverFloorWatched"] = json!(watched_ratio);
+        result["apiserverCpuSecondsFloorWatched"] = json!(cpu.as_secs_f64());
+    }
     if args.only_initial {
         report(&args, &initial_rows, &result)?;
         sim.shutdown().await;
