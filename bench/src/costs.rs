@@ -29,6 +29,22 @@ pub struct RequestCosts {
 const TRANSLATORS: &str = translate::FIELD_MANAGER;
 const PUSHER: &str = pusher::FIELD_MANAGER;
 
+/// A create as the translators write it (their field manager).
+pub fn translators_params() -> PostParams {
+    PostParams {
+        field_manager: Some(TRANSLATORS.into()),
+        ..PostParams::default()
+    }
+}
+
+/// A status write as the pusher writes it (its field manager).
+pub fn pusher_params() -> PostParams {
+    PostParams {
+        field_manager: Some(PUSHER.into()),
+        ..PostParams::default()
+    }
+}
+
 /// A status shaped like the pusher's after a complete push.
 fn pushed_status(t: &Translation) -> TranslationStatus {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -114,15 +130,9 @@ pub async fn measure(
         .enumerate()
         .collect();
     let n = sample.len().max(1) as u32;
-    let create_params = PostParams {
-        field_manager: Some(TRANSLATORS.into()),
-        ..PostParams::default()
-    };
+    let create_params = translators_params();
     let apply_params = PatchParams::apply(TRANSLATORS).force();
-    let status_params = PostParams {
-        field_manager: Some(PUSHER.into()),
-        ..PostParams::default()
-    };
+    let status_params = pusher_params();
 
     // A block of each kind per round, so that background work in the apiserver falls on
     // all three alike.

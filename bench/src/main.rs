@@ -635,7 +635,9 @@ enum FloorWrites {
 }
 
 /// Lower bound: writes the same Translations as the translators do (same namespace, name,
-/// labels, owner, finalizer) and the same backend resources, with plain clients at
+/// labels, owner, finalizer, field managers: each manager is an entry in the object's
+/// managedFields, which the apiserver reads and writes with the object) and the same
+/// backend resources, with plain clients at
 /// concurrency 8, the backend's level by level ([`dependency_levels`]) so that referents
 /// exist first.
 async fn floor(
@@ -667,9 +669,9 @@ async fn floor(
         let t = translate::translation_object(d, o.owner.as_ref());
         let trs: Api<Translation> = Api::namespaced(client.clone(), &d.namespace);
         async move {
-            let created = trs.create(&PostParams::default(), &t).await?;
+            let created = trs.create(&costs::translators_params(), &t).await?;
             if writes == FloorWrites::CreateAndStatus {
-                costs::write_pushed_status(&trs, created, &PostParams::default()).await?;
+                costs::write_pushed_status(&trs, created, &costs::pusher_params()).await?;
             }
             Ok(())
         }
