@@ -3,12 +3,13 @@
 //! A Translation not in the cache is created (POST), one in the cache but different is
 //! updated with a JSON merge patch of what the translators own (spec, their labels, the
 //! owner reference, the finalizer). Both are Kubernetes' plain writes: at scale S a
-//! server-side apply cost the apiserver about a fifth more CPU than a create, and an initial
+//! server-side apply cost the apiserver about a tenth more CPU than a create, and an initial
 //! sync is one write per Translation, bound by the apiserver's CPU. A merge patch replaces
 //! lists whole, so a re-owned Translation (an Endpoints generation taken over by its
 //! Service) loses its old owner reference, whoever created it. A create refused because the
 //! name exists after all (the cache had not seen it yet) falls back to a server-side apply,
-//! which adds what is ours and keeps what is not.
+//! which adds what is ours and keeps what is not; an update that finds the name gone
+//! creates it again.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -440,16 +441,19 @@ pub async fn sync_translations(
                 ("create", event::CREATED)
             }
             WriteOp::Update { patch, .. } => {
-                api.patch(
-                    &name,
-                    &PatchParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PatchParams::default()
-                    },
-                    &Patch::Merge(&patch),
-                )
-                .await?;
-                ("update", event::UPDATED)
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PatchParams::default()
+                };
+                match api.patch(&name, &params, &Patch::Merge(&patch)).await {
+                    Ok(_) => ("update", event::UPDATED),
+                    // Gone since the cache saw it (deleted by hand, say): created again.
+                    Err(kube::Error::Api(e)) if e.code == 404 => {
+                        create(&api, &want).await?;
+                        ("create", event::CREATED)
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
         };
         shared
