@@ -8,13 +8,23 @@
 //!
 //! The watch is built by [`crate::cache::reflected`]: managedFields trimmed, refused lists
 //! reported as authorization errors.
+//!
+//! A re-list (after the watch expired, say during an apiserver outage) is stored only once
+//! it is complete: the reflector buffers the listed objects and swaps them in at its end.
+//! A listed object handed to the pusher's controller before that would find the store
+//! without it (a Translation created during the outage) or with its old version, and the
+//! controller drops such a request. So the pusher gets no object of a re-list one by one,
+//! but a signal once the re-list is stored, to reconcile every Translation
+//! ([`Started::relisted`]), as client-go's informers hand every object of a re-list to
+//! their handlers after the store has it. The first list needs none of this: the
+//! controller holds every request until the store is ready.
 
 use futures::{Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::watcher;
 use kube::Client;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use crate::authz::Authz;
 use crate::crd::Translation;
@@ -63,14 +73,18 @@ impl TranslationInformer {
         Synced(self.synced_tx.subscribe())
     }
 
-    /// The stream of applied Translations (for the pusher's controller). The watch runs
-    /// while the stream is polled; [`Self::run`] polls it for a process without a pusher.
-    pub fn start(self) -> impl Stream<Item = Result<Translation, watcher::Error>> + Send + 'static {
+    /// Starts the watch (it runs while [`Started::applied`] is polled; [`Self::run`] polls
+    /// it for a process without a pusher).
+    pub fn start(
+        self,
+    ) -> Started<impl Stream<Item = Result<Translation, watcher::Error>> + Send + 'static> {
         let observers = self.observers;
         let synced = self.synced_tx;
         let health = self.health;
         let ready = move |ok| health.set(READY_CHECK, ok);
-        crate::cache::reflected(
+        let (relisted_tx, relisted_rx) = mpsc::unbounded_channel();
+        let mut lists_done = 0_u64;
+        let applied = crate::cache::reflected(
             self.writer,
             self.api,
             watcher::Config::default(),
@@ -91,14 +105,65 @@ impl TranslationInformer {
             Err(err) if crate::authz::is_forbidden_watch(err) => {}
             Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
         })
-        .applied_objects()
+        .filter_map(move |event| {
+            let listed_before = lists_done > 0;
+            if matches!(event, Ok(watcher::Event::InitDone)) {
+                lists_done += 1;
+            }
+            let item = match event {
+                Ok(event) => match to_pusher(event, listed_before) {
+                    ToPusher::Object(o) => Some(Ok(*o)),
+                    ToPusher::Relisted => {
+                        tracing::info!("Translations re-listed; reconciling every Translation");
+                        // Nobody listening (no pusher) is fine.
+                        let _ = relisted_tx.send(());
+                        None
+                    }
+                    ToPusher::Nothing => None,
+                },
+                Err(err) => Some(Err(err)),
+            };
+            std::future::ready(item)
+        });
+        Started {
+            applied,
+            relisted: relisted_rx,
+        }
     }
 
     /// Runs the watch with nobody consuming the applied objects (no pusher here).
     pub async fn run(self) {
-        let stream = self.start();
+        let stream = self.start().applied;
         let mut stream = std::pin::pin!(stream);
         while stream.next().await.is_some() {}
+    }
+}
+
+/// A started informer: what the pusher's controller reads.
+pub struct Started<S> {
+    /// Translations created or changed, and those of the first list.
+    pub applied: S,
+    /// One message each time a re-list has been stored (see the module doc).
+    pub relisted: mpsc::UnboundedReceiver<()>,
+}
+
+/// What the pusher's controller gets of one watch event.
+#[derive(Debug, PartialEq)]
+enum ToPusher {
+    Object(Box<Translation>),
+    /// A re-list is stored: every Translation is to be reconciled.
+    Relisted,
+    Nothing,
+}
+
+/// `listed_before`: a list was complete before this event (this is a re-list).
+fn to_pusher(event: watcher::Event<Translation>, listed_before: bool) -> ToPusher {
+    match event {
+        watcher::Event::Apply(o) => ToPusher::Object(Box::new(o)),
+        // Held by the controller until the store is ready.
+        watcher::Event::InitApply(o) if !listed_before => ToPusher::Object(Box::new(o)),
+        watcher::Event::InitDone if listed_before => ToPusher::Relisted,
+        _ => ToPusher::Nothing,
     }
 }
 
@@ -112,5 +177,36 @@ impl Synced {
         let mut rx = self.0.clone();
         // An error means the informer is gone: nothing to wait for any more.
         let _ = rx.wait_for(|synced| *synced).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tr(name: &str) -> Translation {
+        Translation::new(name, "ns", crate::crd::TranslationSpec::default())
+    }
+
+    #[test]
+    fn the_first_list_goes_object_by_object_a_relist_as_one_signal() {
+        use watcher::Event::*;
+        // The first list: each object (the controller holds them until the store is ready).
+        assert_eq!(to_pusher(Init, false), ToPusher::Nothing);
+        assert_eq!(
+            to_pusher(InitApply(tr("a")), false),
+            ToPusher::Object(Box::new(tr("a")))
+        );
+        assert_eq!(to_pusher(InitDone, false), ToPusher::Nothing);
+        assert_eq!(
+            to_pusher(Apply(tr("b")), true),
+            ToPusher::Object(Box::new(tr("b")))
+        );
+        // A re-list: nothing until it is stored, then one signal.
+        assert_eq!(to_pusher(Init, true), ToPusher::Nothing);
+        assert_eq!(to_pusher(InitApply(tr("c")), true), ToPusher::Nothing);
+        assert_eq!(to_pusher(InitDone, true), ToPusher::Relisted);
+        // Deletions: the finalizer keeps a Translation until the pusher is done with it.
+        assert_eq!(to_pusher(Delete(tr("a")), true), ToPusher::Nothing);
     }
 }

@@ -261,23 +261,27 @@ fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>
     Action::requeue(delay)
 }
 
-/// Runs the pusher over `translations` (the applied objects of the process's Translation
-/// informer, see [`crate::informer`]) until `shutdown` resolves; in-flight reconciles are
-/// finished first.
+/// Runs the pusher over `translations` (the process's Translation informer, see
+/// [`crate::informer`]: its applied objects, and every Translation after a re-list) until
+/// `shutdown` resolves; in-flight reconciles are finished first.
 pub async fn run(
     ctx: Arc<PusherContext>,
-    translations: impl futures::Stream<Item = Result<Translation, watcher::Error>> + Send + 'static,
+    translations: crate::informer::Started<
+        impl futures::Stream<Item = Result<Translation, watcher::Error>> + Send + 'static,
+    >,
     store: Store<Translation>,
     liveness: crate::health::LoopProbe,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let translations = liveness.queue_of(translations);
+    let relisted = crate::streams::unbounded(translations.relisted);
+    let translations = liveness.queue_of(translations.applied);
     let ticks = crate::streams::every(ctx.config.resync);
     let woken = crate::locks::lock(&ctx.wake_rx).take();
     let woken = futures::stream::iter(woken.map(crate::streams::unbounded)).flatten();
     let controller = Controller::for_stream(translations, store.clone())
         .with_config(controller::Config::default().concurrency(ctx.config.workers))
         .reconcile_all_on(ticks)
+        .reconcile_all_on(relisted)
         .reconcile_on(woken)
         .graceful_shutdown_on(shutdown);
 
