@@ -697,6 +697,22 @@ async fn floor(
     Ok(start.elapsed())
 }
 
+/// [`floor`], its duration and the apiserver's CPU over it; then [`clear_floor`].
+async fn measured_floor(
+    client: &Client,
+    api_url: &str,
+    admin: &AdminClient,
+    all: &[Owned],
+    writes: FloorWrites,
+    controllers_watch: bool,
+) -> Res<(Duration, Duration)> {
+    let cpu0 = apiserver_cpu()?;
+    let time = floor(client, api_url, all, writes, controllers_watch).await?;
+    let cpu = apiserver_cpu()? - cpu0;
+    clear_floor(client, admin, all).await?;
+    Ok((time, cpu))
+}
+
 /// Removes what [`floor`] wrote: its Translations (finalizer first), and the backend
 /// (hosts kept).
 async fn clear_floor(client: &Client, admin: &AdminClient, written: &[Owned]) -> Res<()> {
@@ -820,36 +836,22 @@ async fn run(args: Args) -> Res<()> {
     );
     let wanted = translate_all(&nodes, &pods, &all_services, &all_endpoints);
     let n_translations = wanted.len();
-    let floor_cpu0 = apiserver_cpu()?;
-    let floor_time = floor(&client, &api_url, &wanted, FloorWrites::Create, false).await?;
-    let floor_cpu = apiserver_cpu()? - floor_cpu0;
-    clear_floor(&client, &admin, &wanted).await?;
-    eprintln!("bench: measuring the floor with a status write per Translation");
-    let status_floor_cpu0 = apiserver_cpu()?;
-    let status_floor_time = floor(
+    let (floor_time, floor_cpu) = measured_floor(
         &client,
         &api_url,
+        &admin,
         &wanted,
-        FloorWrites::CreateAndStatus,
+        FloorWrites::Create,
         false,
     )
     .await?;
-    let status_floor_cpu = apiserver_cpu()? - status_floor_cpu0;
-    clear_floor(&client, &admin, &wanted).await?;
+    eprintln!("bench: measuring the floor with a status write per Translation");
+    let status = FloorWrites::CreateAndStatus;
+    let (status_floor_time, status_floor_cpu) =
+        measured_floor(&client, &api_url, &admin, &wanted, status, false).await?;
     let watched_floor = if args.watched_floor {
         eprintln!("bench: measuring the floor with a status write and a second watch");
-        let cpu0 = apiserver_cpu()?;
-        let time = floor(
-            &client,
-            &api_url,
-            &wanted,
-            FloorWrites::CreateAndStatus,
-            true,
-        )
-        .await?;
-        let cpu = apiserver_cpu()? - cpu0;
-        clear_floor(&client, &admin, &wanted).await?;
-        Some((time, cpu))
+        Some(measured_floor(&client, &api_url, &admin, &wanted, status, true).await?)
     } else {
         None
     };
