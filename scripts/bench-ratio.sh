@@ -20,6 +20,9 @@ keep=${BENCH_RATIO_KEEP:-}
 field() { # file key: the JSON number after "key":
   grep -o "\"$2\": [0-9.e+-]*" "$1" | head -n1 | awk '{print $2}'
 }
+quotient() { # file key-a key-b: field a / field b
+  awk -v a="$(field "$1" "$2")" -v b="$(field "$1" "$3")" 'BEGIN { print a / b }'
+}
 
 printf '%-4s %14s %10s %8s %16s %8s %12s\n' run convergence floor ratio "floor w/ status" ratio "peak RSS"
 for i in $(seq 1 "$runs"); do
@@ -35,15 +38,12 @@ for i in $(seq 1 "$runs"); do
   field "$out/$i.json" peakRssKiB >>"$out/rss"
   field "$out/$i.json" convergenceOverFloor >>"$out/ratios"
   field "$out/$i.json" convergenceOverFloorWithStatus >>"$out/status-ratios"
-  awk -v a="$(field "$out/$i.json" floorWithStatusSeconds)" -v b="$(field "$out/$i.json" floorSeconds)" \
-    'BEGIN { print a / b }' >>"$out/floor-ratios"
-  awk -v a="$(field "$out/$i.json" apiserverCpuSecondsSync)" -v b="$(field "$out/$i.json" apiserverCpuSecondsFloorWithStatus)" \
-    'BEGIN { print a / b }' >>"$out/cpu-ratios"
+  quotient "$out/$i.json" floorWithStatusSeconds floorSeconds >>"$out/floor-ratios"
+  quotient "$out/$i.json" apiserverCpuSecondsSync apiserverCpuSecondsFloorWithStatus >>"$out/cpu-ratios"
   watched=$(field "$out/$i.json" convergenceOverFloorWatched)
   if [ -n "$watched" ]; then
     echo "$watched" >>"$out/watched-ratios"
-    awk -v a="$(field "$out/$i.json" apiserverCpuSecondsSync)" -v b="$(field "$out/$i.json" apiserverCpuSecondsFloorWatched)" \
-      'BEGIN { print a / b }' >>"$out/watched-cpu-ratios"
+    quotient "$out/$i.json" apiserverCpuSecondsSync apiserverCpuSecondsFloorWatched >>"$out/watched-cpu-ratios"
   fi
   [ -z "$keep" ] || cp "$out/$i.json" "$keep/$i.json"
 done

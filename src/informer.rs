@@ -83,7 +83,8 @@ impl TranslationInformer {
         let health = self.health;
         let ready = move |ok| health.set(READY_CHECK, ok);
         let (relisted_tx, relisted_rx) = mpsc::unbounded_channel();
-        let mut lists_done = 0_u64;
+        // A list (the first) has been stored: any further one is a re-list.
+        let mut listed = false;
         let applied = crate::cache::reflected(
             self.writer,
             self.api,
@@ -106,10 +107,8 @@ impl TranslationInformer {
             Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
         })
         .filter_map(move |event| {
-            let listed_before = lists_done > 0;
-            if matches!(event, Ok(watcher::Event::InitDone)) {
-                lists_done += 1;
-            }
+            let listed_before = listed;
+            listed |= matches!(event, Ok(watcher::Event::InitDone));
             let item = match event {
                 Ok(event) => match to_pusher(event, listed_before) {
                     ToPusher::Object(o) => Some(Ok(*o)),

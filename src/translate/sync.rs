@@ -15,8 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::PostParams;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::ResourceExt;
 use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL, VERSION_LABEL};
 use midonet_translators::DesiredTranslation;
