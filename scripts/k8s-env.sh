@@ -27,8 +27,14 @@ RESTRICTED_USER=midonet-test-restricted
 
 log() { echo "k8s-env: $*" >&2; }
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+free_ports() { # count: distinct free loopback ports, one per line (all held while chosen)
+  python3 -c '
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))
+' "$1"
 }
 
 alive() { # pid; a zombie (exited, not yet reaped) counts as gone
@@ -130,8 +136,64 @@ wait_ready() { # dir
   return 1
 }
 
+start_etcd() { # dir
+  local d=$1
+  # shellcheck disable=SC1091
+  . "$d/ports"
+  etcd --data-dir "$d/etcd" --name local \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" \
+    >"$d/etcd.log" 2>&1 &
+  echo $! >"$d/etcd.pid"
+}
+
+wait_etcd() { # dir; the apiserver gives up on an etcd that does not serve within its deadline
+  local d=$1
+  # shellcheck disable=SC1091
+  . "$d/ports"
+  for _ in $(seq 1 120); do
+    if curl -sf "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; then
+      return 0
+    fi
+    if ! alive "$(cat "$d/etcd.pid")"; then
+      log "etcd exited; last log lines:"; tail -n 20 "$d/etcd.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  log "etcd not healthy after 60s"; tail -n 20 "$d/etcd.log" >&2
+  return 1
+}
+
+# The ports are free when chosen but only taken when etcd and the apiserver bind them; on a
+# busy machine an outgoing connection can take one in between. A start that fails is tried
+# again on new ports, from an empty etcd.
+START_ATTEMPTS=3
+
+start_attempt() { # dir api_extra
+  local d=$1 ports
+  ports=$(free_ports 3)
+  {
+    echo "ETCD_PORT=$(sed -n 1p <<<"$ports")"
+    echo "ETCD_PEER_PORT=$(sed -n 2p <<<"$ports")"
+    echo "API_PORT=$(sed -n 3p <<<"$ports")"
+    echo "API_EXTRA=$2"
+  } >"$d/ports"
+  # shellcheck disable=SC1091
+  . "$d/ports"
+  write_kubeconfig "$d/kubeconfig" "$API_PORT" "$ADMIN_TOKEN" admin
+  write_kubeconfig "$d/kubeconfig-restricted" "$API_PORT" "$RESTRICTED_TOKEN" "$RESTRICTED_USER"
+  log "starting etcd on 127.0.0.1:$ETCD_PORT"
+  start_etcd "$d"
+  wait_etcd "$d" || return 1
+  log "starting kube-apiserver on https://127.0.0.1:$API_PORT"
+  start_apiserver "$d"
+  wait_ready "$d"
+}
+
 cmd_start() {
-  local d="" watch="" api_extra="--runtime-config=discovery.k8s.io/v1beta1=false"
+  local d="" watch="" api_extra="--runtime-config=discovery.k8s.io/v1beta1=false" attempt
   while [ $# -gt 0 ]; do
     case $1 in
       --watch-pid) watch=$2; shift 2 ;;
@@ -143,59 +205,55 @@ cmd_start() {
   BIN=$("$HERE/provision-k8s.sh" | tail -n1)
   mkdir -p "$d"; d=$(cd "$d" && pwd)
   make_certs "$d"
-  cat >"$d/ports" <<EOF
-ETCD_PORT=$(free_port)
-ETCD_PEER_PORT=$(free_port)
-API_PORT=$(free_port)
-API_EXTRA=$api_extra
-EOF
-  # shellcheck disable=SC1091
-  . "$d/ports"
   printf '%s,admin,admin-uid,"system:masters"\n%s,%s,restricted-uid\n' \
     "$ADMIN_TOKEN" "$RESTRICTED_TOKEN" "$RESTRICTED_USER" >"$d/tokens.csv"
-  write_kubeconfig "$d/kubeconfig" "$API_PORT" "$ADMIN_TOKEN" admin
-  write_kubeconfig "$d/kubeconfig-restricted" "$API_PORT" "$RESTRICTED_TOKEN" "$RESTRICTED_USER"
-
-  log "starting etcd on 127.0.0.1:$ETCD_PORT"
-  etcd --data-dir "$d/etcd" --name local \
-    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" \
-    >"$d/etcd.log" 2>&1 &
-  echo $! >"$d/etcd.pid"
+  touch "$d/running"
 
   if [ -n "$watch" ]; then
     # The watchdog stops everything when the watched process (a test binary) is gone.
-    nohup setsid bash -c "while kill -0 $watch 2>/dev/null && [ -f '$d/etcd.pid' ]; do sleep 1; done; '$HERE/k8s-env.sh' stop '$d'; rm -rf '$d'" \
+    nohup setsid bash -c "while kill -0 $watch 2>/dev/null && [ -f '$d/running' ]; do sleep 1; done; '$HERE/k8s-env.sh' stop '$d'; rm -rf '$d'" \
       >/dev/null 2>&1 &
   fi
 
-  log "starting kube-apiserver on https://127.0.0.1:$API_PORT"
-  start_apiserver "$d"
-  wait_ready "$d"
+  for attempt in $(seq 1 "$START_ATTEMPTS"); do
+    start_attempt "$d" "$api_extra" && break
+    stop_processes "$d"
+    rm -rf "$d/etcd"
+    if [ "$attempt" -eq "$START_ATTEMPTS" ]; then
+      log "the control plane did not start in $START_ATTEMPTS attempts"
+      exit 1
+    fi
+    log "start attempt $attempt failed; trying again on new ports"
+  done
 
   "$BIN/kube-controller-manager" --kubeconfig="$d/kubeconfig" \
     --controllers=garbagecollector,namespace --leader-elect=false --secure-port=0 --port=0 \
     >"$d/kube-controller-manager.log" 2>&1 &
   echo $! >"$d/kube-controller-manager.pid"
 
-  cat >"$d/env" <<EOF
-export KUBECONFIG=$d/kubeconfig
-export MIDONETKUBE_TEST_KUBECONFIG=$d/kubeconfig
-export MIDONETKUBE_TEST_RESTRICTED_KUBECONFIG=$d/kubeconfig-restricted
-export MIDONETKUBE_TEST_RESTRICTED_USER=$RESTRICTED_USER
-export MIDONETKUBE_TEST_K8S_DIR=$d
-export MIDONETKUBE_TEST_KUBECTL=$BIN/kubectl
-EOF
+  {
+    echo "export KUBECONFIG=$d/kubeconfig"
+    echo "export MIDONETKUBE_TEST_KUBECONFIG=$d/kubeconfig"
+    echo "export MIDONETKUBE_TEST_RESTRICTED_KUBECONFIG=$d/kubeconfig-restricted"
+    echo "export MIDONETKUBE_TEST_RESTRICTED_USER=$RESTRICTED_USER"
+    echo "export MIDONETKUBE_TEST_K8S_DIR=$d"
+    echo "export MIDONETKUBE_TEST_KUBECTL=$BIN/kubectl"
+  } >"$d/env"
   log "ready: source $d/env"
   echo "$d/env"
 }
 
-cmd_stop() {
-  local d=${1:?usage: stop DIR}
+stop_processes() { # dir
+  local d=$1
   kill_pidfile "$d/kube-controller-manager.pid"
   kill_pidfile "$d/kube-apiserver.pid"
   kill_pidfile "$d/etcd.pid"
+}
+
+cmd_stop() {
+  local d=${1:?usage: stop DIR}
+  rm -f "$d/running"
+  stop_processes "$d"
 }
 
 cmd_restart_apiserver() {
