@@ -1,14 +1,14 @@
 //! What the controllers' informer caches hold after the sync, to set beside their peak RSS:
 //! the serialized size of every cached object, trimmed as the controllers trim it (no
-//! `managedFields`; Pods cut to what the translators read). JSON is close to the size of
+//! `managedFields`; Pods as the controllers' `CachedPod`). JSON is close to the size of
 //! the strings the cached objects hold, so these are lower bounds of the caches' share
 //! of the heap: maps, `Arc`s and the allocator's slack come on top.
 
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use kube::api::{Api, ListParams};
 use kube::{Client, Resource};
 use midonet_kube_controllers::crd::Translation;
-use midonet_kube_controllers::translate::pods::trim_pod;
+use midonet_kube_controllers::translate::pods::{trim_pod, CachedPod};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -61,7 +61,14 @@ pub async fn read(client: &Client) -> Res<CacheContent> {
         c.translation_status += size(&t.status);
         c.translation_metadata += size(&t.metadata);
     }
-    c.pods = trimmed(listed::<Pod>(client).await?, trim_pod);
+    c.pods = listed::<CachedPod>(client)
+        .await?
+        .into_iter()
+        .map(|mut p| {
+            trim_pod(&mut p);
+            size(&p.to_pod())
+        })
+        .sum();
     c.nodes = trimmed(listed::<Node>(client).await?, |_| {});
     c.services = trimmed(listed::<Service>(client).await?, |_| {});
     c.endpoints = trimmed(listed::<Endpoints>(client).await?, |_| {});

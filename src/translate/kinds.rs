@@ -1,11 +1,12 @@
 //! The translated kinds: each ties a Kubernetes kind (and what its translation reads) to its
 //! pure translator.
 
-use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Node, Service};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::ResourceExt;
 use midonet_translators::{Translated, TranslatorConfig};
 
+use super::pods::CachedPod;
 use super::{NoDependency, Shared, TranslatorKind};
 use crate::cache::SharedCache;
 
@@ -26,31 +27,30 @@ impl TranslatorKind for NodeKind {
 pub struct PodKind;
 
 impl TranslatorKind for PodKind {
-    type Object = Pod;
+    type Object = CachedPod;
     type Dependency = Node;
     const NAME: &'static str = "pod";
     const NAMESPACED: bool = true;
 
     /// The Pod cache is the process's one (see [`super::pods`]), shared with the
     /// NetworkPolicy translator; it keeps what `midonet_translators::pod` reads.
-    fn shared_cache(shared: &Shared) -> Option<SharedCache<Pod>> {
+    fn shared_cache(shared: &Shared) -> Option<SharedCache<CachedPod>> {
         Some(shared.pods.clone())
     }
 
-    fn dependency_of(pod: &Pod) -> Option<ObjectRef<Node>> {
-        let node = pod.spec.as_ref()?.node_name.as_ref()?;
-        Some(ObjectRef::new(node))
+    fn dependency_of(pod: &CachedPod) -> Option<ObjectRef<Node>> {
+        Some(ObjectRef::new(pod.node_name()?))
     }
-    fn dependents_of(node: &Node, pods: &Store<Pod>) -> Vec<ObjectRef<Pod>> {
+    fn dependents_of(node: &Node, pods: &Store<CachedPod>) -> Vec<ObjectRef<CachedPod>> {
         let name = node.name_any();
         pods.state()
             .iter()
-            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(name.as_str()))
+            .filter(|p| p.node_name() == Some(name.as_str()))
             .map(|p| ObjectRef::from_obj(&**p))
             .collect()
     }
-    fn translate(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated {
-        midonet_translators::pod(cfg, pod, node)
+    fn translate(cfg: &TranslatorConfig, pod: &CachedPod, node: Option<&Node>) -> Translated {
+        midonet_translators::pod(cfg, &pod.to_pod(), node)
     }
 }
 

@@ -177,7 +177,7 @@ pub struct Shared {
     pub translations: Store<Translation>,
     /// Every Pod, for the Pod and NetworkPolicy translators (see [`pods`]); watched while
     /// `pods.run()` runs.
-    pub pods: SharedCache<k8s_openapi::api::core::v1::Pod>,
+    pub pods: SharedCache<pods::CachedPod>,
     /// Resolves once `translations` holds the initial list.
     pub translations_synced: crate::informer::Synced,
     pub index: index::OwnerIndex,

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
@@ -54,6 +54,7 @@ use tokio::sync::{mpsc, Notify};
 use tracing::Instrument;
 
 use super::index::{cache_ref, POLICY_GROUPS_OWNER};
+use super::pods::CachedPod;
 use super::{owner_reference, RunnerConfig, RunnerError, Shared, SyncOutcome};
 use crate::crd::Translation;
 use crate::health::Health;
@@ -101,7 +102,7 @@ pub fn affected(policies: &[Arc<NetworkPolicy>], namespace: &str) -> Vec<ObjectR
 
 struct Ctx {
     shared: Arc<Shared>,
-    pods: Store<Pod>,
+    pods: Store<CachedPod>,
     namespaces: Store<Namespace>,
     synced: Arc<AtomicBool>,
     namespaces_synced: Arc<AtomicBool>,
@@ -126,7 +127,10 @@ async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<Ctx>) -> Result<Action, Runn
         .start_timer();
     let pods = ctx.pods.state();
     let namespaces = ctx.namespaces.state();
-    let cluster = PolicyCluster::new(namespaces.iter().map(|n| &**n), pods.iter().map(|p| &**p));
+    let cluster = PolicyCluster::new(
+        namespaces.iter().map(|n| &**n),
+        pods.iter().map(|p| p.to_pod()),
+    );
     let translated = midonet_translators::network_policy(&ctx.shared.config, &np, &cluster);
     let oref = np.object_ref(&());
     let action =
@@ -177,7 +181,7 @@ pub fn keep_stale(
 struct Groups {
     shared: Arc<Shared>,
     policies: Store<NetworkPolicy>,
-    pods: Store<Pod>,
+    pods: Store<CachedPod>,
     namespaces: Store<Namespace>,
     synced: [Arc<AtomicBool>; 3],
     unused_since: HashMap<(String, String), Instant>,
@@ -197,8 +201,10 @@ impl Groups {
         let policies = self.policies.state();
         let pods = self.pods.state();
         let namespaces = self.namespaces.state();
-        let cluster =
-            PolicyCluster::new(namespaces.iter().map(|n| &**n), pods.iter().map(|p| &**p));
+        let cluster = PolicyCluster::new(
+            namespaces.iter().map(|n| &**n),
+            pods.iter().map(|p| p.to_pod()),
+        );
         // A terminating namespace refuses new writes, and its policies go with it: writing
         // their groups there would fail the whole pass.
         let terminating: HashSet<String> = namespaces
@@ -423,7 +429,7 @@ pub async fn run(
         .with_config(controller::Config::default().concurrency(config.workers))
         .reconcile_all_on(ticks)
         .reconcile_on(gone)
-        .watches_shared_stream(pod_events, move |pod: Arc<Pod>| {
+        .watches_shared_stream(pod_events, move |pod: Arc<CachedPod>| {
             affected(
                 &by_pod.state(),
                 pod.namespace().as_deref().unwrap_or("default"),
@@ -577,51 +583,5 @@ mod tests {
             true,
             true
         )]));
-    }
-
-    #[test]
-    fn a_trimmed_pod_translates_as_the_full_one() {
-        let full: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "p", "namespace": "x", "labels": {"pod": "a"},
-                         "annotations": {"a": "b"}},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
-                "ports": [{"name": "http", "containerPort": 80}, {"containerPort": 81}]},
-                {"name": "d", "image": "i"},
-                {"name": "e", "image": "i", "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"}]}]},
-            "status": {"phase": "Running", "podIP": "10.1.1.5",
-                       "conditions": [{"type": "Ready", "status": "True"}]}
-        }))
-        .unwrap();
-        let mut trimmed = full.clone();
-        crate::translate::pods::trim_pod(&mut trimmed);
-        assert!(trimmed.status.as_ref().unwrap().conditions.is_none());
-        assert_eq!(trimmed.metadata.annotations, None);
-        assert_eq!(trimmed.spec.as_ref().unwrap().containers.len(), 1);
-        let policy_pod = midonet_translators::policy::PolicyPod::from_pod(&trimmed);
-        assert_eq!(policy_pod.as_ref().map(|p| p.ports.len()), Some(2));
-        assert_eq!(
-            policy_pod,
-            midonet_translators::policy::PolicyPod::from_pod(&full)
-        );
-    }
-
-    #[test]
-    fn a_pod_without_named_ports_keeps_no_container() {
-        let full: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "p", "namespace": "x", "labels": {"pod": "a"}},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i",
-                "ports": [{"containerPort": 81}]}]},
-            "status": {"phase": "Running", "podIP": "10.1.1.5"}
-        }))
-        .unwrap();
-        let mut trimmed = full.clone();
-        crate::translate::pods::trim_pod(&mut trimmed);
-        assert!(trimmed.spec.as_ref().unwrap().containers.is_empty());
-        let policy_pod = midonet_translators::policy::PolicyPod::from_pod(&trimmed);
-        assert!(policy_pod.is_some());
-        assert_eq!(
-            policy_pod,
-            midonet_translators::policy::PolicyPod::from_pod(&full)
-        );
     }
 }

@@ -42,6 +42,7 @@
 //! a list of policies uses; the controller keeps exactly that set written. See `MAPPING.md`
 //! for the update order.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -377,9 +378,10 @@ pub struct PolicyCluster {
 }
 
 impl PolicyCluster {
-    pub fn new<'a>(
+    /// `pods` by reference or by value (each is read once, and dropped before the next).
+    pub fn new<'a, P: Borrow<Pod>>(
         namespaces: impl IntoIterator<Item = &'a Namespace>,
-        pods: impl IntoIterator<Item = &'a Pod>,
+        pods: impl IntoIterator<Item = P>,
     ) -> PolicyCluster {
         let namespaces = namespaces
             .into_iter()
@@ -390,7 +392,10 @@ impl PolicyCluster {
                 ))
             })
             .collect();
-        let mut pods: Vec<PolicyPod> = pods.into_iter().filter_map(PolicyPod::from_pod).collect();
+        let mut pods: Vec<PolicyPod> = pods
+            .into_iter()
+            .filter_map(|p| PolicyPod::from_pod(p.borrow()))
+            .collect();
         pods.sort_by_key(PolicyPod::key);
         PolicyCluster { namespaces, pods }
     }
