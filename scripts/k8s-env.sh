@@ -117,23 +117,34 @@ start_apiserver() { # dir
   echo $! >"$d/kube-apiserver.pid"
 }
 
-wait_ready() { # dir
-  local d=$1
-  # shellcheck disable=SC1091
-  . "$d/ports"
-  for _ in $(seq 1 240); do
-    if curl -sf --cacert "$d/pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
-      "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1; then
-      return 0
-    fi
-    if ! alive "$(cat "$d/kube-apiserver.pid")"; then
-      log "kube-apiserver exited; last log lines:"; tail -n 20 "$d/kube-apiserver.log" >&2
+wait_serving() { # dir name seconds check...: runs the check every 0.5 s while DIR/name.pid lives
+  local d=$1 name=$2 seconds=$3
+  shift 3
+  for _ in $(seq 1 $((seconds * 2))); do
+    "$@" && return 0
+    if ! alive "$(cat "$d/$name.pid")"; then
+      log "$name exited; last log lines:"; tail -n 20 "$d/$name.log" >&2
       return 1
     fi
     sleep 0.5
   done
-  log "kube-apiserver not ready after 120s"; tail -n 20 "$d/kube-apiserver.log" >&2
+  log "$name not serving after ${seconds}s"; tail -n 20 "$d/$name.log" >&2
   return 1
+}
+
+apiserver_ready() { # dir
+  curl -sf --cacert "$1/pki/ca.crt" -H "Authorization: Bearer $ADMIN_TOKEN" \
+    "https://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1
+}
+
+etcd_healthy() {
+  curl -sf "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'
+}
+
+wait_ready() { # dir
+  # shellcheck disable=SC1091
+  . "$1/ports"
+  wait_serving "$1" kube-apiserver 120 apiserver_ready "$1"
 }
 
 start_etcd() { # dir
@@ -149,21 +160,9 @@ start_etcd() { # dir
 }
 
 wait_etcd() { # dir; the apiserver gives up on an etcd that does not serve within its deadline
-  local d=$1
   # shellcheck disable=SC1091
-  . "$d/ports"
-  for _ in $(seq 1 120); do
-    if curl -sf "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; then
-      return 0
-    fi
-    if ! alive "$(cat "$d/etcd.pid")"; then
-      log "etcd exited; last log lines:"; tail -n 20 "$d/etcd.log" >&2
-      return 1
-    fi
-    sleep 0.5
-  done
-  log "etcd not healthy after 60s"; tail -n 20 "$d/etcd.log" >&2
-  return 1
+  . "$1/ports"
+  wait_serving "$1" etcd 60 etcd_healthy
 }
 
 # The ports are free when chosen but only taken when etcd and the apiserver bind them; on a
