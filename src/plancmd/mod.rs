@@ -45,6 +45,7 @@ use crate::crd::{PushedResource, Translation};
 use crate::pusher::cutover;
 use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Desired, Step};
 use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
+use crate::translate::pods::CachedPod;
 use crate::translate::slices::EndpointsSource;
 use crate::translate::{
     owner_reference, translation_object, up_to_date, Dependency, TranslatorKind,
@@ -191,7 +192,7 @@ pub fn desired(
     }
     let mut planned = Planned {
         cfg,
-        cluster,
+        lists: Lists::new(cluster),
         out,
         scope,
     };
@@ -199,23 +200,49 @@ pub fn desired(
     (planned.out, planned.scope)
 }
 
-/// The objects of type `T` the cluster lists, if it lists that type.
-fn listed<T: 'static>(cluster: &Cluster) -> Option<&[T]> {
-    let slices: Option<&dyn Any> = cluster.endpoint_slices.as_ref().map(|s| s as &dyn Any);
-    let lists: [Option<&dyn Any>; 7] = [
-        Some(&cluster.nodes),
-        Some(&cluster.pods),
-        Some(&cluster.services),
-        Some(&cluster.endpoints),
-        Some(&cluster.namespaces),
-        Some(&cluster.network_policies),
-        slices,
-    ];
-    lists
-        .into_iter()
-        .flatten()
-        .find_map(|l| l.downcast_ref::<Vec<T>>())
-        .map(Vec::as_slice)
+/// The cluster's objects by type, as the runner's caches hold them: Pods as
+/// [`CachedPod`]s.
+struct Lists<'a> {
+    cluster: &'a Cluster,
+    pods: Vec<CachedPod>,
+}
+
+impl<'a> Lists<'a> {
+    fn new(cluster: &'a Cluster) -> Self {
+        let pods = cluster
+            .pods
+            .iter()
+            .filter_map(|pod| match CachedPod::cached(pod) {
+                Ok(cached) => Some(cached),
+                Err(err) => {
+                    tracing::error!(pod = %pod.name_any(), error = %err,
+                        "the Pod cache could not hold this pod; it is not planned");
+                    None
+                }
+            })
+            .collect();
+        Lists { cluster, pods }
+    }
+
+    /// The objects of type `T` the cluster lists, if it lists that type.
+    fn listed<T: 'static>(&self) -> Option<&[T]> {
+        let cluster = self.cluster;
+        let slices: Option<&dyn Any> = cluster.endpoint_slices.as_ref().map(|s| s as &dyn Any);
+        let lists: [Option<&dyn Any>; 7] = [
+            Some(&cluster.nodes),
+            Some(&self.pods),
+            Some(&cluster.services),
+            Some(&cluster.endpoints),
+            Some(&cluster.namespaces),
+            Some(&cluster.network_policies),
+            slices,
+        ];
+        lists
+            .into_iter()
+            .flatten()
+            .find_map(|l| l.downcast_ref::<Vec<T>>())
+            .map(Vec::as_slice)
+    }
 }
 
 /// A cache of the listed objects of type `T`, as the runner's informer holds them.
@@ -233,7 +260,7 @@ where
 /// Translates the cluster's objects with each translator it is given.
 struct Planned<'a> {
     cfg: &'a TranslatorConfig,
-    cluster: &'a Cluster,
+    lists: Lists<'a>,
     out: Vec<Translation>,
     scope: Scope,
 }
@@ -243,9 +270,9 @@ impl Translators for Planned<'_> {
         self.scope
             .owner_kinds
             .insert(<K::Object as kube::Resource>::kind(&()).into_owned());
-        let objects = listed::<K::Object>(self.cluster);
+        let objects = self.lists.listed::<K::Object>();
         let dependencies = if K::Dependency::WATCHED {
-            listed::<K::Dependency>(self.cluster).map(cached)
+            self.lists.listed::<K::Dependency>().map(cached)
         } else {
             None
         };
@@ -264,7 +291,7 @@ impl Translators for Planned<'_> {
     }
 
     fn network_policy(&mut self) {
-        let (cfg, cluster, out) = (self.cfg, self.cluster, &mut self.out);
+        let (cfg, cluster, out) = (self.cfg, self.lists.cluster, &mut self.out);
         self.scope.owner_kinds.insert("NetworkPolicy".into());
         self.scope.groups = true;
         let pc = PolicyCluster::new(cluster.namespaces.iter(), cluster.pods.iter());

@@ -366,8 +366,9 @@ impl Translators for Unlisted {
             endpoint_slices: Some(vec![]),
             ..Cluster::default()
         };
-        if listed::<K::Object>(&cluster).is_none()
-            || (K::Dependency::WATCHED && listed::<K::Dependency>(&cluster).is_none())
+        let lists = Lists::new(&cluster);
+        if lists.listed::<K::Object>().is_none()
+            || (K::Dependency::WATCHED && lists.listed::<K::Dependency>().is_none())
         {
             self.0.push(K::NAME);
         }

@@ -98,6 +98,14 @@ fn named_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContainerPort>, D:
 }
 
 impl CachedPod {
+    /// `pod` as the Pod cache holds it: read through this type, as the watch reads it, and
+    /// trimmed ([`trim_pod`]).
+    pub fn cached(pod: &Pod) -> Result<CachedPod, serde_json::Error> {
+        let mut cached: CachedPod = serde_json::from_value(serde_json::to_value(pod)?)?;
+        trim_pod(&mut cached);
+        Ok(cached)
+    }
+
     /// The Pod the translators take: these fields, the named ports in one container (none
     /// for a pod without any).
     pub fn to_pod(&self) -> Pod {
