@@ -181,6 +181,14 @@ async fn leader_election_one_works_then_the_standby_takes_over() {
         .unwrap();
     }
     wait_until("5 bridges", Duration::from_secs(30), bridges(5)).await;
+    // Each push recorded too: a leader killed between a POST and its status write leaves
+    // the survivor to POST again (and adopt the resource on 409), which is right but is
+    // not what this test counts.
+    wait_until("5 Translations Ready", Duration::from_secs(30), || async {
+        let list = api.list(&Default::default()).await.ok()?;
+        (list.items.iter().filter(|t| t.is_ready()).count() == 5).then_some(())
+    })
+    .await;
     drop(leader); // SIGKILL: no lease release, the standby waits out the lease
     wait_until(
         "the standby takes over",
