@@ -17,8 +17,8 @@ trap 'rm -rf "$out"' EXIT
 keep=${BENCH_RATIO_KEEP:-}
 [ -z "$keep" ] || mkdir -p "$keep"
 
-field() { # file key: the JSON number after "key":
-  grep -o "\"$2\": [0-9.e+-]*" "$1" | head -n1 | awk '{print $2}'
+field() { # file key: the JSON number after "key": (nothing, and no failure, if it is absent)
+  { grep -o "\"$2\": [0-9.e+-]*" "$1" || true; } | head -n1 | awk '{print $2}'
 }
 quotient() { # file key-a key-b: field a / field b
   awk -v a="$(field "$1" "$2")" -v b="$(field "$1" "$3")" 'BEGIN { print a / b }'
