@@ -46,18 +46,14 @@ pub fn trim_pod(pod: &mut CachedPod) {
 pub struct CachedPod {
     #[serde(default)]
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub spec: Option<CachedPodSpec>,
-    #[serde(default)]
     pub status: Option<CachedPodStatus>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CachedPodSpec {
-    #[serde(default)]
     pub node_name: Option<String>,
-    #[serde(default)]
     pub host_network: Option<bool>,
     /// The named ports of all containers, in their order: `from_pod` reads them as one list.
     #[serde(default, rename = "containers", deserialize_with = "named_ports")]
@@ -67,11 +63,10 @@ pub struct CachedPodSpec {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CachedPodStatus {
-    #[serde(default)]
     pub phase: Option<String>,
-    #[serde(default, rename = "podIP")]
+    #[serde(rename = "podIP")]
     pub pod_ip: Option<String>,
-    #[serde(default, rename = "podIPs")]
+    #[serde(rename = "podIPs")]
     pub pod_ips: Option<Vec<PodIP>>,
 }
 
