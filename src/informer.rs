@@ -6,8 +6,9 @@
 //! translators' owner index, the pusher's dependency index, readiness) see every watch event
 //! after the store has applied it.
 //!
-//! The watch is built by [`crate::cache::reflected`]: managedFields trimmed, refused lists
-//! reported as authorization errors.
+//! The watch is built by [`crate::cache::reflected_trimmed`]: managedFields trimmed, labels
+//! kept in a compact list ([`Translation::compact_labels`]: read them with
+//! [`Translation::label`]), refused lists reported as authorization errors.
 //!
 //! A re-list (after the watch expired, say during an apiserver outage) is stored only once
 //! it is complete: the reflector buffers the listed objects and swaps them in at its end.
@@ -85,12 +86,13 @@ impl TranslationInformer {
         let (relisted_tx, relisted_rx) = mpsc::unbounded_channel();
         // A list (the first) has been stored: any further one is a re-list.
         let mut listed = false;
-        let applied = crate::cache::reflected(
+        let applied = crate::cache::reflected_trimmed(
             self.writer,
             self.api,
             watcher::Config::default(),
             &self.authz,
             ready,
+            Translation::compact_labels,
         )
         .inspect(move |event| match event {
             Ok(event) => {

@@ -132,10 +132,10 @@ pub struct Scope {
 
 impl Scope {
     pub fn manages(&self, tr: &Translation) -> bool {
-        if tr.labels().contains_key(GLOBAL_LABEL) {
+        if tr.has_label(GLOBAL_LABEL) {
             return self.globals;
         }
-        if tr.labels().contains_key(GROUP_LABEL) {
+        if tr.has_label(GROUP_LABEL) {
             return self.groups;
         }
         tr.owner_references()
@@ -417,8 +417,8 @@ fn key_of(tr: &Translation) -> (String, String) {
     (tr.namespace().unwrap_or_default(), tr.name_any())
 }
 
-fn version_of(tr: &Translation) -> Option<&String> {
-    tr.labels().get(VERSION_LABEL)
+fn version_of(tr: &Translation) -> Option<&str> {
+    tr.label(VERSION_LABEL)
 }
 
 /// A Translation's name without its version segment, the same in every version:
@@ -427,18 +427,16 @@ fn identity(tr: &Translation) -> Option<(String, String)> {
     let version = version_of(tr)?;
     let name = tr.name_any();
     let (kind, rest) = name.split_once('.')?;
-    let key = rest.strip_prefix(version.as_str())?.strip_prefix('.')?;
+    let key = rest.strip_prefix(version)?.strip_prefix('.')?;
     Some((tr.namespace().unwrap_or_default(), format!("{kind}.{key}")))
 }
 
 /// What a bump keeps the same from version to version: the object a Translation stands for
 /// (its owner's UID, or `global`).
 fn owner_of(tr: &Translation) -> Option<String> {
-    tr.labels().get(OWNER_UID_LABEL).cloned().or_else(|| {
-        tr.labels()
-            .contains_key(GLOBAL_LABEL)
-            .then(|| "global".to_string())
-    })
+    tr.label(OWNER_UID_LABEL)
+        .map(str::to_string)
+        .or_else(|| tr.has_label(GLOBAL_LABEL).then(|| "global".to_string()))
 }
 
 /// A host interface: (host ID, interface name).
@@ -467,7 +465,7 @@ pub fn plan(
     let mut existing_versions: BTreeMap<String, usize> = BTreeMap::new();
     for tr in existing {
         *existing_versions
-            .entry(version_of(tr).cloned().unwrap_or_default())
+            .entry(version_of(tr).unwrap_or_default().to_string())
             .or_default() += 1;
     }
     let live_existing: HashMap<(String, String), &Translation> = existing
@@ -517,7 +515,7 @@ pub fn plan(
                 old_provider.insert(id, (key.clone(), d.path.clone()));
             }
         }
-        if !t.labels().contains_key(GLOBAL_LABEL) {
+        if !t.has_label(GLOBAL_LABEL) {
             old_not_global.insert(key.clone());
         }
         old_resources.insert(key, resources);

@@ -206,9 +206,7 @@ fn old_bindings(ctx: &PusherContext, key: &Key, interface: &Interface) -> Vec<Ol
                     |k| {
                         ctx.deps.store().get(k).is_some_and(|t| {
                             ctx.rollout.is_old(&t)
-                                && !t
-                                    .labels()
-                                    .contains_key(midonet_translators::meta::GLOBAL_LABEL)
+                                && !t.has_label(midonet_translators::meta::GLOBAL_LABEL)
                         })
                     },
                 )

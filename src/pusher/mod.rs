@@ -380,10 +380,9 @@ fn update_gauges(store: &Store<Translation>, metrics: &PusherMetrics) {
     for tr in store.state() {
         *by_state.entry(sync_state(&tr)).or_default() += 1;
         let version = tr
-            .labels()
-            .get(midonet_translators::meta::VERSION_LABEL)
-            .cloned()
-            .unwrap_or_else(|| "none".into());
+            .label(midonet_translators::meta::VERSION_LABEL)
+            .unwrap_or("none")
+            .to_string();
         *by_version.entry(version).or_default() += 1;
     }
     for state in SyncState::ALL {
@@ -484,9 +483,7 @@ async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
                 rollout::Phase::Steady => rollout_event::COMPLETE,
             };
             if let Some(global) = store.state().into_iter().find(|t| {
-                t.labels()
-                    .contains_key(midonet_translators::meta::GLOBAL_LABEL)
-                    && !ctx.rollout.is_old(t)
+                t.has_label(midonet_translators::meta::GLOBAL_LABEL) && !ctx.rollout.is_old(t)
             }) {
                 use kube::Resource;
                 ctx.events

@@ -664,6 +664,9 @@ impl<'a> Reconciling<'a> {
         object.status = Some(status.clone());
         // The cache trims managedFields; sent without them, the apiserver keeps the stored ones.
         object.metadata.managed_fields = None;
+        // The cache keeps the labels aside (`Translation::compact_labels`); a write that
+        // left them out would read to the apiserver's field manager as their removal.
+        object.metadata.labels = self.tr.labels_map();
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()

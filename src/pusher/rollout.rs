@@ -26,7 +26,6 @@ use std::sync::Mutex;
 
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
-use kube::ResourceExt;
 use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
 
 use super::deps::key_of;
@@ -116,13 +115,12 @@ impl Member {
                 _ => Settled::No,
             }
         };
-        let owner = tr.labels().get(OWNER_UID_LABEL).cloned().or_else(|| {
-            tr.labels()
-                .contains_key(GLOBAL_LABEL)
-                .then(|| "global".to_string())
-        });
+        let owner = tr
+            .label(OWNER_UID_LABEL)
+            .map(str::to_string)
+            .or_else(|| tr.has_label(GLOBAL_LABEL).then(|| "global".to_string()));
         Member {
-            version: tr.labels().get(VERSION_LABEL).cloned(),
+            version: tr.label(VERSION_LABEL).map(str::to_string),
             owner,
             deleting: tr.metadata.deletion_timestamp.is_some(),
             settled,
@@ -330,9 +328,7 @@ impl Rollout {
 
     /// Whether `tr` belongs to a version other than the configured one.
     pub fn is_old(&self, tr: &Translation) -> bool {
-        tr.labels()
-            .get(VERSION_LABEL)
-            .is_some_and(|v| *v != self.current)
+        tr.label(VERSION_LABEL).is_some_and(|v| v != self.current)
     }
 }
 

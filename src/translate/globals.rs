@@ -63,7 +63,7 @@ pub fn names(cfg: &TranslatorConfig) -> HashSet<Key> {
 pub fn concerns(event: &watcher::Event<Translation>, names: &HashSet<Key>) -> bool {
     match event {
         watcher::Event::Apply(tr) | watcher::Event::Delete(tr) => {
-            tr.labels().contains_key(GLOBAL_LABEL)
+            tr.has_label(GLOBAL_LABEL)
                 || names.contains(&(tr.namespace().unwrap_or_default(), tr.name_any()))
         }
         watcher::Event::InitDone => true,

@@ -116,12 +116,10 @@ pub fn owner_key(tr: &Translation) -> Option<String> {
     if let Some(owner) = tr.owner_references().first() {
         return Some(owner.uid.clone());
     }
-    if tr.labels().contains_key(GROUP_LABEL) {
+    if tr.has_label(GROUP_LABEL) {
         return Some(POLICY_GROUPS_OWNER.to_string());
     }
-    tr.labels()
-        .contains_key(GLOBAL_LABEL)
-        .then(|| GLOBAL_OWNER.to_string())
+    tr.has_label(GLOBAL_LABEL).then(|| GLOBAL_OWNER.to_string())
 }
 
 impl OwnerIndex {
@@ -202,7 +200,7 @@ impl OwnerIndex {
             if let Some(notify) = state.notifiers.get(&owner.kind) {
                 notify(&owner.name, &id.0);
             }
-        } else if tr.labels().contains_key(GROUP_LABEL) {
+        } else if tr.has_label(GROUP_LABEL) {
             if let Some(notify) = state.notifiers.get(POLICY_GROUPS_OWNER) {
                 notify(&id.1, &id.0);
             }

@@ -242,10 +242,9 @@ impl Groups {
                     name: name.clone(),
                     namespace: namespace.clone(),
                     labels: tr
-                        .labels()
-                        .iter()
+                        .labels_iter()
                         .filter(|(k, _)| *k == VERSION_LABEL || *k == GROUP_LABEL)
-                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
                         .collect(),
                     resources: tr
                         .spec

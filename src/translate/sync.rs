@@ -85,7 +85,7 @@ pub fn build(desired: &DesiredTranslation, owner: Option<&OwnerReference>) -> Tr
 fn fingerprint(tr: &Translation) -> String {
     let mut h = Sha256::new();
     h.update(serde_json::to_vec(&tr.spec).unwrap_or_default());
-    h.update(serde_json::to_vec(&tr.metadata.labels).unwrap_or_default());
+    h.update(serde_json::to_vec(&tr.labels_map()).unwrap_or_default());
     h.update(serde_json::to_vec(&tr.metadata.owner_references).unwrap_or_default());
     hex::encode(&h.finalize()[..16])
 }
@@ -94,8 +94,8 @@ fn fingerprint(tr: &Translation) -> String {
 /// replacement is taken to be stuck (its status says why) and the old one goes anyway.
 pub const HANDOVER_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn version_of(tr: &Translation) -> Option<&String> {
-    tr.labels().get(VERSION_LABEL)
+fn version_of(tr: &Translation) -> Option<&str> {
+    tr.label(VERSION_LABEL)
 }
 
 /// Whether the stale Translation `old` must wait for a replacement among `wanted` (the
@@ -108,7 +108,7 @@ fn version_of(tr: &Translation) -> Option<&String> {
 /// may not coexist (a host interface takes one binding).
 pub fn keep_for_handover(
     old: &Translation,
-    wanted: &[(Option<&String>, Option<std::sync::Arc<Translation>>)],
+    wanted: &[(Option<&str>, Option<std::sync::Arc<Translation>>)],
     now: k8s_openapi::jiff::Timestamp,
 ) -> bool {
     let Some(version) = version_of(old) else {
@@ -135,10 +135,7 @@ pub fn keep_for_handover(
 
 /// True when the cached Translation already carries everything we would apply.
 pub fn up_to_date(cached: &Translation, want: &Translation) -> bool {
-    let labels_ok = want
-        .labels()
-        .iter()
-        .all(|(k, v)| cached.labels().get(k) == Some(v));
+    let labels_ok = want.labels_iter().all(|(k, v)| cached.label(k) == Some(v));
     let owners_ok = want
         .owner_references()
         .iter()
@@ -157,12 +154,12 @@ const OWN_LABEL_PREFIX: &str = "midonet.org/";
 /// finalizer (added to the others, when missing). Anything else stays as it is.
 pub fn update_patch(cached: &Translation, want: &Translation) -> serde_json::Value {
     let mut labels = serde_json::Map::new();
-    for (k, v) in want.labels() {
-        labels.insert(k.clone(), v.clone().into());
+    for (k, v) in want.labels_iter() {
+        labels.insert(k.to_string(), v.into());
     }
-    for k in cached.labels().keys() {
-        if k.starts_with(OWN_LABEL_PREFIX) && !want.labels().contains_key(k) {
-            labels.insert(k.clone(), serde_json::Value::Null);
+    for (k, _) in cached.labels_iter() {
+        if k.starts_with(OWN_LABEL_PREFIX) && !want.has_label(k) {
+            labels.insert(k.to_string(), serde_json::Value::Null);
         }
     }
     let mut metadata = serde_json::Map::new();
@@ -285,7 +282,10 @@ pub fn plan_sync(
         .iter()
         .map(|want| {
             let (namespace, name) = key_of(want);
-            (version_of(want).cloned(), view.cached(&namespace, &name))
+            (
+                version_of(want).map(str::to_string),
+                view.cached(&namespace, &name),
+            )
         })
         .collect();
     for want in desired {
@@ -320,9 +320,9 @@ pub fn plan_sync(
             op,
         });
     }
-    let replacements: Vec<(Option<&String>, Option<std::sync::Arc<Translation>>)> = replacements
+    let replacements: Vec<(Option<&str>, Option<std::sync::Arc<Translation>>)> = replacements
         .iter()
-        .map(|(version, cached)| (version.as_ref(), cached.clone()))
+        .map(|(version, cached)| (version.as_deref(), cached.clone()))
         .collect();
     for key in owned {
         if wanted.contains(&key) {
@@ -597,8 +597,10 @@ mod tests {
         build(&d, None)
     }
 
+    /// `want` as the informer caches it once written (its labels kept aside).
     fn cached_as(want: &Translation, uid: &str) -> Arc<Translation> {
         let mut c = want.clone();
+        c.compact_labels();
         c.metadata.uid = Some(uid.into());
         c.metadata.resource_version = Some("7".into());
         c.metadata.creation_timestamp = Some(Time(Timestamp::now()));
@@ -670,6 +672,10 @@ mod tests {
         let mut cached = build(&d, Some(&owner("old-owner")));
         cached.metadata.finalizers = Some(vec!["example.com/keep".into()]);
         let patch = update_patch(&cached, &want);
+        // The same from a Translation as the informer caches it (labels kept aside).
+        let mut compacted = cached.clone();
+        compacted.compact_labels();
+        assert_eq!(update_patch(&compacted, &want), patch);
         assert_eq!(
             patch,
             serde_json::json!({
@@ -788,6 +794,7 @@ mod tests {
         // Unlabelled ones (written by hand, by the original controller) are pruned.
         let mut legacy = (*cached_as(&old, "u-legacy")).clone();
         legacy.metadata.labels = None;
+        legacy.cached_labels = Default::default();
         view.cache.insert(key("pod.1.a"), Arc::new(legacy));
         let plan = plan_sync(
             &view,
