@@ -34,7 +34,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use midonet_dataplane::Cluster;
-use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
+use midonet_translators::meta::{GLOBAL_LABEL, VERSION_LABEL};
 use midonet_translators::model::{Referent, Resource};
 use midonet_translators::policy::{PolicyCluster, GROUP_LABEL};
 use midonet_translators::{DesiredTranslation, TranslatorConfig};
@@ -44,6 +44,7 @@ use crate::config::Controller;
 use crate::crd::{PushedResource, Translation};
 use crate::pusher::cutover;
 use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Desired, Step};
+use crate::pusher::rollout::owner_of;
 use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
 use crate::translate::pods::CachedPod;
 use crate::translate::slices::EndpointsSource;
@@ -429,14 +430,6 @@ fn identity(tr: &Translation) -> Option<(String, String)> {
     let (kind, rest) = name.split_once('.')?;
     let key = rest.strip_prefix(version)?.strip_prefix('.')?;
     Some((tr.namespace().unwrap_or_default(), format!("{kind}.{key}")))
-}
-
-/// What a bump keeps the same from version to version: the object a Translation stands for
-/// (its owner's UID, or `global`).
-fn owner_of(tr: &Translation) -> Option<String> {
-    tr.label(OWNER_UID_LABEL)
-        .map(str::to_string)
-        .or_else(|| tr.has_label(GLOBAL_LABEL).then(|| "global".to_string()))
 }
 
 /// A host interface: (host ID, interface name).

@@ -95,6 +95,14 @@ pub struct Member {
     pub settled: Settled,
 }
 
+/// What a bump keeps the same from version to version: the object a Translation stands for
+/// (its owner-uid label, or `global` for the global Translations), `None` for others.
+pub fn owner_of(tr: &Translation) -> Option<String> {
+    tr.label(OWNER_UID_LABEL)
+        .map(str::to_string)
+        .or_else(|| tr.has_label(GLOBAL_LABEL).then(|| "global".to_string()))
+}
+
 impl Member {
     pub fn of(tr: &Translation) -> Member {
         let settled = if tr.is_ready() {
@@ -115,13 +123,9 @@ impl Member {
                 _ => Settled::No,
             }
         };
-        let owner = tr
-            .label(OWNER_UID_LABEL)
-            .map(str::to_string)
-            .or_else(|| tr.has_label(GLOBAL_LABEL).then(|| "global".to_string()));
         Member {
             version: tr.label(VERSION_LABEL).map(str::to_string),
-            owner,
+            owner: owner_of(tr),
             deleting: tr.metadata.deletion_timestamp.is_some(),
             settled,
         }
