@@ -59,6 +59,15 @@ pub fn is_forbidden_watch(err: &watcher::Error) -> bool {
     }
 }
 
+/// Whether `status` is an API server that has just started refusing a request because its
+/// admission caches have not synced yet (a 403 whose message ends "not yet ready to handle
+/// request", from NamespaceLifecycle and other admission plugins after a restart). It is not
+/// an authorization denial: the same request succeeds once the caches are warm, so callers
+/// retry it like an unavailable API server.
+pub fn is_not_ready_yet(status: &Status) -> bool {
+    status.code == 403 && status.message.ends_with("not yet ready to handle request")
+}
+
 /// A refused request: what was refused, and the API server's words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Denial {
@@ -85,7 +94,7 @@ impl Denial {
                 .details
                 .as_ref()
                 .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"));
-        if terminating {
+        if terminating || is_not_ready_yet(status) {
             return None;
         }
         Some(Denial {
@@ -308,6 +317,10 @@ mod tests {
             Denial::from_status(&status(403, terminating), attempt),
             None
         );
+        let warming_up = r#"pods "p" is forbidden: not yet ready to handle request"#;
+        assert!(is_not_ready_yet(&status(403, warming_up)));
+        assert!(!is_not_ready_yet(&status(403, NAMESPACED)));
+        assert_eq!(Denial::from_status(&status(403, warming_up), attempt), None);
         assert_eq!(Denial::from_status(&status(409, CLUSTER), attempt), None);
         assert_eq!(Denial::from_status(&status(401, CLUSTER), attempt), None);
     }

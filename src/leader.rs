@@ -264,8 +264,11 @@ impl LeaderElector {
     }
 }
 
+/// A refusal that retrying does not heal. A freshly restarted API server's 403 "not yet
+/// ready" is not one: it passes once the server's caches are warm.
 fn is_denied(err: &kube::Error) -> bool {
-    matches!(err, kube::Error::Api(status) if status.code == 401 || status.code == 403)
+    matches!(err, kube::Error::Api(status)
+        if (status.code == 401 || status.code == 403) && !crate::authz::is_not_ready_yet(status))
 }
 
 fn holder_of(spec: &LeaseSpec) -> &str {
@@ -560,5 +563,24 @@ mod tests {
         assert_eq!(cfg.lease_duration_seconds(), 2);
         cfg.lease_duration = Duration::from_millis(200);
         assert_eq!(cfg.lease_duration_seconds(), 1);
+    }
+
+    #[test]
+    fn only_a_lasting_refusal_counts_as_denied() {
+        let refused = |code: u16, message: &str| {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                message: message.to_string(),
+                reason: "Forbidden".into(),
+                ..Default::default()
+            }))
+        };
+        let rbac = r#"leases.coordination.k8s.io "l" is forbidden: User "u" cannot update resource "leases" in API group "coordination.k8s.io" in the namespace "ns""#;
+        assert!(is_denied(&refused(403, rbac)));
+        assert!(is_denied(&refused(401, "Unauthorized")));
+        let warming_up =
+            r#"leases.coordination.k8s.io "l" is forbidden: not yet ready to handle request"#;
+        assert!(!is_denied(&refused(403, warming_up)));
+        assert!(!is_denied(&refused(503, "unavailable")));
     }
 }
