@@ -133,17 +133,32 @@ impl ChildControllers {
     }
 }
 
+/// How much of each log line a failed test prints.
+const LINE_CHARS: usize = 300;
+
 impl Drop for ChildControllers {
     fn drop(&mut self) {
         self.kill_and_reap();
         if std::thread::panicking() {
-            // The test failed: its output shows what the process said.
+            // The test failed: its output shows what the process said. Kept short (the
+            // latest warnings and errors, then the last lines, each cut), so that the
+            // panic message above it stays in view of whoever reads the end of the output.
             let logs = self.logs();
-            let tail: Vec<&str> = logs.lines().rev().take(60).collect();
+            let cut = |l: &str| l.chars().take(LINE_CHARS).collect::<String>();
+            let last = |lines: Vec<&str>, n: usize| {
+                let mut tail: Vec<String> = lines.into_iter().rev().take(n).map(cut).collect();
+                tail.reverse();
+                tail.join("\n")
+            };
+            let complaints = logs
+                .lines()
+                .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+                .collect();
             eprintln!(
-                "--- last lines of {} ---\n{}",
-                self.log.display(),
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                "--- latest warnings and errors of {log} ---\n{}\n--- last lines of {log} ---\n{}",
+                last(complaints, 12),
+                last(logs.lines().collect(), 8),
+                log = self.log.display(),
             );
         }
     }

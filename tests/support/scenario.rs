@@ -7,6 +7,7 @@ use futures::{stream, StreamExt};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
+use midonet_kube_controllers::authz;
 
 /// Requests in flight while creating or deleting objects.
 pub const CONCURRENCY: usize = 16;
@@ -145,7 +146,16 @@ fn status_code(err: &kube::Error) -> Option<u16> {
     }
 }
 
-/// Retries `op` while the apiserver is unreachable or answers 5xx/429; `done_after_retry`
+/// Whether `err` is worth retrying while the apiserver restarts: unreachable, 5xx, 429, or a
+/// new apiserver whose admission caches have not synced yet (a 403 of its own).
+fn transient(err: &kube::Error) -> bool {
+    match err {
+        kube::Error::Api(s) => s.code >= 500 || s.code == 429 || authz::is_not_ready_yet(s),
+        _ => true,
+    }
+}
+
+/// Retries `op` while the apiserver is away or warming up ([`transient`]); `done_after_retry`
 /// says which error code means "already done by an attempt whose answer was lost".
 async fn with_retry<T, F, Fut>(what: &str, done_after_retry: u16, mut op: F) -> Option<T>
 where
@@ -159,11 +169,7 @@ where
             Ok(v) => return Some(v),
             Err(e) if retried && status_code(&e) == Some(done_after_retry) => return None,
             Err(e) => {
-                let transient = match status_code(&e) {
-                    None => true,
-                    Some(code) => code >= 500 || code == 429,
-                };
-                if !transient || start.elapsed() > RETRY_FOR {
+                if !transient(&e) || start.elapsed() > RETRY_FOR {
                     panic!("{what}: {e}");
                 }
                 retried = true;

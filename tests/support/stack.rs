@@ -202,7 +202,9 @@ pub struct Expected {
     pub paths: BTreeSet<String>,
 }
 
-pub async fn expected_from_cluster(client: &Client) -> Expected {
+/// [`Expected`] of the cluster as it is now; `Err` names the read that failed (an apiserver
+/// still coming back, for the callers that poll).
+pub async fn expected_from_cluster(client: &Client) -> Result<Expected, String> {
     use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
     use k8s_openapi::api::discovery::v1::EndpointSlice;
     use midonet_kube_controllers::translate::slices::{
@@ -218,37 +220,40 @@ pub async fn expected_from_cluster(client: &Client) -> Expected {
     let nodes = Api::<Node>::all(client.clone())
         .list(&lp)
         .await
-        .expect("list Nodes")
+        .map_err(|e| format!("list Nodes: {e}"))?
         .items;
     let pods = Api::<Pod>::all(client.clone())
         .list(&lp)
         .await
-        .expect("list Pods")
+        .map_err(|e| format!("list Pods: {e}"))?
         .items;
     let services = Api::<Service>::all(client.clone())
         .list(&lp)
         .await
-        .expect("list Services")
+        .map_err(|e| format!("list Services: {e}"))?
         .items;
     let endpoints = Api::<Endpoints>::all(client.clone())
         .list(&lp)
         .await
-        .expect("list Endpoints")
+        .map_err(|e| format!("list Endpoints: {e}"))?
         .items;
     // Where the controllers read endpoints from, decided as they decide it.
-    let slices: Option<Vec<EndpointSlice>> = match discover(client).await.expect("discovery") {
+    let slices: Option<Vec<EndpointSlice>> = match discover(client)
+        .await
+        .map_err(|e| format!("discovery: {e}"))?
+    {
         EndpointsSource::SlicesV1 => Some(
             Api::<EndpointSlice>::all(client.clone())
                 .list(&lp)
                 .await
-                .expect("list EndpointSlices")
+                .map_err(|e| format!("list EndpointSlices: {e}"))?
                 .items,
         ),
         EndpointsSource::SlicesV1Beta1 => Some(
             Api::<EndpointSliceV1Beta1>::all(client.clone())
                 .list(&lp)
                 .await
-                .expect("list EndpointSlices")
+                .map_err(|e| format!("list EndpointSlices: {e}"))?
                 .items
                 .into_iter()
                 .map(EndpointSlice::from)
@@ -335,7 +340,7 @@ pub async fn expected_from_cluster(client: &Client) -> Expected {
         out.translations
             .insert(format!("{}/{}", d.namespace, d.name), paths);
     }
-    out
+    Ok(out)
 }
 
 fn tr_key(t: &Translation) -> String {
@@ -398,7 +403,7 @@ pub async fn exact_state_except(
     admin: &AdminClient,
     excluded: &BTreeSet<String>,
 ) -> Result<(), String> {
-    let mut expected = expected_from_cluster(client).await;
+    let mut expected = expected_from_cluster(client).await?;
     let excluded_paths: BTreeSet<String> = excluded
         .iter()
         .filter_map(|k| expected.translations.get(k))
