@@ -21,14 +21,13 @@
 //! created meanwhile): its binding conflicts with nobody's. Bumping back to the previous
 //! version (a rollback) is the same procedure with the roles swapped.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
+use uuid::Uuid;
 
-use super::deps::key_of;
 use super::status::{ready_condition, ReadyReason};
 use crate::crd::Translation;
 
@@ -83,16 +82,35 @@ pub enum Settled {
     No,
 }
 
-/// What the bump needs to know of one Translation.
+/// What the bump needs to know of one Translation. The census holds one per Translation,
+/// tens of thousands at scale, so it is kept small: the version shared by every member of
+/// that version, the owner's UID in 16 bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// `None`: no version label (written by hand, or by the original controller).
-    pub version: Option<String>,
-    /// The object it was translated from (the owner-uid label; `global` for the global
-    /// Translations), `None` for others.
-    pub owner: Option<String>,
+    pub version: Option<Arc<str>>,
+    /// The object it was translated from ([`owner_of`]), `None` for others.
+    pub owner: Option<Owner>,
     pub deleting: bool,
     pub settled: Settled,
+}
+
+/// [`owner_of`] as the census keeps it: a UID (what the owner-uid label holds) as 16 bytes
+/// rather than its 36 characters; anything else (`global`, a hand-written label) as it is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Owner {
+    Uid(Uuid),
+    Other(Arc<str>),
+}
+
+impl From<&str> for Owner {
+    fn from(owner: &str) -> Owner {
+        // Only the hyphenated form, the one Kubernetes writes: each label maps to one Owner.
+        match Uuid::try_parse(owner) {
+            Ok(uid) if owner.len() == 36 => Owner::Uid(uid),
+            _ => Owner::Other(owner.into()),
+        }
+    }
 }
 
 /// What a bump keeps the same from version to version: the object a Translation stands for
@@ -124,8 +142,8 @@ impl Member {
             }
         };
         Member {
-            version: tr.label(VERSION_LABEL).map(str::to_string),
-            owner: owner_of(tr),
+            version: tr.label(VERSION_LABEL).map(Arc::from),
+            owner: owner_of(tr).as_deref().map(Owner::from),
             deleting: tr.metadata.deletion_timestamp.is_some(),
             settled,
         }
@@ -135,9 +153,9 @@ impl Member {
 /// Counts of Translations by what the bump needs to know of them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Census {
-    counts: HashMap<(Option<String>, bool, Settled), usize>,
+    counts: HashMap<(Option<Arc<str>>, bool, Settled), usize>,
     /// Live (not deleting) Translations by owner and version.
-    owners: HashMap<(String, String), usize>,
+    owners: HashMap<(Owner, Arc<str>), usize>,
 }
 
 fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
@@ -173,17 +191,17 @@ impl Census {
     /// Owners with a live Translation of another version but none of `current`: the
     /// translators have not written their new Translations yet.
     fn owners_not_translated(&self, current: &str) -> usize {
-        let translated: std::collections::HashSet<&str> = self
+        let translated: HashSet<&Owner> = self
             .owners
             .keys()
-            .filter(|(_, v)| v == current)
-            .map(|(o, _)| o.as_str())
+            .filter(|(_, v)| &**v == current)
+            .map(|(o, _)| o)
             .collect();
-        let waiting: std::collections::HashSet<&str> = self
+        let waiting: HashSet<&Owner> = self
             .owners
             .keys()
-            .filter(|(o, v)| v != current && !translated.contains(o.as_str()))
-            .map(|(o, _)| o.as_str())
+            .filter(|(o, v)| &**v != current && !translated.contains(o))
+            .map(|(o, _)| o)
             .collect();
         waiting.len()
     }
@@ -272,10 +290,35 @@ pub struct Rollout {
 
 #[derive(Default)]
 struct State {
-    members: HashMap<ObjectRef<Translation>, Member>,
+    members: HashMap<MemberKey, Member>,
     census: Census,
-    relisted: Vec<(ObjectRef<Translation>, Member)>,
+    relisted: Vec<(MemberKey, Member)>,
     reached: Phase,
+    /// Every version label seen, one allocation each, shared by the members.
+    versions: HashSet<Arc<str>>,
+}
+
+/// A member's key: its Translation's UID, 16 bytes (a Translation deleted and written
+/// again under the same name is another object, and another member); its namespace and
+/// name when it has no UID (never from the apiserver).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum MemberKey {
+    Uid(Uuid),
+    Name(Box<str>),
+}
+
+fn member_key(tr: &Translation) -> MemberKey {
+    match tr.metadata.uid.as_deref().map(Uuid::try_parse) {
+        Some(Ok(uid)) => MemberKey::Uid(uid),
+        _ => MemberKey::Name(
+            format!(
+                "{}/{}",
+                tr.metadata.namespace.as_deref().unwrap_or_default(),
+                tr.metadata.name.as_deref().unwrap_or_default()
+            )
+            .into(),
+        ),
+    }
 }
 
 impl Rollout {
@@ -299,10 +342,16 @@ impl Rollout {
     pub fn observe(&self, event: &watcher::Event<Translation>) {
         let mut state = self.lock();
         match event {
-            watcher::Event::Apply(tr) => state.set(key_of(tr), Member::of(tr)),
-            watcher::Event::Delete(tr) => state.unset(&key_of(tr)),
+            watcher::Event::Apply(tr) => {
+                let member = state.shared(Member::of(tr));
+                state.set(member_key(tr), member)
+            }
+            watcher::Event::Delete(tr) => state.unset(&member_key(tr)),
             watcher::Event::Init => state.relisted.clear(),
-            watcher::Event::InitApply(tr) => state.relisted.push((key_of(tr), Member::of(tr))),
+            watcher::Event::InitApply(tr) => {
+                let member = state.shared(Member::of(tr));
+                state.relisted.push((member_key(tr), member))
+            }
             watcher::Event::InitDone => {
                 let relisted = std::mem::take(&mut state.relisted);
                 state.members.clear();
@@ -337,13 +386,28 @@ impl Rollout {
 }
 
 impl State {
-    fn set(&mut self, key: ObjectRef<Translation>, member: Member) {
+    /// `member` with its version the one already kept, if any.
+    fn shared(&mut self, mut member: Member) -> Member {
+        if let Some(v) = member.version.take() {
+            let kept = match self.versions.get(&v) {
+                Some(kept) => kept.clone(),
+                None => {
+                    self.versions.insert(v.clone());
+                    v
+                }
+            };
+            member.version = Some(kept);
+        }
+        member
+    }
+
+    fn set(&mut self, key: MemberKey, member: Member) {
         self.unset(&key);
         self.census.add(&member);
         self.members.insert(key, member);
     }
 
-    fn unset(&mut self, key: &ObjectRef<Translation>) {
+    fn unset(&mut self, key: &MemberKey) {
         if let Some(old) = self.members.remove(key) {
             self.census.remove(&old);
         }
@@ -387,7 +451,7 @@ mod tests {
         for (version, deleting, settled, n) in members {
             for _ in 0..*n {
                 c.add(&Member {
-                    version: version.map(String::from),
+                    version: version.map(Arc::from),
                     owner: None,
                     deleting: *deleting,
                     settled: *settled,
@@ -498,6 +562,73 @@ mod tests {
         assert_eq!((p.phase, p.owners_not_translated), (Phase::Building, 1));
         c.add(&member("pod-b", "2"));
         assert_eq!(assess("2", &c, Phase::Building).phase, Phase::Retiring);
+    }
+
+    fn labelled(name: &str, uid: &str, version: &str, owner: &str) -> Translation {
+        let mut tr = Translation::new(name, "ns", crate::crd::TranslationSpec::default());
+        tr.metadata.uid = Some(uid.into());
+        tr.metadata.labels = Some(BTreeMap::from([
+            (VERSION_LABEL.to_string(), version.to_string()),
+            (OWNER_UID_LABEL.to_string(), owner.to_string()),
+        ]));
+        tr
+    }
+
+    const POD_UID: &str = "6f1c2a4e-8d3b-4c5a-9e7f-0a1b2c3d4e5f";
+
+    #[test]
+    fn owners_are_kept_as_uids_when_they_are_uids() {
+        assert_eq!(
+            Owner::from(POD_UID),
+            Owner::Uid(Uuid::parse_str(POD_UID).unwrap())
+        );
+        assert_eq!(Owner::from("global"), Owner::Other("global".into()));
+        // Another spelling of the same UUID stays another owner.
+        let simple = POD_UID.replace('-', "");
+        assert_eq!(Owner::from(simple.as_str()), Owner::Other(simple.into()));
+    }
+
+    #[test]
+    fn members_are_translations_not_names() {
+        let rollout = Rollout::new("2");
+        let old = labelled(
+            "pod.1.a",
+            "00000000-0000-0000-0000-000000000001",
+            "1",
+            POD_UID,
+        );
+        // Deleted and written again under the same name: another Translation.
+        let again = labelled(
+            "pod.1.a",
+            "00000000-0000-0000-0000-000000000002",
+            "1",
+            POD_UID,
+        );
+        let new = labelled(
+            "pod.2.a",
+            "00000000-0000-0000-0000-000000000003",
+            "2",
+            POD_UID,
+        );
+        rollout.observe(&watcher::Event::Apply(old.clone()));
+        rollout.observe(&watcher::Event::Apply(again));
+        rollout.observe(&watcher::Event::Apply(new));
+        rollout.observe(&watcher::Event::Delete(old));
+        let p = rollout.assess();
+        assert_eq!((p.old_total, p.new_total), (1, 1));
+        assert_eq!(p.owners_not_translated, 0);
+        let state = rollout.lock();
+        assert_eq!(state.members.len(), 2);
+        // One allocation per version, whatever the number of members.
+        let versions: Vec<&Arc<str>> = state
+            .members
+            .values()
+            .filter_map(|m| m.version.as_ref())
+            .collect();
+        assert!(versions.iter().all(|v| state
+            .versions
+            .get(&***v)
+            .is_some_and(|kept| Arc::ptr_eq(kept, v))));
     }
 
     #[test]
