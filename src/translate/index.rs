@@ -5,10 +5,10 @@
 //! cache can lag behind our own writes (seed 004): `Recent` remembers what we wrote until the
 //! cache shows it, so a second event for the same object does not write again.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use midonet_translators::meta::GLOBAL_LABEL;
@@ -33,13 +33,42 @@ type OwnerRefKey = (String, String, String);
 /// each owner in two; one shared allocation apiece keeps it a fraction of its size at scale.
 type Id = Arc<(String, String)>;
 
+/// The Translations filed under one owner: sorted, exactly sized. An owner has one to a
+/// few; a `BTreeSet` would allocate a node for eleven (112 bytes) for each of them.
+#[derive(Default)]
+struct Ids(Vec<Id>);
+
+impl Ids {
+    fn insert(&mut self, id: Id) {
+        if let Err(at) = self.0.binary_search(&id) {
+            self.0.insert(at, id);
+            self.0.shrink_to_fit();
+        }
+    }
+
+    fn remove(&mut self, id: &(String, String)) {
+        if let Ok(at) = self.0.binary_search_by(|probe| (**probe).cmp(id)) {
+            self.0.remove(at);
+            self.0.shrink_to_fit();
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn to_vec(&self) -> Vec<(String, String)> {
+        self.0.iter().map(|id| (**id).clone()).collect()
+    }
+}
+
 #[derive(Default)]
 struct IndexState {
-    by_owner: HashMap<Arc<str>, BTreeSet<Id>>,
+    by_owner: HashMap<Arc<str>, Ids>,
     /// The same Translations by their first owner's kind and name, for a controller that
     /// takes over the Translations of another kind's object (see
     /// [`super::TranslatorKind::inherited`]).
-    by_owner_ref: HashMap<Arc<OwnerRefKey>, BTreeSet<Id>>,
+    by_owner_ref: HashMap<Arc<OwnerRefKey>, Ids>,
     /// Where each Translation is filed, so that a changed owner moves it.
     filed: HashMap<Id, (Arc<str>, Option<Arc<OwnerRefKey>>)>,
     notifiers: HashMap<String, OwnerNotifier>,
@@ -139,7 +168,7 @@ impl OwnerIndex {
         self.lock()
             .by_owner
             .get(owner)
-            .map(|s| s.iter().map(|id| (**id).clone()).collect())
+            .map(Ids::to_vec)
             .unwrap_or_default()
     }
 
@@ -150,7 +179,7 @@ impl OwnerIndex {
         self.lock()
             .by_owner_ref
             .get(&key)
-            .map(|s| s.iter().map(|id| (**id).clone()).collect())
+            .map(Ids::to_vec)
             .unwrap_or_default()
     }
 
@@ -208,10 +237,14 @@ impl OwnerIndex {
     }
 }
 
-/// What the runner wrote, per (namespace, name), until the cache catches up.
-#[derive(Default)]
+/// What the runner wrote, per (namespace, name), until the cache catches up. A record goes
+/// as soon as the cache shows another version than the one written over ([`Self::seen`],
+/// or already at [`Self::wrote`]): kept until the owner's next reconcile instead, every
+/// Translation written would keep one, about 200 bytes each at scale.
 pub struct Recent {
     writes: Mutex<HashMap<(String, String), RecentWrite>>,
+    /// The informer's store, updated before its observers (and so [`Self::seen`]) are called.
+    cache: Store<Translation>,
 }
 
 struct RecentWrite {
@@ -224,6 +257,13 @@ struct RecentWrite {
 }
 
 impl Recent {
+    pub fn new(cache: Store<Translation>) -> Recent {
+        Recent {
+            writes: Mutex::default(),
+            cache,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), RecentWrite>> {
         crate::locks::lock(&self.writes)
     }
@@ -234,7 +274,7 @@ impl Recent {
         fingerprint: String,
         cached_rv_before: Option<String>,
     ) {
-        self.lock().insert(
+        self.record(
             key,
             RecentWrite {
                 fingerprint,
@@ -245,7 +285,7 @@ impl Recent {
     }
 
     pub fn deleted(&self, key: (String, String), cached_rv_before: Option<String>) {
-        self.lock().insert(
+        self.record(
             key,
             RecentWrite {
                 fingerprint: String::new(),
@@ -253,6 +293,33 @@ impl Recent {
                 deleted: true,
             },
         );
+    }
+
+    /// Records `write` unless the cache has moved past it already (its event came before
+    /// the answer to our request). Under the lock [`Self::seen`] takes, so an event cannot
+    /// slip between the check and the record.
+    fn record(&self, key: (String, String), write: RecentWrite) {
+        let mut writes = self.lock();
+        let cached = self.cache.get(&cache_ref(&key.0, &key.1));
+        let cached_rv = cached
+            .as_ref()
+            .and_then(|t| t.metadata.resource_version.as_deref());
+        if write.cached_rv_before.as_deref() == cached_rv {
+            writes.insert(key, write);
+        } else {
+            writes.remove(&key);
+        }
+    }
+
+    /// The cache shows `key` at `cached_rv`: a record written over another version is done.
+    pub fn seen(&self, key: &(String, String), cached_rv: Option<&str>) {
+        let mut writes = self.lock();
+        if writes
+            .get(key)
+            .is_some_and(|w| w.cached_rv_before.as_deref() != cached_rv)
+        {
+            writes.remove(key);
+        }
     }
 
     /// Forgets what was written for `key`: the cache has seen it deleted. Kept until then,
@@ -340,8 +407,23 @@ mod tests {
     }
 
     #[test]
+    fn an_owners_translations_are_listed_in_order_once_each() {
+        let index = OwnerIndex::default();
+        for name in ["c", "a", "b", "a"] {
+            index.observe(&watcher::Event::Apply(owned(name, "Pod", "p", "p-uid")));
+        }
+        let names = |v: Vec<(String, String)>| v.into_iter().map(|(_, n)| n).collect::<Vec<_>>();
+        assert_eq!(names(index.owned_by("p-uid")), ["a", "b", "c"]);
+        index.observe(&watcher::Event::Delete(owned("b", "Pod", "p", "p-uid")));
+        assert_eq!(names(index.owned_by_ref("Pod", "ns", "p")), ["a", "c"]);
+        let state = index.lock();
+        assert_eq!(state.by_owner["p-uid"].0.capacity(), 2);
+    }
+
+    #[test]
     fn a_create_is_pending_until_the_cache_shows_it_and_not_after_a_deletion() {
-        let recent = Recent::default();
+        let (cache, _writer) = kube::runtime::reflector::store::<Translation>();
+        let recent = Recent::new(cache);
         let key = (
             "kube-system".to_string(),
             "midonet-global.1.chains".to_string(),
@@ -352,5 +434,31 @@ mod tests {
         // The cache saw it and then saw it deleted: a create is due again.
         recent.forget(&key);
         assert!(!recent.still_pending(&key, None, Some("f")));
+    }
+
+    #[test]
+    fn a_write_is_forgotten_once_the_cache_shows_it() {
+        let (cache, mut writer) = kube::runtime::reflector::store::<Translation>();
+        let recent = Recent::new(cache);
+        let key = ("ns".to_string(), "t".to_string());
+        let at = |rv: &str| {
+            let mut t = Translation::new("t", "ns", TranslationSpec { resources: vec![] });
+            t.metadata.resource_version = Some(rv.into());
+            t
+        };
+        // An update over version 1; the cache shows version 2, ours: nothing pending.
+        writer.apply_watcher_event(&watcher::Event::Apply(at("1")));
+        recent.wrote(key.clone(), "f".into(), Some("1".into()));
+        assert!(recent.still_pending(&key, Some("1"), Some("f")));
+        writer.apply_watcher_event(&watcher::Event::Apply(at("2")));
+        recent.seen(&key, Some("2"));
+        assert!(recent.lock().is_empty());
+        // The event came before the answer: the write is not recorded at all.
+        recent.wrote(key.clone(), "g".into(), Some("1".into()));
+        assert!(recent.lock().is_empty());
+        // An event for the version written over leaves the record.
+        recent.wrote(key.clone(), "h".into(), Some("2".into()));
+        recent.seen(&key, Some("2"));
+        assert!(recent.still_pending(&key, Some("2"), Some("h")));
     }
 }

@@ -206,15 +206,22 @@ impl Shared {
     ) -> Arc<Self> {
         let translations = informer.store.clone();
         let index = index::OwnerIndex::default();
-        let recent = Arc::new(index::Recent::default());
+        let recent = Arc::new(index::Recent::new(translations.clone()));
         let globals_changed = Arc::new(tokio::sync::Notify::new());
         let global_names = globals::names(&config);
         let (observed, forgotten, changed) =
             (index.clone(), recent.clone(), globals_changed.clone());
         informer.observe(Box::new(move |event| {
             observed.observe(event);
-            if let watcher::Event::Delete(tr) = event {
-                forgotten.forget(&(tr.namespace().unwrap_or_default(), tr.name_any()));
+            match event {
+                watcher::Event::Apply(tr) => forgotten.seen(
+                    &(tr.namespace().unwrap_or_default(), tr.name_any()),
+                    tr.metadata.resource_version.as_deref(),
+                ),
+                watcher::Event::Delete(tr) => {
+                    forgotten.forget(&(tr.namespace().unwrap_or_default(), tr.name_any()))
+                }
+                _ => {}
             }
             if globals::concerns(event, &global_names) {
                 // Stores a permit when the controller is busy: one pass follows any burst.
