@@ -81,8 +81,9 @@ pub struct Blocker {
 
 #[derive(Default)]
 struct State {
-    /// Who provides each referent, and at which backend path.
-    providers: HashMap<Referent, (Shared, String)>,
+    /// Who provides each referent, and the [`path_hash`] of the backend path that does
+    /// (8 bytes instead of the path: one entry per resource that provides something).
+    providers: HashMap<Referent, (Shared, u64)>,
     /// What each Translation provides (to undo its entries).
     provided: HashMap<Shared, Vec<Referent>>,
     /// Who needs each referent another Translation provides (reverse of `required`).
@@ -373,7 +374,7 @@ impl State {
         let key: Shared = Shared::new(key);
         let referents = links.provides.iter().map(|(r, _)| *r).collect();
         for (r, path) in links.provides {
-            self.providers.insert(r, (key.clone(), path));
+            self.providers.insert(r, (key.clone(), path_hash(&path)));
         }
         self.provided.insert(key.clone(), referents);
         for r in &links.requires {
@@ -488,10 +489,13 @@ impl Dependencies {
         // Checked and registered under one lock: a provider's `pushed` either comes before
         // (the check sees its record) or after (it finds us registered).
         let mut state = self.lock();
-        let pushed = |other: &Key, path: &str| {
-            self.store
-                .get(other)
-                .is_some_and(|tr| recorded(&tr).pushed.iter().any(|p| p.path == path))
+        let pushed = |other: &Key, path: u64| {
+            self.store.get(other).is_some_and(|tr| {
+                recorded(&tr)
+                    .pushed
+                    .iter()
+                    .any(|p| path_hash(&p.path) == path)
+            })
         };
         let referent = creating
             .iter()
@@ -511,7 +515,7 @@ impl Dependencies {
                 // A provider being deleted is about to delete the referent, and with it
                 // (MidoNet cascades) whatever we would create under it: wait for whoever
                 // provides it next (a re-created Service re-creates the same chain).
-                let done = tr.metadata.deletion_timestamp.is_none() && pushed(provider, path);
+                let done = tr.metadata.deletion_timestamp.is_none() && pushed(provider, *path);
                 (!done).then(|| Blocker {
                     awaited: Awaited::Referent(r),
                     provider: Some(unshared(provider)),
@@ -523,9 +527,9 @@ impl Dependencies {
             creating.iter().find_map(|d| {
                 let interface = interface_of(&d.resource)?;
                 let binders = state.binders.get(&interface)?;
-                let (other, _) = binders
-                    .iter()
-                    .find(|(k, path)| **k != *key && *path != d.path && pushed(k, path))?;
+                let (other, _) = binders.iter().find(|(k, path)| {
+                    **k != *key && *path != d.path && pushed(k, path_hash(path))
+                })?;
                 Some(Blocker {
                     awaited: Awaited::Interface(interface),
                     provider: Some(unshared(other)),
@@ -653,7 +657,7 @@ impl Dependencies {
                     return false;
                 };
                 **provider != *key
-                    && !state.claims.contains_key(&path_hash(path))
+                    && !state.claims.contains_key(path)
                     && self
                         .store
                         .get(provider)
@@ -723,12 +727,20 @@ impl Dependencies {
         out
     }
 
-    /// The Translation that provides `referent`, and the path of the resource that does.
+    /// The Translation that provides `referent`, and the path of the resource that does
+    /// (read from that Translation in the cache: the index keeps only its hash).
     pub fn provider_of(&self, referent: &Referent) -> Option<(Key, String)> {
-        self.lock()
-            .providers
-            .get(referent)
-            .map(|(k, path)| (unshared(k), path.clone()))
+        let (key, hash) = {
+            let state = self.lock();
+            let (key, hash) = state.providers.get(referent)?;
+            (unshared(key), *hash)
+        };
+        let tr = self.store.get(&key)?;
+        let path = plan::parse_lenient(tr.desired_resources())
+            .into_iter()
+            .find(|d| path_hash(&d.path) == hash && d.resource.provides().contains(referent))?
+            .path;
+        Some((key, path))
     }
 
     /// The interfaces `key` binds.
@@ -835,6 +847,25 @@ mod tests {
                 .collect(),
             ..TranslationStatus::default()
         }
+    }
+
+    #[test]
+    fn the_provider_of_a_referent_and_its_path() {
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        let bridge_ref = Referent::Object(BRIDGE.parse().unwrap());
+        let (key, path) = deps.provider_of(&bridge_ref).expect("provided");
+        assert_eq!(key.name, "node");
+        assert_eq!(path, format!("/bridges/{BRIDGE}"));
+        assert_eq!(
+            deps.providers_of(&ObjectRef::from_obj(&consumer)),
+            vec![key]
+        );
+        let port_ref = Referent::Object(PORT.parse().unwrap());
+        assert_eq!(
+            deps.provider_of(&port_ref).map(|(k, _)| k.name).as_deref(),
+            Some("pod")
+        );
+        assert!(deps.provider_of(&Referent::Object(Uuid::nil())).is_none());
     }
 
     #[test]
