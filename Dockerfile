@@ -20,9 +20,9 @@ COPY . .
 # The target directory is a cache mount, so the binary is copied out in the same step.
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
-    cargo build --release --locked --target x86_64-unknown-linux-musl \
+    cargo build --profile dist --locked --target x86_64-unknown-linux-musl \
         --bin midonet-kube-controllers \
-    && cp target/x86_64-unknown-linux-musl/release/midonet-kube-controllers /midonet-kube-controllers
+    && cp target/x86_64-unknown-linux-musl/dist/midonet-kube-controllers /midonet-kube-controllers
 
 # distroless/static: CA certificates, /etc/passwd with the nonroot user (65532), no shell.
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
 shift || true
-cargo build --release --quiet --workspace --bins
+cargo build --profile dist --quiet --workspace --bins
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 keep=${BENCH_RATIO_KEEP:-}
@@ -26,7 +26,7 @@ quotient() { # file key-a key-b: field a / field b
 
 printf '%-4s %14s %10s %8s %16s %8s %12s\n' run convergence floor ratio "floor w/ status" ratio "peak RSS"
 for i in $(seq 1 "$runs"); do
-  ./target/release/midonet-kube-bench --only-initial --json-out "$out/$i.json" "$@" \
+  ./target/dist/midonet-kube-bench --only-initial --json-out "$out/$i.json" "$@" \
     >"$out/$i.log" 2>&1 || { echo "run $i failed; its output:" >&2; tail -n 30 "$out/$i.log" >&2; exit 1; }
   printf '%-4s %12.2f s %8.2f s %8.2f %14.2f s %8.2f %8.1f MiB\n' "$i" \
     "$(field "$out/$i.json" initialConvergenceSeconds)" \

@@ -1,8 +1,9 @@
 //! Benchmark of the controllers against a real local control plane and the in-process
 //! MidoNet API simulator (1 ms added latency). See `docs/benchmark.md`.
 //!
-//! `cargo build --release --workspace --bins && cargo run --release -p midonet-kube-bench --
-//! --nodes 50 --pods 2000 --services 300` (it runs the release controllers binary beside it).
+//! `cargo build --profile dist --workspace --bins && cargo run --profile dist -p
+//! midonet-kube-bench -- --nodes 50 --pods 2000 --services 300` (it runs the controllers
+//! binary beside it, of the same profile: `dist` is what the image ships).
 
 use std::collections::{BTreeMap, HashMap};
 use std::error::Error;
