@@ -256,6 +256,13 @@ struct RecentWrite {
     deleted: bool,
 }
 
+impl RecentWrite {
+    /// The cache, showing `cached_rv`, has moved past the version this write was made over.
+    fn overtaken(&self, cached_rv: Option<&str>) -> bool {
+        self.cached_rv_before.as_deref() != cached_rv
+    }
+}
+
 impl Recent {
     pub fn new(cache: Store<Translation>) -> Recent {
         Recent {
@@ -304,20 +311,17 @@ impl Recent {
         let cached_rv = cached
             .as_ref()
             .and_then(|t| t.metadata.resource_version.as_deref());
-        if write.cached_rv_before.as_deref() == cached_rv {
-            writes.insert(key, write);
-        } else {
+        if write.overtaken(cached_rv) {
             writes.remove(&key);
+        } else {
+            writes.insert(key, write);
         }
     }
 
     /// The cache shows `key` at `cached_rv`: a record written over another version is done.
     pub fn seen(&self, key: &(String, String), cached_rv: Option<&str>) {
         let mut writes = self.lock();
-        if writes
-            .get(key)
-            .is_some_and(|w| w.cached_rv_before.as_deref() != cached_rv)
-        {
+        if writes.get(key).is_some_and(|w| w.overtaken(cached_rv)) {
             writes.remove(key);
         }
     }
@@ -342,7 +346,7 @@ impl Recent {
         let Some(w) = writes.get(key) else {
             return false;
         };
-        if w.cached_rv_before.as_deref() != cached_rv {
+        if w.overtaken(cached_rv) {
             // The cache shows a newer version than the one we wrote over: trust the cache.
             writes.remove(key);
             return false;
