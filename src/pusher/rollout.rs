@@ -388,15 +388,13 @@ impl Rollout {
 impl State {
     /// `member` with its version the one already kept, if any.
     fn shared(&mut self, mut member: Member) -> Member {
-        if let Some(v) = member.version.take() {
-            let kept = match self.versions.get(&v) {
-                Some(kept) => kept.clone(),
+        if let Some(v) = &mut member.version {
+            match self.versions.get(v) {
+                Some(kept) => *v = kept.clone(),
                 None => {
                     self.versions.insert(v.clone());
-                    v
                 }
-            };
-            member.version = Some(kept);
+            }
         }
         member
     }
