@@ -10,6 +10,14 @@
 //! A kind that several controllers read is watched once, in a [`SharedCache`]: one store,
 //! and each controller subscribes to the changes it applies. (kube-runtime's shared store
 //! broadcasts no deletions, which both Pod readers need.)
+//!
+//! A re-list (the watch expired, say over an apiserver restart) replaces the store whole,
+//! and kube-runtime reports nothing about the objects it no longer holds: they were
+//! deleted while the watch was down. Every watch built here reports each of them as a
+//! deletion right after the re-list ([`with_tombstones`]), as client-go's informers do, so
+//! that a Pod or Service deleted during an outage has its Translations deleted at once and
+//! a deleted EndpointSlice re-translates its Service, instead of waiting for garbage
+//! collection or the next resync.
 
 use std::fmt::Debug;
 use std::hash::Hash;
@@ -85,7 +93,8 @@ where
         o.managed_fields_mut().clear();
         trim(o);
     });
-    reflector::reflector(writer, events)
+    let store = writer.as_reader();
+    with_tombstones(store, reflector::reflector(writer, events))
         .inspect(move |event| match event {
             Ok(watcher::Event::InitDone) => synced(true),
             Err(err) => {
@@ -97,6 +106,54 @@ where
             Ok(_) => {}
         })
         .backoff(WATCH_RETRY.backoff())
+}
+
+/// `events` (already applied to `store`), with a [`watcher::Event::Delete`] after each
+/// re-list for every object the store held before it and holds no more: deleted while the
+/// watch was down. An object deleted and created again under its name meanwhile is not
+/// reported: the store holds one of that name, as client-go's informers see it.
+pub fn with_tombstones<K, S>(
+    store: Store<K>,
+    events: S,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
+where
+    K: Lookup + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    // What the store held when the list in progress began (the reflector swaps the listed
+    // objects in only at its end, so the store still held them at `Init`).
+    let mut before: Option<Vec<Arc<K>>> = None;
+    events.flat_map(move |event| {
+        let tombstones = match &event {
+            Ok(watcher::Event::Init) => {
+                before = Some(store.state());
+                Vec::new()
+            }
+            Ok(watcher::Event::InitDone) => vanished(before.take().unwrap_or_default(), &store),
+            _ => Vec::new(),
+        };
+        let deletions = tombstones
+            .into_iter()
+            .map(|gone| Ok(watcher::Event::Delete(gone)));
+        futures::stream::iter(std::iter::once(event).chain(deletions))
+    })
+}
+
+/// The objects of `before` that `now` holds none of by their name (and namespace).
+fn vanished<K>(before: Vec<Arc<K>>, now: &Store<K>) -> Vec<K>
+where
+    K: Lookup + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    before
+        .into_iter()
+        .filter(|old| {
+            now.get(&old.to_object_ref(K::DynamicType::default()))
+                .is_none()
+        })
+        .map(Arc::unwrap_or_clone)
+        .collect()
 }
 
 /// A change a [`SharedCache`] applied, as its subscribers see it.
@@ -470,5 +527,82 @@ mod tests {
         assert_eq!(*late_synced.lock().unwrap(), [true]);
         let late = queued(late);
         assert_eq!(seen(late), [("applied", "a".into(), "2".into())]);
+    }
+
+    /// The changes a subscriber sees from `events`, watched with tombstones.
+    async fn seen_through_a_shared_cache(
+        events: Vec<watcher::Event<k8s_openapi::api::core::v1::ConfigMap>>,
+    ) -> Vec<(&'static str, String, String)> {
+        use futures::stream;
+        let (store, writer) = reflector::store();
+        let cache = SharedCache::with_source(store.clone(), None);
+        let changes = cache.subscribe(|_| {});
+        let events = stream::iter(events.into_iter().map(Ok));
+        cache
+            .fan_out(with_tombstones(store, reflector::reflector(writer, events)))
+            .await;
+        seen(queued(changes))
+    }
+
+    fn sorted<T: Ord + Clone>(items: &[T]) -> Vec<T> {
+        let mut items = items.to_vec();
+        items.sort();
+        items
+    }
+
+    #[tokio::test]
+    async fn a_relist_reports_each_object_it_no_longer_holds_as_deleted() {
+        use watcher::Event::*;
+        let seen = seen_through_a_shared_cache(vec![
+            Init,
+            InitApply(config_map("a", "1")),
+            InitApply(config_map("b", "1")),
+            InitApply(config_map("c", "1")),
+            InitDone,
+            // The watch expired; the re-list finds b deleted and c deleted and created again.
+            Init,
+            InitApply(config_map("a", "1")),
+            InitApply(config_map("c", "2")),
+            InitDone,
+            Apply(config_map("d", "1")),
+        ])
+        .await;
+        let applied = |name: &str, value: &str| ("applied", name.to_string(), value.to_string());
+        // The first list: what it holds, and no deletion.
+        assert_eq!(
+            sorted(&seen[..3]),
+            [applied("a", "1"), applied("b", "1"), applied("c", "1")]
+        );
+        // The re-list: what it holds, then b as deleted (as last seen); c is the new one.
+        assert_eq!(sorted(&seen[3..5]), [applied("a", "1"), applied("c", "2")]);
+        assert_eq!(
+            seen[5..],
+            [("deleted", "b".into(), "1".into()), applied("d", "1")]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_relist_that_fails_and_starts_again_compares_with_the_store_before_it() {
+        use watcher::Event::*;
+        let seen = seen_through_a_shared_cache(vec![
+            Init,
+            InitApply(config_map("a", "1")),
+            InitApply(config_map("b", "1")),
+            InitDone,
+            // A re-list broken off (the reflector keeps the store as it was) and begun again.
+            Init,
+            InitApply(config_map("a", "1")),
+            Init,
+            InitApply(config_map("b", "1")),
+            InitDone,
+        ])
+        .await;
+        assert_eq!(
+            seen[2..],
+            [
+                ("applied", "b".into(), "1".into()),
+                ("deleted", "a".into(), "1".into())
+            ]
+        );
     }
 }
