@@ -94,18 +94,22 @@ where
         trim(o);
     });
     let store = writer.as_reader();
-    with_tombstones(store, reflector::reflector(writer, events))
-        .inspect(move |event| match event {
-            Ok(watcher::Event::InitDone) => synced(true),
-            Err(err) => {
-                let denied = authz.report_watch(&resource, err);
-                if denied && matches!(err, watcher::Error::InitialListFailed(_)) {
-                    synced(false);
-                }
+    with_tombstones(
+        resource.clone(),
+        store,
+        reflector::reflector(writer, events),
+    )
+    .inspect(move |event| match event {
+        Ok(watcher::Event::InitDone) => synced(true),
+        Err(err) => {
+            let denied = authz.report_watch(&resource, err);
+            if denied && matches!(err, watcher::Error::InitialListFailed(_)) {
+                synced(false);
             }
-            Ok(_) => {}
-        })
-        .backoff(WATCH_RETRY.backoff())
+        }
+        Ok(_) => {}
+    })
+    .backoff(WATCH_RETRY.backoff())
 }
 
 /// `events` (already applied to `store`), with a [`watcher::Event::Delete`] after each
@@ -113,6 +117,7 @@ where
 /// watch was down. An object deleted and created again under its name meanwhile is not
 /// reported: the store holds one of that name, as client-go's informers see it.
 pub fn with_tombstones<K, S>(
+    resource: String,
     store: Store<K>,
     events: S,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
@@ -130,7 +135,17 @@ where
                 before = Some(store.state());
                 Vec::new()
             }
-            Ok(watcher::Event::InitDone) => vanished(before.take().unwrap_or_default(), &store),
+            Ok(watcher::Event::InitDone) => {
+                let gone = vanished(before.take().unwrap_or_default(), &store);
+                if !gone.is_empty() {
+                    tracing::info!(
+                        %resource,
+                        deleted = gone.len(),
+                        "re-listed: objects deleted while the watch was down are handled as deleted"
+                    );
+                }
+                gone
+            }
             _ => Vec::new(),
         };
         let deletions = tombstones
@@ -539,7 +554,11 @@ mod tests {
         let changes = cache.subscribe(|_| {});
         let events = stream::iter(events.into_iter().map(Ok));
         cache
-            .fan_out(with_tombstones(store, reflector::reflector(writer, events)))
+            .fan_out(with_tombstones(
+                "configmaps".into(),
+                store,
+                reflector::reflector(writer, events),
+            ))
             .await;
         seen(queued(changes))
     }
