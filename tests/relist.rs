@@ -1,0 +1,187 @@
+//! Objects deleted while the controllers' watches were down, found by the re-list that
+//! follows: their Translations are deleted at once (`src/cache.rs`, `with_tombstones`).
+//!
+//! The controllers reach the apiserver through a relay the test cuts. While it is cut, the
+//! test deletes Pods, an Endpoints and a Service, then restarts the apiserver: a new one's
+//! watch cache begins at the current revision, so the watches' last resourceVersions are
+//! too old for it and they re-list, as after any outage longer than the watch cache's
+//! window. kube-controller-manager is stopped (no garbage collection) and the resync is an
+//! hour away, so whatever deletes those Translations can only be the re-list's deletions.
+//! Its own test binary: it stops kube-controller-manager and restarts the apiserver.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube::api::{Api, ListParams};
+use kube::config::Kubeconfig;
+use midonet_kube_controllers::crd::Translation;
+use midonet_translators::meta::OWNER_UID_LABEL;
+use support::child::ChildControllers;
+use support::scenario::{Scale, Scenario, ScenarioApi};
+use support::stack::{start_sim_with, wait_exact};
+use support::*;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+/// A TCP relay to the apiserver (TLS passes through: its certificate names 127.0.0.1,
+/// whatever the port). While cut, it closes every relayed connection and each new one.
+struct Relay {
+    addr: SocketAddr,
+    cut: watch::Sender<bool>,
+}
+
+impl Relay {
+    async fn start(upstream: SocketAddr) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind relay");
+        let addr = listener.local_addr().expect("relay address");
+        let cut = watch::Sender::new(false);
+        let is_cut = cut.subscribe();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                if *is_cut.borrow() {
+                    continue;
+                }
+                let mut until_cut = is_cut.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = until_cut.wait_for(|cut| *cut) => {}
+                    }
+                });
+            }
+        });
+        Relay { addr, cut }
+    }
+
+    fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    fn restore(&self) {
+        self.cut.send_replace(false);
+    }
+}
+
+/// A copy of `kubeconfig` whose cluster is reached through a relay, with that relay.
+async fn relayed(kubeconfig: &Path) -> (PathBuf, Relay) {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let server = kc.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.server.clone())
+        .expect("the kubeconfig names a server");
+    let hostport = server.trim_start_matches("https://").trim_end_matches('/');
+    let upstream: SocketAddr = hostport.parse().expect("server is an IP address and port");
+    let relay = Relay::start(upstream).await;
+    let text = std::fs::read_to_string(kubeconfig).expect("read kubeconfig");
+    let path =
+        std::env::temp_dir().join(format!("midonet-relist-kubeconfig-{}", std::process::id()));
+    std::fs::write(&path, text.replace(hostport, &relay.addr.to_string()))
+        .expect("write the relayed kubeconfig");
+    (path, relay)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_deletes_the_translations_of_objects_deleted_while_the_watches_were_down() {
+    let client = admin_client().await;
+    stop_controller_manager().await;
+    let scenario = Scenario::new(
+        "relist",
+        Scale {
+            nodes: 2,
+            pods: 20,
+            services: 4,
+            endpoints_per_service: 2,
+            namespaces: 1,
+        },
+    );
+    let (sim, admin) = start_sim_with(midonet_sim::SimConfig {
+        hosts: scenario.hosts.clone(),
+        ..Default::default()
+    })
+    .await;
+    let (kubeconfig, relay) = relayed(&control_plane().kubeconfig).await;
+    let log = ChildControllers::log_path("relist");
+    let _ = std::fs::remove_file(&log);
+    let mut child = ChildControllers::spawn(
+        &kubeconfig,
+        sim.api_url().as_str(),
+        &[
+            "--controllers",
+            "node,pod,service,endpoints,pusher",
+            "--leader-elect",
+            "false",
+            "--resync-period",
+            "1h",
+            "--log-level",
+            "info",
+        ],
+        &log,
+    );
+    scenario.create(&client).await;
+    wait_exact(&client, &admin, "created", Duration::from_secs(120)).await;
+
+    // The owners about to go.
+    let namespace = scenario.namespace(0);
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &namespace);
+    let mut gone_uids = Vec::new();
+    for i in 0..5 {
+        gone_uids.extend(pods.get(&Scenario::pod_name(i)).await.unwrap().metadata.uid);
+    }
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), &namespace);
+    let service = services.get(&Scenario::service_name(0)).await.unwrap();
+    gone_uids.extend(service.metadata.uid);
+
+    relay.cut();
+    scenario.delete_pods(&client, 0..5).await;
+    scenario.delete_endpoints(&client, 0..1).await;
+    scenario.delete_services(&client, 0..1).await;
+    restart_apiserver().await;
+    relay.restore();
+
+    let trs: Api<Translation> = Api::all(client.clone());
+    wait_until(
+        "the Translations of the objects deleted while the watches were down are gone",
+        Duration::from_secs(90),
+        || async {
+            let left = trs.list(&ListParams::default()).await.ok()?;
+            (!left.items.iter().any(|t| {
+                t.label(OWNER_UID_LABEL)
+                    .is_some_and(|uid| gone_uids.iter().any(|g| g == uid))
+            }))
+            .then_some(())
+        },
+    )
+    .await;
+    wait_exact(
+        &client,
+        &admin,
+        "after the re-list",
+        Duration::from_secs(120),
+    )
+    .await;
+    let logs = child.logs();
+    assert!(
+        logs.contains("re-listed: objects deleted while the watch was down"),
+        "no re-list found deleted objects; log: {}",
+        log.display()
+    );
+    assert!(
+        child.is_running(),
+        "the controllers exited; log: {}",
+        log.display()
+    );
+    child.sigkill();
+    let _ = std::fs::remove_file(&kubeconfig);
+    sim.shutdown().await;
+}
