@@ -81,15 +81,15 @@ pub struct Blocker {
 
 #[derive(Default)]
 struct State {
+    /// Every Translation in the index, with what it filed in the maps below (to undo its
+    /// entries). One record per Translation: four maps keyed by it took about a fifth of
+    /// the index's memory more.
+    filed: HashMap<Shared, Filed>,
     /// Who provides each referent, and the [`path_hash`] of the backend path that does
     /// (8 bytes instead of the path: one entry per resource that provides something).
     providers: HashMap<Referent, (Shared, u64)>,
-    /// What each Translation provides (to undo its entries).
-    provided: HashMap<Shared, Vec<Referent>>,
-    /// Who needs each referent another Translation provides (reverse of `required`).
+    /// Who needs each referent another Translation provides (reverse of [`Filed::requires`]).
     consumers: HashMap<Referent, HashSet<Shared>>,
-    /// What each Translation needs from other Translations (to undo its entries).
-    required: HashMap<Shared, Vec<Referent>>,
     /// Translations listed by a (re-)list in progress, with what they provide and need.
     relisted: Vec<(Key, Links)>,
     /// Translations held back, by the referent they wait for.
@@ -102,8 +102,6 @@ struct State {
     /// Who binds each host interface, at which backend path.
     /// (Nearly always one; a Vec costs far less memory per entry than a map.)
     binders: HashMap<Interface, Vec<(Shared, String)>>,
-    /// What each Translation that binds any interface binds (to undo its entries).
-    bound: HashMap<Shared, Vec<Interface>>,
     /// Translations held back or refused for a bound interface, by host.
     interface_waiters: HashMap<Uuid, HashSet<Shared>>,
     /// Interfaces whose binding a Translation lost to another's (a version bump's cutover):
@@ -112,8 +110,20 @@ struct State {
     /// How many live (not deleting) Translations desire each backend path, by the path's
     /// [`path_hash`]: a deletion leaves a path another Translation claims alone.
     claims: HashMap<u64, u32>,
-    /// What each live Translation claims (to undo its entries).
-    claimed: HashMap<Shared, Vec<u64>>,
+}
+
+/// What one Translation filed in the index, exactly sized: it stays until the Translation
+/// changes or goes.
+#[derive(Debug, Default)]
+struct Filed {
+    /// The referents it provides.
+    provides: Box<[Referent]>,
+    /// The referents it needs from other Translations.
+    requires: Box<[Referent]>,
+    /// The host interfaces it binds.
+    binds: Vec<Interface>,
+    /// The [`path_hash`] of each backend path it claims (none while it is being deleted).
+    claims: Box<[u64]>,
 }
 
 /// A backend path's key in the claims index: 8 bytes instead of the path (a collision,
@@ -325,39 +335,47 @@ impl State {
         if gone {
             self.released.retain(|(k, _)| **k != *key);
         }
-        for r in self.provided.remove(key).unwrap_or_default() {
-            if self.providers.get(&r).is_some_and(|(k, _)| **k == *key) {
-                self.providers.remove(&r);
+        self.unbind(key);
+        let Some(filed) = self.filed.remove(key) else {
+            return;
+        };
+        for r in filed.provides.iter() {
+            if self.providers.get(r).is_some_and(|(k, _)| **k == *key) {
+                self.providers.remove(r);
             }
         }
-        for r in self.required.remove(key).unwrap_or_default() {
+        for r in filed.requires.iter() {
             let indexes = if gone {
                 vec![&mut self.consumers, &mut self.cascaded]
             } else {
                 vec![&mut self.consumers]
             };
             for index in indexes {
-                if let Some(keys) = index.get_mut(&r) {
+                if let Some(keys) = index.get_mut(r) {
                     keys.remove(key);
                     if keys.is_empty() {
-                        index.remove(&r);
+                        index.remove(r);
                     }
                 }
             }
         }
-        self.unbind(key);
-        for h in self.claimed.remove(key).unwrap_or_default() {
-            if let Some(n) = self.claims.get_mut(&h) {
+        for h in filed.claims.iter() {
+            if let Some(n) = self.claims.get_mut(h) {
                 *n -= 1;
                 if *n == 0 {
-                    self.claims.remove(&h);
+                    self.claims.remove(h);
                 }
             }
         }
     }
 
+    /// Drops `key`'s bindings from the index; returns the interfaces it bound.
     fn unbind(&mut self, key: &Key) -> Vec<Interface> {
-        let interfaces = self.bound.remove(key).unwrap_or_default();
+        let interfaces = self
+            .filed
+            .get_mut(key)
+            .map(|filed| std::mem::take(&mut filed.binds))
+            .unwrap_or_default();
         for i in &interfaces {
             if let Some(keys) = self.binders.get_mut(i) {
                 keys.retain(|(k, _)| **k != *key);
@@ -372,35 +390,36 @@ impl State {
     fn set(&mut self, key: Key, links: Links) {
         self.forget(&key, false);
         let key: Shared = Shared::new(key);
-        let referents = links.provides.iter().map(|(r, _)| *r).collect();
+        let provides = links.provides.iter().map(|(r, _)| *r).collect();
         for (r, path) in links.provides {
             self.providers.insert(r, (key.clone(), path_hash(&path)));
         }
-        self.provided.insert(key.clone(), referents);
         for r in &links.requires {
             self.consumers.entry(*r).or_default().insert(key.clone());
         }
-        if !links.binds.is_empty() {
-            let mut interfaces = Vec::with_capacity(links.binds.len());
-            for (i, path) in links.binds {
-                if self.released.contains(&(key.clone(), i.clone())) {
-                    continue;
-                }
-                self.binders
-                    .entry(i.clone())
-                    .or_default()
-                    .push((key.clone(), path));
-                interfaces.push(i);
+        let mut binds = Vec::with_capacity(links.binds.len());
+        for (i, path) in links.binds {
+            if self.released.contains(&(key.clone(), i.clone())) {
+                continue;
             }
-            self.bound.insert(key.clone(), interfaces);
+            // Nearly always the one binder: room for one (a first push makes four).
+            let binders = self
+                .binders
+                .entry(i.clone())
+                .or_insert_with(|| Vec::with_capacity(1));
+            binders.push((key.clone(), path));
+            binds.push(i);
         }
-        if !links.claims.is_empty() {
-            for h in &links.claims {
-                *self.claims.entry(*h).or_default() += 1;
-            }
-            self.claimed.insert(key.clone(), links.claims);
+        for h in &links.claims {
+            *self.claims.entry(*h).or_default() += 1;
         }
-        self.required.insert(key, links.requires);
+        let filed = Filed {
+            provides,
+            requires: links.requires.into_boxed_slice(),
+            binds,
+            claims: links.claims.into_boxed_slice(),
+        };
+        self.filed.insert(key, filed);
     }
 }
 
@@ -437,27 +456,24 @@ impl Dependencies {
             watcher::Event::InitDone => {
                 let mut state = self.lock();
                 let relisted = std::mem::take(&mut state.relisted);
+                state.filed.clear();
                 state.providers.clear();
-                state.provided.clear();
                 state.consumers.clear();
-                state.required.clear();
                 state.binders.clear();
-                state.bound.clear();
                 state.claims.clear();
-                state.claimed.clear();
                 for (key, links) in relisted {
                     state.set(key, links);
                 }
                 // Who is gone by now has nothing left to verify, nor any binding released.
                 let State {
                     cascaded,
-                    required,
+                    filed,
                     released,
                     ..
                 } = &mut *state;
-                released.retain(|(k, _)| required.contains_key(k));
+                released.retain(|(k, _)| filed.contains_key(k));
                 cascaded.retain(|_, keys| {
-                    keys.retain(|k| required.contains_key(k));
+                    keys.retain(|k| filed.contains_key(k));
                     !keys.is_empty()
                 });
             }
@@ -706,8 +722,8 @@ impl Dependencies {
                 state.binders.remove(interface);
             }
         }
-        if let Some(bound) = state.bound.get_mut(from) {
-            bound.retain(|i| i != interface);
+        if let Some(filed) = state.filed.get_mut(from) {
+            filed.binds.retain(|i| i != interface);
         }
     }
 
@@ -715,10 +731,10 @@ impl Dependencies {
     pub fn providers_of(&self, key: &Key) -> Vec<Key> {
         let state = self.lock();
         let mut out: Vec<Key> = state
-            .required
+            .filed
             .get(key)
             .into_iter()
-            .flatten()
+            .flat_map(|filed| filed.requires.iter())
             .filter_map(|r| state.providers.get(r))
             .filter(|(k, _)| **k != *key)
             .map(|(k, _)| unshared(k))
@@ -745,7 +761,11 @@ impl Dependencies {
 
     /// The interfaces `key` binds.
     pub fn interfaces_of(&self, key: &Key) -> Vec<Interface> {
-        self.lock().bound.get(key).cloned().unwrap_or_default()
+        self.lock()
+            .filed
+            .get(key)
+            .map(|filed| filed.binds.clone())
+            .unwrap_or_default()
     }
 
     /// `key` is not held any more (pushed, deleted or gone).
