@@ -15,12 +15,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use kube::api::{Api, ListParams};
 use kube::config::Kubeconfig;
-use midonet_kube_controllers::crd::Translation;
-use midonet_translators::meta::OWNER_UID_LABEL;
 use support::child::ChildControllers;
-use support::scenario::{Scale, Scenario, ScenarioApi};
+use support::scenario::{self, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact};
 use support::*;
 use tokio::net::{TcpListener, TcpStream};
@@ -94,16 +91,7 @@ async fn relayed(kubeconfig: &Path) -> (PathBuf, Relay) {
 async fn a_relist_deletes_the_translations_of_objects_deleted_while_the_watches_were_down() {
     let client = admin_client().await;
     stop_controller_manager().await;
-    let scenario = Scenario::new(
-        "relist",
-        Scale {
-            nodes: 2,
-            pods: 20,
-            services: 4,
-            endpoints_per_service: 2,
-            namespaces: 1,
-        },
-    );
+    let scenario = scenario::small("relist");
     let (sim, admin) = start_sim_with(midonet_sim::SimConfig {
         hosts: scenario.hosts.clone(),
         ..Default::default()
@@ -130,17 +118,7 @@ async fn a_relist_deletes_the_translations_of_objects_deleted_while_the_watches_
     scenario.create(&client).await;
     wait_exact(&client, &admin, "created", Duration::from_secs(120)).await;
 
-    // The owners about to go.
-    let namespace = scenario.namespace(0);
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &namespace);
-    let mut gone_uids = Vec::new();
-    for i in 0..5 {
-        gone_uids.extend(pods.get(&Scenario::pod_name(i)).await.unwrap().metadata.uid);
-    }
-    let services: Api<k8s_openapi::api::core::v1::Service> =
-        Api::namespaced(client.clone(), &namespace);
-    let service = services.get(&Scenario::service_name(0)).await.unwrap();
-    gone_uids.extend(service.metadata.uid);
+    let gone_uids = scenario::owner_uids(&scenario, &client, 0..5, 0..1).await;
 
     relay.cut();
     scenario.delete_pods(&client, 0..5).await;
@@ -149,18 +127,10 @@ async fn a_relist_deletes_the_translations_of_objects_deleted_while_the_watches_
     restart_apiserver().await;
     relay.restore();
 
-    let trs: Api<Translation> = Api::all(client.clone());
-    wait_until(
+    scenario::wait_owned_translations_gone(
+        &client,
+        &gone_uids,
         "the Translations of the objects deleted while the watches were down are gone",
-        Duration::from_secs(90),
-        || async {
-            let left = trs.list(&ListParams::default()).await.ok()?;
-            (!left.items.iter().any(|t| {
-                t.label(OWNER_UID_LABEL)
-                    .is_some_and(|uid| gone_uids.iter().any(|g| g == uid))
-            }))
-            .then_some(())
-        },
     )
     .await;
     wait_exact(

@@ -219,3 +219,59 @@ where
         .collect::<Vec<()>>()
         .await;
 }
+
+/// The small cluster of the deletion tests, named `name`: 2 Nodes, 20 Pods, 4 Services of 2
+/// endpoints each, in one namespace.
+pub fn small(name: &str) -> Scenario {
+    Scenario::new(
+        name,
+        Scale {
+            nodes: 2,
+            pods: 20,
+            services: 4,
+            endpoints_per_service: 2,
+            namespaces: 1,
+        },
+    )
+}
+
+/// The UIDs of `scenario`'s Pods `pods` and Services `services` (in its first namespace).
+pub async fn owner_uids(
+    scenario: &Scenario,
+    client: &Client,
+    pods: std::ops::Range<usize>,
+    services: std::ops::Range<usize>,
+) -> Vec<String> {
+    let namespace = scenario.namespace(0);
+    let pod_api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let service_api: Api<Service> = Api::namespaced(client.clone(), &namespace);
+    let mut uids = Vec::new();
+    for i in pods {
+        let pod = pod_api.get(&Scenario::pod_name(i)).await.expect("get pod");
+        uids.extend(pod.metadata.uid);
+    }
+    for i in services {
+        let service = service_api
+            .get(&Scenario::service_name(i))
+            .await
+            .expect("get service");
+        uids.extend(service.metadata.uid);
+    }
+    uids
+}
+
+/// Waits until no Translation names an owner among `uids` (its owner-uid label).
+pub async fn wait_owned_translations_gone(client: &Client, uids: &[String], what: &str) {
+    use midonet_kube_controllers::crd::Translation;
+    use midonet_translators::meta::OWNER_UID_LABEL;
+    let trs: Api<Translation> = Api::all(client.clone());
+    super::wait_until(what, Duration::from_secs(90), || async {
+        let left = trs.list(&Default::default()).await.ok()?;
+        let owned = |t: &Translation| {
+            t.label(OWNER_UID_LABEL)
+                .is_some_and(|uid| uids.iter().any(|u| u == uid))
+        };
+        (!left.items.iter().any(owned)).then_some(())
+    })
+    .await
+}
