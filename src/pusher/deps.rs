@@ -82,8 +82,8 @@ pub struct Blocker {
 #[derive(Default)]
 struct State {
     /// Every Translation in the index, with what it filed in the maps below (to undo its
-    /// entries). One record per Translation: four maps keyed by it took about a fifth of
-    /// the index's memory more.
+    /// entries): one record per Translation, as a map per kind of entry keyed by the
+    /// Translation costs about a fifth more of the index's memory.
     filed: HashMap<Shared, Filed>,
     /// Who provides each referent, and the [`path_hash`] of the backend path that does
     /// (8 bytes instead of the path: one entry per resource that provides something).
