@@ -377,14 +377,19 @@ impl State {
             .map(|filed| std::mem::take(&mut filed.binds))
             .unwrap_or_default();
         for i in &interfaces {
-            if let Some(keys) = self.binders.get_mut(i) {
-                keys.retain(|(k, _)| **k != *key);
-                if keys.is_empty() {
-                    self.binders.remove(i);
-                }
-            }
+            self.drop_binder(i, key);
         }
         interfaces
+    }
+
+    /// `key` binds `interface` no more.
+    fn drop_binder(&mut self, interface: &Interface, key: &Key) {
+        if let Some(binders) = self.binders.get_mut(interface) {
+            binders.retain(|(k, _)| **k != *key);
+            if binders.is_empty() {
+                self.binders.remove(interface);
+            }
+        }
     }
 
     fn set(&mut self, key: Key, links: Links) {
@@ -716,12 +721,7 @@ impl Dependencies {
         state
             .released
             .insert((Shared::new(from.clone()), interface.clone()));
-        if let Some(binders) = state.binders.get_mut(interface) {
-            binders.retain(|(k, _)| **k != *from);
-            if binders.is_empty() {
-                state.binders.remove(interface);
-            }
-        }
+        state.drop_binder(interface, from);
         if let Some(filed) = state.filed.get_mut(from) {
             filed.binds.retain(|i| i != interface);
         }
