@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use kube::config::Kubeconfig;
+use support::check::assert_check_passes;
 use support::child::ChildControllers;
 use support::scenario::{self, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact};
@@ -140,6 +141,8 @@ async fn a_relist_deletes_the_translations_of_objects_deleted_while_the_watches_
         Duration::from_secs(120),
     )
     .await;
+    // The remaining Pods and Services still reach each other through the data plane.
+    assert_check_passes(sim.api_url().as_str(), "after the re-list").await;
     let logs = child.logs();
     assert!(
         logs.contains("re-listed: objects deleted while the watch was down"),
