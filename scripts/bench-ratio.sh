@@ -57,7 +57,7 @@ summary "$out/status-ratios" "convergence / floor with a status write"
 summary "$out/floor-ratios" "floor with a status write / floor"
 summary "$out/cpu-ratios" "apiserver CPU, sync / floor with a status write"
 if [ -s "$out/watched-ratios" ]; then
-  summary "$out/watched-ratios" "convergence / floor with a status write and a second watch"
+  summary "$out/watched-ratios" "convergence / floor with a status write and a second watch (mean of before and after the sync)"
   summary "$out/watched-cpu-ratios" "apiserver CPU, sync / floor with a status write and a second watch"
 fi
 awk '{ print $1 / 1024 }' "$out/rss" >"$out/rss-mib"

@@ -46,6 +46,27 @@ struct State {
     last_error: Option<String>,
     /// The initial list is done.
     listed: bool,
+    /// When each Translation first appeared in a watch event after the initial list.
+    created: Vec<Instant>,
+    /// When each Translation first turned Ready after the initial list.
+    turned_ready: Vec<Instant>,
+}
+
+impl State {
+    /// Records what a watch event changed in the timeline: a Translation seen for the first
+    /// time, or turning Ready for the first time.
+    fn note(&mut self, key: &(String, String), tracked: &Tracked, at: Instant) {
+        if !self.listed {
+            return;
+        }
+        let before = self.translations.get(key);
+        if before.is_none() {
+            self.created.push(at);
+        }
+        if tracked.ready && !before.is_some_and(|b| b.ready) {
+            self.turned_ready.push(at);
+        }
+    }
 }
 
 /// A snapshot of the tracked Translations.
@@ -57,6 +78,52 @@ pub struct Snapshot {
     pub expected_paths: BTreeSet<String>,
     pub last_change: Option<Instant>,
     pub last_error: Option<String>,
+}
+
+/// Where a phase's time went: when its Translations appeared and turned Ready. A pipeline
+/// that lags shows as a gap between the two; a slow start as a late first creation.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Timeline {
+    /// Seconds since the phase's start at which each fraction of the Translations appeared.
+    pub created: Vec<f64>,
+    /// Seconds since the phase's start at which each fraction of them turned Ready.
+    pub ready: Vec<f64>,
+}
+
+impl Timeline {
+    /// The fractions reported: the first, a tenth, half, nine tenths, all.
+    pub const FRACTIONS: [f64; 5] = [0.0, 0.1, 0.5, 0.9, 1.0];
+
+    fn quantiles(times: &[Instant], since: Instant) -> Vec<f64> {
+        let mut secs: Vec<f64> = times
+            .iter()
+            .map(|t| t.saturating_duration_since(since).as_secs_f64())
+            .collect();
+        secs.sort_by(f64::total_cmp);
+        if secs.is_empty() {
+            return Vec::new();
+        }
+        let last = secs.len() - 1;
+        Self::FRACTIONS
+            .iter()
+            .map(|f| secs[(f * last as f64).round() as usize])
+            .collect()
+    }
+
+    /// One line: the times at each fraction, created then Ready.
+    pub fn describe(&self) -> String {
+        let list = |v: &[f64]| {
+            v.iter()
+                .map(|s| format!("{s:.1}"))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        format!(
+            "created {} s; Ready {} s",
+            list(&self.created),
+            list(&self.ready)
+        )
+    }
 }
 
 pub struct ReadyTracker {
@@ -78,9 +145,12 @@ impl ReadyTracker {
                     match event {
                         Ok(watcher::Event::Apply(t)) => {
                             let tracked = Tracked::of(&t);
-                            if s.translations.get(&key_of(&t)) != Some(&tracked) {
-                                s.translations.insert(key_of(&t), tracked);
-                                s.last_change = Some(Instant::now());
+                            let key = key_of(&t);
+                            if s.translations.get(&key) != Some(&tracked) {
+                                let now = Instant::now();
+                                s.note(&key, &tracked, now);
+                                s.translations.insert(key, tracked);
+                                s.last_change = Some(now);
                             }
                         }
                         Ok(watcher::Event::Delete(t)) => {
@@ -120,6 +190,16 @@ impl ReadyTracker {
             .listed
         {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// When the Translations appeared and turned Ready, as times since `since`, at the
+    /// fractions in [`Timeline::FRACTIONS`] of those seen so far.
+    pub fn timeline(&self, since: Instant) -> Timeline {
+        let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        Timeline {
+            created: Timeline::quantiles(&s.created, since),
+            ready: Timeline::quantiles(&s.turned_ready, since),
         }
     }
 
