@@ -7,6 +7,13 @@
 //! refuses is reported as a named authorization error (see [`crate::authz`]) and not only
 //! retried with backoff.
 //!
+//! Every list is a consistent read from etcd, in pages of 500 objects (kube-runtime's
+//! default): at most a page of full objects is held before trimming. A list from the
+//! apiserver's watch cache (`resourceVersion=0`, as client-go's informers list) would spare
+//! etcd, but the apiserver (v1.20) serves it whole, whatever the page size, and kube-core
+//! sends `resourceVersion=0` only without a page size: a Pod list at the 30,000-Translation
+//! scale would arrive as one response of all 13,360 Pods, held at once.
+//!
 //! A kind that several controllers read is watched once, in a [`SharedCache`]: one store,
 //! and each controller subscribes to the changes it applies. (kube-runtime's shared store
 //! broadcasts no deletions, which both Pod readers need.)

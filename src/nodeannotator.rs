@@ -193,7 +193,7 @@ pub async fn run(
     let synced = health.clone();
     let (store, nodes) = crate::cache::cached(
         Api::<Node>::all(ctx.kube.clone()),
-        watcher::Config::default().any_semantic(),
+        watcher::Config::default(),
         &ctx.authz,
         move |ok| synced.set(READY_CHECK, ok),
     );

@@ -463,12 +463,7 @@ pub async fn run<K: TranslatorKind>(
     let (cache, own) = match K::shared_cache(&shared) {
         Some(cache) => (cache, None),
         None => {
-            let cache = SharedCache::new(
-                api,
-                watcher::Config::default().any_semantic(),
-                &shared.authz,
-                |_| {},
-            );
+            let cache = SharedCache::new(api, watcher::Config::default(), &shared.authz, |_| {});
             (cache.clone(), Some(cache.run()))
         }
     };

@@ -378,7 +378,7 @@ pub async fn run(
     let policies_synced = Arc::new(AtomicBool::new(false));
     let (policies, policy_stream) = crate::cache::cached(
         Api::<NetworkPolicy>::all(shared.kube.clone()),
-        watcher::Config::default().any_semantic(),
+        watcher::Config::default(),
         &shared.authz,
         flag("policies", Some(policies_synced.clone())),
     );
@@ -400,7 +400,7 @@ pub async fn run(
     let ns_events = crate::cache::reflected(
         ns_writer,
         Api::<Namespace>::all(shared.kube.clone()),
-        watcher::Config::default().any_semantic(),
+        watcher::Config::default(),
         &shared.authz,
         flag("namespaces", Some(namespaces_synced.clone())),
     )

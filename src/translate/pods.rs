@@ -24,12 +24,7 @@ use crate::cache::SharedCache;
 
 /// The process's Pod cache; watched once [`SharedCache::run`] runs.
 pub fn cache(kube: Client, authz: &Authz) -> SharedCache<CachedPod> {
-    SharedCache::new(
-        Api::all(kube),
-        watcher::Config::default().any_semantic(),
-        authz,
-        trim_pod,
-    )
+    SharedCache::new(Api::all(kube), watcher::Config::default(), authz, trim_pod)
 }
 
 /// Trims what the deserialization kept of the metadata to the identity, the labels (policy
