@@ -48,7 +48,6 @@ use crate::retry::RetryPolicy;
 /// when a list was refused for lack of rights (the cache is going stale until it is fixed).
 pub fn cached<K>(
     api: Api<K>,
-    config: watcher::Config,
     authz: &Authz,
     synced: impl Fn(bool) + Send + 'static,
 ) -> (
@@ -60,7 +59,7 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflected(writer, api, config, authz, synced).applied_objects();
+    let stream = reflected(writer, api, authz, synced).applied_objects();
     (reader, stream)
 }
 
@@ -69,7 +68,6 @@ where
 pub fn reflected<K>(
     writer: Writer<K>,
     api: Api<K>,
-    config: watcher::Config,
     authz: &Authz,
     synced: impl Fn(bool) + Send + 'static,
 ) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static
@@ -77,7 +75,7 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    reflected_trimmed(writer, api, config, authz, synced, |_| {})
+    reflected_trimmed(writer, api, authz, synced, |_| {})
 }
 
 /// [`reflected`], with `trim` dropping from each object what nobody reads before it is
@@ -85,7 +83,6 @@ where
 pub fn reflected_trimmed<K>(
     writer: Writer<K>,
     api: Api<K>,
-    config: watcher::Config,
     authz: &Authz,
     synced: impl Fn(bool) + Send + 'static,
     trim: fn(&mut K),
@@ -96,7 +93,8 @@ where
 {
     let resource = K::plural(&K::DynamicType::default()).into_owned();
     let authz = authz.clone();
-    let events = watcher(api, config).modify(move |o| {
+    // Paged lists (see the module docs): kube-runtime's default.
+    let events = watcher(api, watcher::Config::default()).modify(move |o| {
         o.managed_fields_mut().clear();
         trim(o);
     });
@@ -239,7 +237,6 @@ where
 {
     writer: Writer<K>,
     api: Api<K>,
-    config: watcher::Config,
     authz: Authz,
     trim: fn(&mut K),
 }
@@ -260,16 +257,15 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
-    /// A cache of what `api` lists with `config`, each object trimmed by `trim` (after
-    /// its managedFields) before it is stored. Nothing is watched until [`Self::run`].
-    pub fn new(api: Api<K>, config: watcher::Config, authz: &Authz, trim: fn(&mut K)) -> Self {
+    /// A cache of what `api` lists, each object trimmed by `trim` (after its
+    /// managedFields) before it is stored. Nothing is watched until [`Self::run`].
+    pub fn new(api: Api<K>, authz: &Authz, trim: fn(&mut K)) -> Self {
         let (store, writer) = reflector::store();
         Self::with_source(
             store,
             Some(Source {
                 writer,
                 api,
-                config,
                 authz: authz.clone(),
                 trim,
             }),
@@ -326,7 +322,6 @@ where
         let events = reflected_trimmed(
             source.writer,
             source.api,
-            source.config,
             &source.authz,
             move |ok| synced.set_synced(ok),
             source.trim,

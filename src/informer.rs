@@ -89,7 +89,6 @@ impl TranslationInformer {
         let applied = crate::cache::reflected_trimmed(
             self.writer,
             self.api,
-            watcher::Config::default(),
             &self.authz,
             ready,
             Translation::compact_labels,

@@ -14,7 +14,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use midonet_translators::meta::{
     HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, TUNNEL_ZONE_ID_ANNOTATION,
@@ -191,12 +190,10 @@ pub async fn run(
     health.register(READY_CHECK);
     let liveness = health.liveness().register(CONTROLLER);
     let synced = health.clone();
-    let (store, nodes) = crate::cache::cached(
-        Api::<Node>::all(ctx.kube.clone()),
-        watcher::Config::default(),
-        &ctx.authz,
-        move |ok| synced.set(READY_CHECK, ok),
-    );
+    let (store, nodes) =
+        crate::cache::cached(Api::<Node>::all(ctx.kube.clone()), &ctx.authz, move |ok| {
+            synced.set(READY_CHECK, ok)
+        });
     let nodes = liveness.queue_of(nodes);
     let controller = Controller::for_stream(nodes, store.clone())
         .with_config(controller::Config::default().concurrency(workers))

@@ -463,7 +463,7 @@ pub async fn run<K: TranslatorKind>(
     let (cache, own) = match K::shared_cache(&shared) {
         Some(cache) => (cache, None),
         None => {
-            let cache = SharedCache::new(api, watcher::Config::default(), &shared.authz, |_| {});
+            let cache = SharedCache::new(api, &shared.authz, |_| {});
             (cache.clone(), Some(cache.run()))
         }
     };
@@ -508,7 +508,6 @@ pub async fn run<K: TranslatorKind>(
         let stream = crate::cache::reflected(
             writer,
             Api::<K::Dependency>::all(shared.kube.clone()),
-            watcher::Config::default(),
             &shared.authz,
             move |ok| {
                 if ok {

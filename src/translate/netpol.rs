@@ -45,7 +45,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::WatchStreamExt;
 use kube::{Resource, ResourceExt};
 use midonet_translators::meta::VERSION_LABEL;
 use midonet_translators::policy::{PolicyCluster, GROUP_LABEL};
@@ -378,7 +378,6 @@ pub async fn run(
     let policies_synced = Arc::new(AtomicBool::new(false));
     let (policies, policy_stream) = crate::cache::cached(
         Api::<NetworkPolicy>::all(shared.kube.clone()),
-        watcher::Config::default(),
         &shared.authz,
         flag("policies", Some(policies_synced.clone())),
     );
@@ -400,7 +399,6 @@ pub async fn run(
     let ns_events = crate::cache::reflected(
         ns_writer,
         Api::<Namespace>::all(shared.kube.clone()),
-        watcher::Config::default(),
         &shared.authz,
         flag("namespaces", Some(namespaces_synced.clone())),
     )

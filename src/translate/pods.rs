@@ -14,7 +14,6 @@ use k8s_openapi::api::core::v1::{Container, ContainerPort, Pod, PodIP, PodSpec, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
-use kube::runtime::watcher;
 use kube::{Client, Resource};
 use midonet_translators::meta::MAC_ADDRESS_ANNOTATION;
 use serde::{Deserialize, Deserializer};
@@ -24,7 +23,7 @@ use crate::cache::SharedCache;
 
 /// The process's Pod cache; watched once [`SharedCache::run`] runs.
 pub fn cache(kube: Client, authz: &Authz) -> SharedCache<CachedPod> {
-    SharedCache::new(Api::all(kube), watcher::Config::default(), authz, trim_pod)
+    SharedCache::new(Api::all(kube), authz, trim_pod)
 }
 
 /// Trims what the deserialization kept of the metadata to the identity, the labels (policy
