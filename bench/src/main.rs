@@ -441,6 +441,24 @@ impl Controllers {
         }
     }
 
+    /// A counter's samples by the value of its one label `label`.
+    async fn metric_by_label(&self, name: &str, label: &str) -> Res<BTreeMap<String, f64>> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let text = reqwest::get(&url).await?.text().await?;
+        let prefix = format!("{name}{{{label}=\"");
+        Ok(text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (value_of_label, sample) = rest.split_once("\"} ")?;
+                Some((
+                    value_of_label.to_string(),
+                    sample.trim().parse::<f64>().ok()?,
+                ))
+            })
+            .collect())
+    }
+
     /// Sum of a metric's samples whose line contains `filter`.
     async fn metric(&self, name: &str, filter: &str) -> Res<f64> {
         let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
@@ -918,6 +936,9 @@ async fn run(args: Args) -> Res<()> {
     let events_dropped = ctl
         .metric("midonet_kube_controllers_events_dropped_total", "")
         .await?;
+    let pusher_reconciles = ctl
+        .metric_by_label("midonet_kube_controllers_pusher_reconciles_total", "result")
+        .await?;
     ctl.stop().await?;
     let cached = memory::read(&client).await?;
     // After the sync and its counts: `check` reads the cluster and the backend.
@@ -1028,6 +1049,20 @@ async fn run(args: Args) -> Res<()> {
             target: "-",
         },
         Row {
+            name: "pusher reconciles per Translation (sync)",
+            value: format!(
+                "{:.2} ({})",
+                pusher_reconciles.values().sum::<f64>() / n_translations.max(1) as f64,
+                pusher_reconciles
+                    .iter()
+                    .filter(|(_, n)| **n > 0.0)
+                    .map(|(result, n)| format!("{result} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            target: "-",
+        },
+        Row {
             name: "events dropped (queue full)",
             value: format!("{events_dropped}"),
             target: "-",
@@ -1090,6 +1125,7 @@ async fn run(args: Args) -> Res<()> {
         "apiserverCpuMsPerRequest": {"create": ms(costs.create), "apply": ms(costs.apply),
                                      "statusWrite": ms(costs.status)},
         "eventsDropped": events_dropped,
+        "pusherReconcilesSync": pusher_reconciles,
         "apiserverRequestsSync": sync_requests,
         "check": {"flows": checked.report.flows_checked, "failed": check_failures,
                   "byKind": checked.report.by_kind,
