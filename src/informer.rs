@@ -10,6 +10,11 @@
 //! kept in a compact list ([`Translation::compact_labels`]: read them with
 //! [`Translation::label`]), refused lists reported as authorization errors.
 //!
+//! The pusher's queue does not get the echo of its own status write (the Translation as it
+//! was reconciled, with the status that reconcile wrote): reconciling it again would find
+//! nothing to do, and at scale that is a second reconcile per push. Every other event
+//! reaches it, and every observer sees every event.
+//!
 //! A re-list (after the watch expired, say during an apiserver outage) is stored only once
 //! it is complete: the reflector buffers the listed objects and swaps them in at its end.
 //! A listed object handed to the pusher's controller before that would find the store
@@ -37,6 +42,9 @@ pub const READY_CHECK: &str = "translations-cache";
 /// Sees each watch event of the Translation informer.
 pub type Observer = Box<dyn Fn(&watcher::Event<Translation>) + Send + Sync>;
 
+/// Says whether a changed Translation is the pusher's own write, kept from its queue.
+pub type OwnWrite = Box<dyn Fn(&Translation) -> bool + Send + Sync>;
+
 /// The shared Translation store, and its not yet started event stream.
 pub struct TranslationInformer {
     pub store: Store<Translation>,
@@ -44,6 +52,7 @@ pub struct TranslationInformer {
     health: Health,
     synced_tx: watch::Sender<bool>,
     observers: Vec<Observer>,
+    own_write: Option<OwnWrite>,
     api: Api<Translation>,
     writer: reflector::store::Writer<Translation>,
 }
@@ -59,6 +68,7 @@ impl TranslationInformer {
             health,
             synced_tx: watch::Sender::new(false),
             observers: Vec::new(),
+            own_write: None,
             api: Api::all(client),
             writer,
         }
@@ -67,6 +77,12 @@ impl TranslationInformer {
     /// Adds an observer; all of them must be added before [`Self::start`].
     pub fn observe(&mut self, observer: Observer) {
         self.observers.push(observer);
+    }
+
+    /// Keeps the changes `own_write` recognizes from [`Started::applied`]; it is asked
+    /// before the observers see the change. Set before [`Self::start`].
+    pub fn skip_applied(&mut self, own_write: OwnWrite) {
+        self.own_write = Some(own_write);
     }
 
     /// Resolves once the store holds the initial list and every observer has seen it.
@@ -80,6 +96,7 @@ impl TranslationInformer {
         self,
     ) -> Started<impl Stream<Item = Result<Translation, watcher::Error>> + Send + 'static> {
         let observers = self.observers;
+        let own_write = self.own_write;
         let synced = self.synced_tx;
         let health = self.health;
         let ready = move |ok| health.set(READY_CHECK, ok);
@@ -93,7 +110,15 @@ impl TranslationInformer {
             ready,
             Translation::compact_labels,
         )
-        .inspect(move |event| match event {
+        .map(move |event| {
+            // Asked first: an observer may forget the write once it sees it.
+            let own = match (&event, &own_write) {
+                (Ok(watcher::Event::Apply(tr)), Some(own_write)) => own_write(tr),
+                _ => false,
+            };
+            (event, own)
+        })
+        .inspect(move |(event, _)| match event {
             Ok(event) => {
                 observers.iter().for_each(|observe| observe(event));
                 // Synced once the observers have the initial list too: the owner index
@@ -107,11 +132,11 @@ impl TranslationInformer {
             Err(err) if crate::authz::is_forbidden_watch(err) => {}
             Err(err) => tracing::warn!(error = %err, "Translation watch error; retrying"),
         })
-        .filter_map(move |event| {
+        .filter_map(move |(event, own)| {
             let listed_before = listed;
             listed |= matches!(event, Ok(watcher::Event::InitDone));
             let item = match event {
-                Ok(event) => match to_pusher(event, listed_before) {
+                Ok(event) => match to_pusher(event, listed_before, own) {
                     ToPusher::Object(o) => Some(Ok(*o)),
                     ToPusher::Relisted => {
                         tracing::info!("Translations re-listed; reconciling every Translation");
@@ -156,9 +181,11 @@ enum ToPusher {
     Nothing,
 }
 
-/// `listed_before`: a list was complete before this event (this is a re-list).
-fn to_pusher(event: watcher::Event<Translation>, listed_before: bool) -> ToPusher {
+/// `listed_before`: a list was complete before this event (this is a re-list); `own`: the
+/// event is the pusher's own write (see the module doc).
+fn to_pusher(event: watcher::Event<Translation>, listed_before: bool, own: bool) -> ToPusher {
     match event {
+        watcher::Event::Apply(_) if own => ToPusher::Nothing,
         watcher::Event::Apply(o) => ToPusher::Object(Box::new(o)),
         // Held by the controller until the store is ready.
         watcher::Event::InitApply(o) if !listed_before => ToPusher::Object(Box::new(o)),
@@ -192,21 +219,34 @@ mod tests {
     fn the_first_list_goes_object_by_object_a_relist_as_one_signal() {
         use watcher::Event::*;
         // The first list: each object (the controller holds them until the store is ready).
-        assert_eq!(to_pusher(Init, false), ToPusher::Nothing);
+        assert_eq!(to_pusher(Init, false, false), ToPusher::Nothing);
         assert_eq!(
-            to_pusher(InitApply(tr("a")), false),
+            to_pusher(InitApply(tr("a")), false, false),
             ToPusher::Object(Box::new(tr("a")))
         );
-        assert_eq!(to_pusher(InitDone, false), ToPusher::Nothing);
+        assert_eq!(to_pusher(InitDone, false, false), ToPusher::Nothing);
         assert_eq!(
-            to_pusher(Apply(tr("b")), true),
+            to_pusher(Apply(tr("b")), true, false),
             ToPusher::Object(Box::new(tr("b")))
         );
         // A re-list: nothing until it is stored, then one signal.
-        assert_eq!(to_pusher(Init, true), ToPusher::Nothing);
-        assert_eq!(to_pusher(InitApply(tr("c")), true), ToPusher::Nothing);
-        assert_eq!(to_pusher(InitDone, true), ToPusher::Relisted);
+        assert_eq!(to_pusher(Init, true, false), ToPusher::Nothing);
+        assert_eq!(
+            to_pusher(InitApply(tr("c")), true, false),
+            ToPusher::Nothing
+        );
+        assert_eq!(to_pusher(InitDone, true, false), ToPusher::Relisted);
         // Deletions: the finalizer keeps a Translation until the pusher is done with it.
-        assert_eq!(to_pusher(Delete(tr("a")), true), ToPusher::Nothing);
+        assert_eq!(to_pusher(Delete(tr("a")), true, false), ToPusher::Nothing);
+    }
+
+    #[test]
+    fn the_pushers_own_write_does_not_reach_its_queue() {
+        use watcher::Event::*;
+        assert_eq!(to_pusher(Apply(tr("a")), true, true), ToPusher::Nothing);
+        assert_eq!(
+            to_pusher(Apply(tr("a")), true, false),
+            ToPusher::Object(Box::new(tr("a")))
+        );
     }
 }

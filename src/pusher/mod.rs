@@ -144,6 +144,17 @@ impl PusherContext {
                 }
             }
         }));
+        // The echo of the pusher's own status write would be reconciled to no effect
+        // (the informer asks this before the observer above forgets the write).
+        let tracker = Arc::downgrade(&ctx);
+        informer.skip_applied(Box::new(move |tr| {
+            tracker.upgrade().is_some_and(|ctx| {
+                tr.uid().is_some_and(|uid| {
+                    ctx.tracker
+                        .is_own_write(&uid, tr.status.as_ref(), tracked::fingerprint(tr))
+                })
+            })
+        }));
         ctx
     }
 

@@ -671,17 +671,29 @@ impl<'a> Reconciling<'a> {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PostParams::default()
         };
-        match api.replace_status(&self.name(), &params, &object).await {
-            Ok(_) => {}
+        // Announced before the request: the watch event of the write can come before its
+        // response.
+        let tracker = &self.ctx.tracker;
+        tracker.writing_status(
+            self.uid,
+            status.clone(),
+            super::tracked::fingerprint(self.tr),
+        );
+        let written = match api.replace_status(&self.name(), &params, &object).await {
+            Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let patch = serde_json::json!({ "status": status });
                 api.patch_status(&self.name(), &patch_params(), &Patch::Merge(&patch))
-                    .await?;
+                    .await
+                    .map(|_| ())
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e),
+        };
+        match written {
+            Ok(()) => tracker.status_written(self.uid),
+            Err(_) => tracker.status_not_written(self.uid),
         }
-        self.ctx.tracker.remember_status(self.uid, status);
-        Ok(())
+        Ok(written?)
     }
 }
 

@@ -3,7 +3,9 @@
 //! The informer's object is the source of truth for the spec and, eventually, the status;
 //! this is what it cannot tell yet or at all:
 //! - the status this process last wrote (the cache may not show our own write yet, and
-//!   acting on the stale status would repeat backend calls);
+//!   acting on the stale status would repeat backend calls), and what it was decided for:
+//!   the watch event showing that Translation with that status is the write's echo,
+//!   which the pusher's queue need not see (see [`Tracker::is_own_write`]);
 //! - consecutive failures, for backoff and for not repeating the same Warning event;
 //! - pushed paths found gone from the backend (drift, another Translation's cascade), to
 //!   create again;
@@ -14,10 +16,51 @@
 //! One lock guards it all, so each rule about a Translation's bookkeeping reads one entry.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 
-use crate::crd::TranslationStatus;
+use kube::ResourceExt;
+
+use crate::crd::{Translation, TranslationStatus};
 use crate::locks::lock;
+
+/// What a pusher reconcile decides from on the Translation besides its status, as one
+/// number: its UID, generation (the apiserver bumps it with every change of the spec),
+/// deletion, finalizers, labels, annotations and owners. Two versions with the same
+/// fingerprint and status reconcile alike.
+pub fn fingerprint(tr: &Translation) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let meta = &tr.metadata;
+    meta.uid.hash(&mut h);
+    meta.generation.hash(&mut h);
+    meta.deletion_timestamp.is_some().hash(&mut h);
+    meta.finalizers.hash(&mut h);
+    for (k, v) in tr.labels_iter() {
+        (k, v).hash(&mut h);
+    }
+    tr.annotations().hash(&mut h);
+    for owner in tr.owner_references() {
+        owner.uid.hash(&mut h);
+    }
+    h.finish()
+}
+
+/// A status this process writes or wrote, and the [`fingerprint`] of the Translation it
+/// was decided for.
+#[derive(Debug)]
+struct StatusWrite {
+    status: TranslationStatus,
+    from: u64,
+    /// The informer showed it already: its watch event can come before the write's
+    /// response.
+    shown: bool,
+}
+
+impl StatusWrite {
+    fn shows(&self, status: Option<&TranslationStatus>, from: u64) -> bool {
+        self.from == from && Some(&self.status) == status
+    }
+}
 
 /// How a pushed resource went missing from the backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +76,10 @@ pub type Missing = HashMap<String, Cause>;
 
 #[derive(Debug, Default)]
 struct Tracked {
-    written: Option<TranslationStatus>,
+    /// The last status written, until the informer shows it.
+    written: Option<StatusWrite>,
+    /// A status write under way.
+    writing: Option<StatusWrite>,
     failures: u32,
     last_warning: Option<String>,
     /// The failures are of deleting (not of applying) the Translation.
@@ -46,6 +92,7 @@ struct Tracked {
 impl Tracked {
     fn is_empty(&self) -> bool {
         self.written.is_none()
+            && self.writing.is_none()
             && self.failures == 0
             && self.last_warning.is_none()
             && !self.deleting
@@ -98,11 +145,51 @@ impl Tracker {
         lock(&self.state)
             .by_uid
             .get(uid)
-            .and_then(|t| t.written.clone())
+            .and_then(|t| t.written.as_ref())
+            .map(|w| w.status.clone())
     }
 
-    pub fn remember_status(&self, uid: &str, status: TranslationStatus) {
-        lock(&self.state).entry(uid).written = Some(status);
+    /// This process is about to write `status`, decided for the Translation of
+    /// fingerprint `from`; [`Self::status_written`] or [`Self::status_not_written`] follows.
+    pub fn writing_status(&self, uid: &str, status: TranslationStatus, from: u64) {
+        lock(&self.state).entry(uid).writing = Some(StatusWrite {
+            status,
+            from,
+            shown: false,
+        });
+    }
+
+    /// The status write under way succeeded: it is the last status written, kept until the
+    /// informer shows it (unless it did already).
+    pub fn status_written(&self, uid: &str) {
+        let mut state = lock(&self.state);
+        let Some(entry) = state.by_uid.get_mut(uid) else {
+            return;
+        };
+        entry.written = entry.writing.take().filter(|w| !w.shown);
+        state.tidy(uid);
+    }
+
+    /// The status write under way failed.
+    pub fn status_not_written(&self, uid: &str) {
+        let mut state = lock(&self.state);
+        if let Some(entry) = state.by_uid.get_mut(uid) {
+            entry.writing = None;
+        }
+        state.tidy(uid);
+    }
+
+    /// Whether this version of the Translation (its `status` and [`fingerprint`]) is what
+    /// this process's status write made of the Translation it was decided for: a reconcile
+    /// would find nothing to do. It is the write's echo, or if not, as good as it. (A
+    /// change made meanwhile changes the fingerprint, or the status.)
+    pub fn is_own_write(&self, uid: &str, status: Option<&TranslationStatus>, from: u64) -> bool {
+        lock(&self.state).by_uid.get(uid).is_some_and(|t| {
+            t.written
+                .iter()
+                .chain(&t.writing)
+                .any(|w| w.shows(status, from))
+        })
     }
 
     /// The informer shows `status` on the Translation: once that is what this process
@@ -113,10 +200,17 @@ impl Tracker {
         let Some(entry) = state.by_uid.get_mut(uid) else {
             return;
         };
-        if entry.written.is_some() && entry.written.as_ref() == status {
+        if entry
+            .written
+            .as_ref()
+            .is_some_and(|w| Some(&w.status) == status)
+        {
             entry.written = None;
-            state.tidy(uid);
         }
+        if let Some(w) = entry.writing.as_mut().filter(|w| Some(&w.status) == status) {
+            w.shown = true;
+        }
+        state.tidy(uid);
     }
 
     /// The Translation is gone: nothing about it is kept.
@@ -307,7 +401,10 @@ mod tests {
             pushed_hash: Some("h1".into()),
             ..TranslationStatus::default()
         };
-        t.remember_status("a", ours.clone());
+        t.writing_status("a", ours.clone(), 1);
+        // Not before the write succeeded.
+        assert_eq!(t.written("a"), None);
+        t.status_written("a");
         t.observed("a", Some(&older));
         assert_eq!(t.written("a"), Some(ours.clone()));
         t.observed("a", None);
@@ -315,6 +412,90 @@ mod tests {
         t.observed("a", Some(&ours));
         assert_eq!(t.written("a"), None);
         assert!(lock(&t.state).by_uid.is_empty());
+    }
+
+    #[test]
+    fn a_status_shown_before_the_writes_response_is_not_kept() {
+        let t = Tracker::default();
+        let ours = TranslationStatus {
+            pushed_hash: Some("h".into()),
+            ..TranslationStatus::default()
+        };
+        t.writing_status("a", ours.clone(), 1);
+        t.observed("a", Some(&ours));
+        t.status_written("a");
+        assert_eq!(t.written("a"), None);
+        assert!(lock(&t.state).by_uid.is_empty());
+    }
+
+    #[test]
+    fn a_failed_status_write_leaves_the_last_one() {
+        let t = Tracker::default();
+        let first = TranslationStatus {
+            pushed_hash: Some("h1".into()),
+            ..TranslationStatus::default()
+        };
+        t.writing_status("a", first.clone(), 1);
+        t.status_written("a");
+        t.writing_status("a", TranslationStatus::default(), 2);
+        t.status_not_written("a");
+        assert_eq!(t.written("a"), Some(first.clone()));
+        assert!(!t.is_own_write("a", Some(&TranslationStatus::default()), 2));
+    }
+
+    #[test]
+    fn the_translation_a_status_write_made_is_its_own_write() {
+        let t = Tracker::default();
+        let ours = TranslationStatus {
+            pushed_hash: Some("h2".into()),
+            ..TranslationStatus::default()
+        };
+        let older = TranslationStatus::default();
+        // While the write is under way: its echo can come before its response.
+        t.writing_status("a", ours.clone(), 7);
+        assert!(t.is_own_write("a", Some(&ours), 7));
+        t.status_written("a");
+        assert!(t.is_own_write("a", Some(&ours), 7));
+        // The same status on a Translation changed meanwhile, or another status.
+        assert!(!t.is_own_write("a", Some(&ours), 8));
+        assert!(!t.is_own_write("a", Some(&older), 7));
+        assert!(!t.is_own_write("a", None, 7));
+        assert!(!t.is_own_write("b", Some(&ours), 7));
+    }
+
+    #[test]
+    fn the_fingerprint_follows_what_a_reconcile_reads_besides_the_status() {
+        use crate::crd::TranslationSpec;
+        let mut tr = Translation::new("t", "ns", TranslationSpec::default());
+        tr.metadata.uid = Some("u".into());
+        tr.metadata.generation = Some(1);
+        let base = fingerprint(&tr);
+        let mut with_status = tr.clone();
+        with_status.status = Some(TranslationStatus::default());
+        with_status.metadata.resource_version = Some("9".into());
+        assert_eq!(fingerprint(&with_status), base);
+        type Change = Box<dyn Fn(&mut Translation)>;
+        let changes: Vec<Change> = vec![
+            Box::new(|t| t.metadata.generation = Some(2)),
+            Box::new(|t| t.metadata.uid = Some("v".into())),
+            Box::new(|t| t.metadata.finalizers = Some(vec!["f".into()])),
+            Box::new(|t| {
+                use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+                t.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()))
+            }),
+            Box::new(|t| {
+                t.metadata.labels = Some([("k".to_string(), "v".to_string())].into());
+                t.compact_labels();
+            }),
+            Box::new(|t| {
+                t.metadata.annotations = Some([("k".to_string(), "v".to_string())].into())
+            }),
+        ];
+        for change in changes {
+            let mut changed = tr.clone();
+            change(&mut changed);
+            assert_ne!(fingerprint(&changed), base, "{changed:?}");
+        }
     }
 
     #[test]
