@@ -124,6 +124,8 @@ struct Filed {
     binds: Vec<Interface>,
     /// The [`path_hash`] of each backend path it claims (none while it is being deleted).
     claims: Box<[u64]>,
+    /// The [`stamp`] of the Translation these entries were derived from.
+    stamp: Option<u64>,
 }
 
 /// A backend path's key in the claims index: 8 bytes instead of the path (a collision,
@@ -133,6 +135,21 @@ fn path_hash(path: &str) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     path.hash(&mut h);
     h.finish()
+}
+
+/// What a Translation's entries in the index derive from, as one number: its UID, its
+/// generation (the apiserver bumps it with every change of the spec) and whether it is
+/// being deleted. A watch event with the same stamp (most often the pusher's status write)
+/// would derive the same entries again, by parsing every body of the spec, so it is not
+/// derived. None without a generation (nothing to tell a change by).
+fn stamp(tr: &Translation) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let generation = tr.metadata.generation?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    tr.metadata.uid.hash(&mut h);
+    generation.hash(&mut h);
+    tr.metadata.deletion_timestamp.is_some().hash(&mut h);
+    Some(h.finish())
 }
 
 /// The dependency index over the shared Translation informer.
@@ -148,6 +165,7 @@ struct Links {
     requires: Vec<Referent>,
     binds: Vec<(Interface, String)>,
     claims: Vec<u64>,
+    stamp: Option<u64>,
 }
 
 /// The key the index keeps: namespace and name only. (`ObjectRef::from_obj` also copies the
@@ -203,6 +221,7 @@ impl Links {
             requires,
             binds,
             claims,
+            stamp: stamp(tr),
         }
     }
 }
@@ -423,6 +442,7 @@ impl State {
             requires: links.requires.into_boxed_slice(),
             binds,
             claims: links.claims.into_boxed_slice(),
+            stamp: links.stamp,
         };
         self.filed.insert(key, filed);
     }
@@ -449,8 +469,17 @@ impl Dependencies {
     pub fn observe(&self, event: &watcher::Event<Translation>) {
         match event {
             watcher::Event::Apply(tr) => {
-                let links = Links::of(tr);
-                self.lock().set(key_of(tr), links);
+                let key = key_of(tr);
+                let unchanged = stamp(tr).is_some_and(|stamp| {
+                    self.lock()
+                        .filed
+                        .get(&key)
+                        .is_some_and(|filed| filed.stamp == Some(stamp))
+                });
+                if !unchanged {
+                    let links = Links::of(tr);
+                    self.lock().set(key, links);
+                }
             }
             watcher::Event::Delete(tr) => self.lock().forget(&key_of(tr), true),
             watcher::Event::Init => self.lock().relisted.clear(),
@@ -944,6 +973,30 @@ mod tests {
             panic!("held for {:?}", blocker.awaited)
         };
         assert_eq!(deps.pushed([bridge_ref]).woken, vec![key]);
+    }
+
+    #[test]
+    fn entries_are_derived_again_only_when_the_spec_or_the_deletion_changed() {
+        let interface: Interface = (HOST.parse().unwrap(), "eth0".into());
+        let mut pod = tr("pod", vec![binding(PORT)]);
+        pod.metadata.uid = Some("u".into());
+        pod.metadata.generation = Some(1);
+        let deps = Dependencies::new(reflector::store::<Translation>().0);
+        deps.observe(&watcher::Event::Apply(pod.clone()));
+        let key = ObjectRef::from_obj(&pod);
+        assert_eq!(deps.interfaces_of(&key), vec![interface.clone()]);
+        // Its deletion deleted the binding; the status it writes meanwhile does not bring
+        // the binding back into the index.
+        deps.bindings_deleted(&key);
+        let mut with_status = pod.clone();
+        with_status.status = Some(TranslationStatus::default());
+        deps.observe(&watcher::Event::Apply(with_status.clone()));
+        assert!(deps.interfaces_of(&key).is_empty());
+        // A new spec is derived again.
+        let mut changed = with_status;
+        changed.metadata.generation = Some(2);
+        deps.observe(&watcher::Event::Apply(changed));
+        assert_eq!(deps.interfaces_of(&key), vec![interface]);
     }
 
     fn binding(port: &str) -> TranslationResource {
