@@ -341,6 +341,14 @@ impl Tracker {
 mod tests {
     use super::*;
 
+    /// A status that records a push of this hash.
+    fn status(pushed_hash: &str) -> TranslationStatus {
+        TranslationStatus {
+            pushed_hash: Some(pushed_hash.into()),
+            ..TranslationStatus::default()
+        }
+    }
+
     #[test]
     fn failures_count_up_and_the_retry_gauge_follows() {
         let t = Tracker::default();
@@ -393,14 +401,8 @@ mod tests {
     #[test]
     fn the_written_status_is_kept_until_the_informer_shows_it() {
         let t = Tracker::default();
-        let ours = TranslationStatus {
-            pushed_hash: Some("h2".into()),
-            ..TranslationStatus::default()
-        };
-        let older = TranslationStatus {
-            pushed_hash: Some("h1".into()),
-            ..TranslationStatus::default()
-        };
+        let ours = status("h2");
+        let older = status("h1");
         t.writing_status("a", ours.clone(), 1);
         // Not before the write succeeded.
         assert_eq!(t.written("a"), None);
@@ -417,10 +419,7 @@ mod tests {
     #[test]
     fn a_status_shown_before_the_writes_response_is_not_kept() {
         let t = Tracker::default();
-        let ours = TranslationStatus {
-            pushed_hash: Some("h".into()),
-            ..TranslationStatus::default()
-        };
+        let ours = status("h");
         t.writing_status("a", ours.clone(), 1);
         t.observed("a", Some(&ours));
         t.status_written("a");
@@ -431,10 +430,7 @@ mod tests {
     #[test]
     fn a_failed_status_write_leaves_the_last_one() {
         let t = Tracker::default();
-        let first = TranslationStatus {
-            pushed_hash: Some("h1".into()),
-            ..TranslationStatus::default()
-        };
+        let first = status("h1");
         t.writing_status("a", first.clone(), 1);
         t.status_written("a");
         t.writing_status("a", TranslationStatus::default(), 2);
@@ -446,10 +442,7 @@ mod tests {
     #[test]
     fn the_translation_a_status_write_made_is_its_own_write() {
         let t = Tracker::default();
-        let ours = TranslationStatus {
-            pushed_hash: Some("h2".into()),
-            ..TranslationStatus::default()
-        };
+        let ours = status("h2");
         let older = TranslationStatus::default();
         // While the write is under way: its echo can come before its response.
         t.writing_status("a", ours.clone(), 7);
