@@ -674,15 +674,12 @@ impl<'a> Reconciling<'a> {
         // Announced before the request: the watch event of the write can come before its
         // response.
         let tracker = &self.ctx.tracker;
-        tracker.writing_status(
-            self.uid,
-            status.clone(),
-            super::tracked::fingerprint(self.tr),
-        );
+        let from = super::tracked::fingerprint(self.tr);
+        tracker.writing_status(self.uid, status, from);
         let written = match api.replace_status(&self.name(), &params, &object).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => {
-                let patch = serde_json::json!({ "status": status });
+                let patch = serde_json::json!({ "status": object.status });
                 api.patch_status(&self.name(), &patch_params(), &Patch::Merge(&patch))
                     .await
                     .map(|_| ())
