@@ -151,7 +151,7 @@ impl PusherContext {
             tracker.upgrade().is_some_and(|ctx| {
                 tr.uid().is_some_and(|uid| {
                     ctx.tracker
-                        .is_own_write(&uid, tr.status.as_ref(), tracked::fingerprint(tr))
+                        .is_own_write(&uid, tr.status.as_ref(), || tracked::fingerprint(tr))
                 })
             })
         }));

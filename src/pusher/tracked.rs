@@ -56,12 +56,6 @@ struct StatusWrite {
     shown: bool,
 }
 
-impl StatusWrite {
-    fn shows(&self, status: Option<&TranslationStatus>, from: u64) -> bool {
-        self.from == from && Some(&self.status) == status
-    }
-}
-
 /// How a pushed resource went missing from the backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cause {
@@ -179,16 +173,23 @@ impl Tracker {
         state.tidy(uid);
     }
 
-    /// Whether this version of the Translation (its `status` and [`fingerprint`]) is what
-    /// this process's status write made of the Translation it was decided for: a reconcile
+    /// Whether this version of the Translation (its `status`, and its [`fingerprint`],
+    /// computed only when a write of this status is there to compare) is what this
+    /// process's status write made of the Translation it was decided for: a reconcile
     /// would find nothing to do. It is the write's echo, or if not, as good as it. (A
     /// change made meanwhile changes the fingerprint, or the status.)
-    pub fn is_own_write(&self, uid: &str, status: Option<&TranslationStatus>, from: u64) -> bool {
+    pub fn is_own_write(
+        &self,
+        uid: &str,
+        status: Option<&TranslationStatus>,
+        fingerprint: impl Fn() -> u64,
+    ) -> bool {
+        let from = std::cell::OnceCell::new();
         lock(&self.state).by_uid.get(uid).is_some_and(|t| {
             t.written
                 .iter()
                 .chain(&t.writing)
-                .any(|w| w.shows(status, from))
+                .any(|w| Some(&w.status) == status && w.from == *from.get_or_init(&fingerprint))
         })
     }
 
@@ -436,7 +437,7 @@ mod tests {
         t.writing_status("a", TranslationStatus::default(), 2);
         t.status_not_written("a");
         assert_eq!(t.written("a"), Some(first.clone()));
-        assert!(!t.is_own_write("a", Some(&TranslationStatus::default()), 2));
+        assert!(!t.is_own_write("a", Some(&TranslationStatus::default()), || 2));
     }
 
     #[test]
@@ -446,14 +447,16 @@ mod tests {
         let older = TranslationStatus::default();
         // While the write is under way: its echo can come before its response.
         t.writing_status("a", ours.clone(), 7);
-        assert!(t.is_own_write("a", Some(&ours), 7));
+        assert!(t.is_own_write("a", Some(&ours), || 7));
         t.status_written("a");
-        assert!(t.is_own_write("a", Some(&ours), 7));
+        assert!(t.is_own_write("a", Some(&ours), || 7));
         // The same status on a Translation changed meanwhile, or another status.
-        assert!(!t.is_own_write("a", Some(&ours), 8));
-        assert!(!t.is_own_write("a", Some(&older), 7));
-        assert!(!t.is_own_write("a", None, 7));
-        assert!(!t.is_own_write("b", Some(&ours), 7));
+        assert!(!t.is_own_write("a", Some(&ours), || 8));
+        assert!(!t.is_own_write("a", Some(&older), || 7));
+        assert!(!t.is_own_write("a", None, || 7));
+        assert!(!t.is_own_write("b", Some(&ours), || 7));
+        // The fingerprint is not computed without a write of that status to compare.
+        assert!(!t.is_own_write("a", Some(&older), || unreachable!()));
     }
 
     #[test]
