@@ -441,10 +441,15 @@ impl Controllers {
         }
     }
 
+    /// The controllers' `/metrics`, as text.
+    async fn metrics_text(&self) -> Res<String> {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        Ok(reqwest::get(&url).await?.text().await?)
+    }
+
     /// A counter's samples by the value of its one label `label`.
     async fn metric_by_label(&self, name: &str, label: &str) -> Res<BTreeMap<String, f64>> {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        let text = reqwest::get(&url).await?.text().await?;
+        let text = self.metrics_text().await?;
         let prefix = format!("{name}{{{label}=\"");
         Ok(text
             .lines()
@@ -461,8 +466,7 @@ impl Controllers {
 
     /// Sum of a metric's samples whose line contains `filter`.
     async fn metric(&self, name: &str, filter: &str) -> Res<f64> {
-        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
-        let text = reqwest::get(&url).await?.text().await?;
+        let text = self.metrics_text().await?;
         Ok(text
             .lines()
             .filter(|l| !l.starts_with('#'))
