@@ -44,13 +44,8 @@ async fn wait_reason(api: &Api<Translation>, name: &str, status: &str, reason: &
     .await;
 }
 
-/// The pusher's reconciles so far with this result (once its metrics endpoint is up).
+/// The pusher's reconciles so far with this result.
 async fn reconciles(pusher: &Controllers, result: &str) -> f64 {
-    let url = format!("http://127.0.0.1:{}/metrics", pusher.metrics_port);
-    wait_until("the metrics endpoint", Duration::from_secs(30), || async {
-        reqwest::get(&url).await.ok().map(|_| ())
-    })
-    .await;
     objects::metric(
         pusher.metrics_port,
         "midonet_kube_controllers_pusher_reconciles_total",

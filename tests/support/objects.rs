@@ -98,15 +98,15 @@ pub async fn wait_host_ids(nodes: &Api<Node>, hosts: &[(&str, Uuid)]) {
 }
 
 /// The sum of the samples of metric `name` whose labels contain `filter`, from the
-/// controllers' `/metrics` on `port`.
+/// controllers' `/metrics` on `port`. The endpoint comes up with the controllers: a read
+/// right after their start waits for it (at most 30 s).
 pub async fn metric(port: u16, name: &str, filter: impl AsRef<str>) -> f64 {
     let filter = filter.as_ref();
-    let text = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = super::wait_until("the metrics endpoint", Duration::from_secs(30), || async {
+        reqwest::get(&url).await.ok()?.text().await.ok()
+    })
+    .await;
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(filter))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
