@@ -5,7 +5,9 @@
 # floor adds a status write per Translation (see docs/benchmark.md). The last column is the
 # controllers' peak RSS. With --watched-floor, also the ratio to a third floor (a status write
 # and a second Translation watch) and the apiserver's CPU in the sync over each floor's.
-# BENCH_RATIO_KEEP=DIR keeps each run's JSON there.
+# BENCH_RATIO_KEEP=DIR keeps each run's JSON there. BENCH_RATIO_SPLIT_CORES=1 runs the control
+# plane on the first half of the CPUs and the bench (its floor clients, the simulator, the
+# controllers) on the other half, as where the controllers run on a node of their own.
 #   bash scripts/bench-ratio.sh [N] [extra bench arguments, e.g. --pods 8000]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,15 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 keep=${BENCH_RATIO_KEEP:-}
 [ -z "$keep" ] || mkdir -p "$keep"
+bench=(./target/dist/midonet-kube-bench)
+if [ -n "${BENCH_RATIO_SPLIT_CORES:-}" ]; then
+  cpus=$(nproc)
+  [ "$cpus" -ge 2 ] || { echo "BENCH_RATIO_SPLIT_CORES needs 2 CPUs or more" >&2; exit 1; }
+  half=$((cpus / 2))
+  export K8S_ENV_CPUS="0-$((half - 1))"
+  bench=(taskset -c "$half-$((cpus - 1))" "${bench[@]}")
+  echo "control plane on CPUs $K8S_ENV_CPUS, the bench and the controllers on CPUs $half-$((cpus - 1))"
+fi
 
 field() { # file key: the JSON number after "key": (nothing, and no failure, if it is absent)
   { grep -o "\"$2\": [0-9.e+-]*" "$1" || true; } | head -n1 | awk '{print $2}'
@@ -26,7 +37,7 @@ quotient() { # file key-a key-b: field a / field b
 
 printf '%-4s %14s %10s %8s %16s %8s %12s\n' run convergence floor ratio "floor w/ status" ratio "peak RSS"
 for i in $(seq 1 "$runs"); do
-  ./target/dist/midonet-kube-bench --only-initial --json-out "$out/$i.json" "$@" \
+  "${bench[@]}" --only-initial --json-out "$out/$i.json" "$@" \
     >"$out/$i.log" 2>&1 || { echo "run $i failed; its output:" >&2; tail -n 30 "$out/$i.log" >&2; exit 1; }
   printf '%-4s %12.2f s %8.2f s %8.2f %14.2f s %8.2f %8.1f MiB\n' "$i" \
     "$(field "$out/$i.json" initialConvergenceSeconds)" \

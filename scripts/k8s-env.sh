@@ -18,6 +18,8 @@
 # `terminating` conditions; the controllers then read slices (tests/endpointslices.rs).
 # With --watch-pid, a watchdog stops everything once that process is gone, so a test binary
 # that fails, panics or is killed never leaves a control plane behind.
+# K8S_ENV_CPUS (a `taskset` CPU list, e.g. 0) keeps the three processes on those CPUs, so a
+# benchmark can give its clients cores the control plane does not use.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -26,6 +28,12 @@ RESTRICTED_TOKEN=midonet-test-restricted-token
 RESTRICTED_USER=midonet-test-restricted
 
 log() { echo "k8s-env: $*" >&2; }
+
+# The prefix that starts a control-plane process on the CPUs K8S_ENV_CPUS names. taskset execs
+# the command, so `$!` after `... &` stays the process's own PID (the pidfiles, the bench's CPU
+# readings).
+ON_CPUS=()
+[ -z "${K8S_ENV_CPUS:-}" ] || ON_CPUS=(taskset -c "$K8S_ENV_CPUS")
 
 free_ports() { # count: distinct free loopback ports, one per line (all held while chosen)
   python3 -c '
@@ -97,7 +105,7 @@ start_apiserver() { # dir
   local d=$1
   # shellcheck disable=SC1091
   . "$d/ports"
-  "$BIN/kube-apiserver" \
+  "${ON_CPUS[@]}" "$BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --secure-port="$API_PORT" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 \
     --insecure-port=0 \
@@ -151,7 +159,7 @@ start_etcd() { # dir
   local d=$1
   # shellcheck disable=SC1091
   . "$d/ports"
-  etcd --data-dir "$d/etcd" --name local \
+  "${ON_CPUS[@]}" etcd --data-dir "$d/etcd" --name local \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" \
@@ -225,7 +233,7 @@ cmd_start() {
     log "start attempt $attempt failed; trying again on new ports"
   done
 
-  "$BIN/kube-controller-manager" --kubeconfig="$d/kubeconfig" \
+  "${ON_CPUS[@]}" "$BIN/kube-controller-manager" --kubeconfig="$d/kubeconfig" \
     --controllers=garbagecollector,namespace --leader-elect=false --secure-port=0 --port=0 \
     >"$d/kube-controller-manager.log" 2>&1 &
   echo $! >"$d/kube-controller-manager.pid"
