@@ -87,6 +87,14 @@ struct Args {
     /// the apiserver beyond the floor's writes).
     #[arg(long)]
     watched_floor: bool,
+    /// Time the initial sync without the bench's own Translation watch, so that it runs
+    /// under as many Translation watchers as the floors (the controllers' informer and the
+    /// garbage collector, where the floors have the bench's watch and the garbage
+    /// collector): the controllers' pushed count is polled, then LISTs and the simulator
+    /// confirm, and the sync is timed at the end of the confirming LIST (an upper bound;
+    /// no timeline).
+    #[arg(long)]
+    unwatched_sync: bool,
 }
 
 fn main() -> Res<()> {
@@ -325,6 +333,90 @@ async fn wait_converged(
             last_report = Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// When a sync timed without a watch converged, seen from `since`: by the end of the LIST
+/// that confirmed it (`done_by`, the time reported), and not before the start of the last
+/// poll or LIST that found it unfinished (`not_before`).
+struct UnwatchedSync {
+    done_by: Duration,
+    not_before: Duration,
+    /// How long the confirming LIST took: most of the width of the bound.
+    confirming_list: Duration,
+    lists: usize,
+}
+
+/// Waits, without a watch, until every Translation is Ready and the simulator holds
+/// exactly the item paths they ask for. Polls the controllers' count of pushes (each
+/// ends with its status write) every 100 ms; once it reaches `count`, a LIST of the
+/// Translations and the simulator's state decide. LISTs of thousands of Translations
+/// cost the apiserver, so there is none before the controllers report every push, and
+/// 250 ms between them after.
+async fn wait_converged_unwatched(
+    client: &Client,
+    admin: &AdminClient,
+    ctl: &Controllers,
+    count: usize,
+    since: Instant,
+) -> Res<UnwatchedSync> {
+    let mut not_before = since;
+    let mut lists = 0;
+    let mut last_report = Instant::now();
+    loop {
+        let polled = Instant::now();
+        // The metrics endpoint is not up at once; an error is reported as not converged.
+        let pushed = ctl
+            .metric_by_label("midonet_kube_controllers_pusher_reconciles_total", "result")
+            .await
+            .map(|by_result| by_result.get("pushed").copied().unwrap_or(0.0));
+        let why = match pushed {
+            Err(e) => format!("controllers' metrics: {e}"),
+            Ok(pushed) if pushed < count as f64 => {
+                format!("{pushed} pushes, want at least {count}")
+            }
+            Ok(_) => {
+                let listing = Instant::now();
+                let now = tracker::list_snapshot(client).await?;
+                let listed = Instant::now();
+                lists += 1;
+                let why = if now.count < count {
+                    format!("{} Translations, want at least {count}", now.count)
+                } else if now.not_ready > 0 {
+                    format!("{} Translations not Ready", now.not_ready)
+                } else {
+                    let actual = admin.state().await?.translation_paths();
+                    if actual == now.expected_paths {
+                        return Ok(UnwatchedSync {
+                            done_by: listed.saturating_duration_since(since),
+                            not_before: not_before.saturating_duration_since(since),
+                            confirming_list: listed.saturating_duration_since(listing),
+                            lists,
+                        });
+                    }
+                    format!(
+                        "{} backend paths missing, {} extra",
+                        now.expected_paths.difference(&actual).count(),
+                        actual.difference(&now.expected_paths).count()
+                    )
+                };
+                // The LIST's snapshot, taken after it started, was not converged.
+                not_before = listing;
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                why
+            }
+        };
+        not_before = not_before.max(polled);
+        if since.elapsed() > CONVERGE_TIMEOUT {
+            return Err(
+                format!("initial sync: not converged in {CONVERGE_TIMEOUT:?}: {why}").into(),
+            );
+        }
+        if last_report.elapsed() > Duration::from_secs(10) {
+            eprintln!("bench: initial sync: not converged yet: {why}");
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -906,23 +998,34 @@ async fn run(args: Args) -> Res<()> {
 
     // 2-4. Initial convergence.
     eprintln!("bench: initial convergence");
-    let tracker = ReadyTracker::start(&client);
-    tracker.listed().await;
+    let tracker = (!args.unwatched_sync).then(|| ReadyTracker::start(&client));
+    if let Some(tracker) = &tracker {
+        tracker.listed().await;
+    }
     let requests0 = apirequests::read(&client).await?;
     let initial_cpu0 = apiserver_cpu()?;
     let bench_cpu0 = cpu_time(std::process::id())?;
     let t_initial = Instant::now();
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
-    let initial = wait_converged(
-        &tracker,
-        &admin,
-        None,
-        n_translations,
-        t_initial,
-        "initial sync",
-    )
-    .await?;
-    let initial_timeline = tracker.timeline(t_initial);
+    let (initial, initial_timeline, unwatched) = match &tracker {
+        Some(tracker) => {
+            let initial = wait_converged(
+                tracker,
+                &admin,
+                None,
+                n_translations,
+                t_initial,
+                "initial sync",
+            )
+            .await?;
+            (initial, tracker.timeline(t_initial), None)
+        }
+        None => {
+            let u =
+                wait_converged_unwatched(&client, &admin, &ctl, n_translations, t_initial).await?;
+            (u.done_by, Timeline::default(), Some(u))
+        }
+    };
     let resources = admin.state().await?.translation_paths().len();
     let (initial_requests, _, _) = backend_counts(&admin).await?;
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
@@ -1178,11 +1281,38 @@ async fn run(args: Args) -> Res<()> {
         result["convergenceOverFloorWatched"] = json!(watched_ratio);
         result["apiserverCpuSecondsFloorWatched"] = json!(cpu.as_secs_f64());
     }
+    if let Some(u) = &unwatched {
+        initial_rows.push(Row {
+            name: "unwatched sync: converged after / LIST",
+            value: format!(
+                "{} ({} LISTs, the last {})",
+                secs(u.not_before),
+                u.lists,
+                secs(u.confirming_list)
+            ),
+            target: "-",
+        });
+        result["unwatchedSync"] = json!({
+            "notBeforeSeconds": u.not_before.as_secs_f64(),
+            "doneBySeconds": u.done_by.as_secs_f64(),
+            "confirmingListSeconds": u.confirming_list.as_secs_f64(),
+            "lists": u.lists,
+        });
+    }
     if args.only_initial {
         report(&args, &initial_rows, &result)?;
         sim.shutdown().await;
         return Ok(());
     }
+    // The later phases are timed by the watch.
+    let tracker = match tracker {
+        Some(tracker) => tracker,
+        None => {
+            let tracker = ReadyTracker::start(&client);
+            tracker.listed().await;
+            tracker
+        }
+    };
 
     // 5. Restart in sync.
     eprintln!("bench: restart in sync");

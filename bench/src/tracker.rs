@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use futures::StreamExt;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use midonet_kube_controllers::crd::Translation;
@@ -82,7 +82,27 @@ pub struct Snapshot {
 
 /// Where a phase's time went: when its Translations appeared and turned Ready. A pipeline
 /// that lags shows as a gap between the two; a slow start as a late first creation.
-#[derive(Debug, Clone, serde::Serialize)]
+/// One LIST of every Translation, read as the tracker reads its watch: for a phase timed
+/// without the tracker's watch (`--unwatched-sync`), which confirms its convergence by
+/// LISTs taken only once the controllers report every Translation pushed.
+pub async fn list_snapshot(client: &Client) -> Result<Snapshot, kube::Error> {
+    let api: Api<Translation> = Api::all(client.clone());
+    let listed = api.list(&ListParams::default()).await?;
+    let tracked: Vec<Tracked> = listed.items.iter().map(Tracked::of).collect();
+    Ok(Snapshot {
+        count: tracked.len(),
+        not_ready: tracked.iter().filter(|t| !t.ready).count(),
+        stale: 0,
+        expected_paths: tracked
+            .iter()
+            .flat_map(|t| t.paths.iter().cloned())
+            .collect(),
+        last_change: None,
+        last_error: None,
+    })
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Timeline {
     /// Seconds since the phase's start at which each fraction of the Translations appeared.
     pub created: Vec<f64>,
@@ -112,6 +132,9 @@ impl Timeline {
 
     /// One line: the times at each fraction, created then Ready.
     pub fn describe(&self) -> String {
+        if self.created.is_empty() && self.ready.is_empty() {
+            return "not recorded".to_string();
+        }
         let list = |v: &[f64]| {
             v.iter()
                 .map(|s| format!("{s:.1}"))
