@@ -90,9 +90,9 @@ struct Args {
     /// Time the initial sync without the bench's own Translation watch, so that it runs
     /// under as many Translation watchers as the floors (the controllers' informer and the
     /// garbage collector, where the floors have the bench's watch and the garbage
-    /// collector): the controllers' pushed count is polled, then LISTs and the simulator
-    /// confirm, and the sync is timed at the end of the confirming LIST (an upper bound;
-    /// no timeline).
+    /// collector): the controllers' count of pushes is polled, a LIST and the simulator
+    /// confirm, and the sync is timed at the poll that read the final count (no
+    /// timeline; see `wait_converged_unwatched`).
     #[arg(long)]
     unwatched_sync: bool,
 }
@@ -336,23 +336,41 @@ async fn wait_converged(
     }
 }
 
-/// When a sync timed without a watch converged, seen from `since`: by the end of the LIST
-/// that confirmed it (`done_by`, the time reported), and not before the start of the last
-/// poll or LIST that found it unfinished (`not_before`).
+/// When a sync timed without a watch converged, seen from `since`: `done_by` is the time
+/// reported, `not_before` the start of the last poll or LIST that found it unfinished.
 struct UnwatchedSync {
     done_by: Duration,
     not_before: Duration,
-    /// How long the confirming LIST took: most of the width of the bound.
+    /// What `done_by` is: the poll that read the final count of pushes, when the LIST
+    /// proves that count complete; else the end of the confirming LIST.
+    timed_at: UnwatchedEnd,
+    /// The apiserver's and the bench's CPU time at `done_by`: the confirming LIST after
+    /// it costs both a few seconds at scale S.
+    apiserver_cpu: Duration,
+    bench_cpu: Duration,
     confirming_list: Duration,
     lists: usize,
 }
 
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+enum UnwatchedEnd {
+    PushCount,
+    List,
+}
+
 /// Waits, without a watch, until every Translation is Ready and the simulator holds
-/// exactly the item paths they ask for. Polls the controllers' count of pushes (each
-/// ends with its status write) every 100 ms; once it reaches `count`, a LIST of the
-/// Translations and the simulator's state decide. LISTs of thousands of Translations
-/// cost the apiserver, so there is none before the controllers report every push, and
-/// 250 ms between them after.
+/// exactly the item paths they ask for.
+///
+/// Polls the controllers' count of pushes every 100 ms. The pusher counts a push once
+/// its Ready status is written, and in an initial sync every Translation is new, so each
+/// needs at least one push. Once the count reaches `count`, a LIST of the Translations and
+/// the simulator's state decide. If they confirm, and the count is still what that poll
+/// read and equals the Translations listed, every Translation was pushed exactly once and
+/// by that poll: the sync is timed there, to within the poll period. Otherwise (a
+/// Translation pushed twice) it is timed at the end of the LIST. A LIST of thousands of
+/// Translations costs the apiserver seconds of CPU on one core, so there is none before
+/// the count is reached.
 async fn wait_converged_unwatched(
     client: &Client,
     admin: &AdminClient,
@@ -360,22 +378,26 @@ async fn wait_converged_unwatched(
     count: usize,
     since: Instant,
 ) -> Res<UnwatchedSync> {
+    let pushes = || async {
+        ctl.metric_by_label("midonet_kube_controllers_pusher_reconciles_total", "result")
+            .await
+            .map(|by_result| by_result.get("pushed").copied().unwrap_or(0.0))
+    };
     let mut not_before = since;
     let mut lists = 0;
     let mut last_report = Instant::now();
     loop {
         let polled = Instant::now();
         // The metrics endpoint is not up at once; an error is reported as not converged.
-        let pushed = ctl
-            .metric_by_label("midonet_kube_controllers_pusher_reconciles_total", "result")
-            .await
-            .map(|by_result| by_result.get("pushed").copied().unwrap_or(0.0));
+        let pushed = pushes().await;
+        let read = Instant::now();
         let why = match pushed {
             Err(e) => format!("controllers' metrics: {e}"),
             Ok(pushed) if pushed < count as f64 => {
                 format!("{pushed} pushes, want at least {count}")
             }
-            Ok(_) => {
+            Ok(pushed) => {
+                let cpu_at_read = (apiserver_cpu()?, cpu_time(std::process::id())?);
                 let listing = Instant::now();
                 let now = tracker::list_snapshot(client).await?;
                 let listed = Instant::now();
@@ -387,9 +409,19 @@ async fn wait_converged_unwatched(
                 } else {
                     let actual = admin.state().await?.translation_paths();
                     if actual == now.expected_paths {
+                        let exact = pushes().await? == pushed && pushed == now.count as f64;
+                        let (timed_at, done, (apiserver_cpu, bench_cpu)) = if exact {
+                            (UnwatchedEnd::PushCount, read, cpu_at_read)
+                        } else {
+                            let cpu_at_list = (apiserver_cpu()?, cpu_time(std::process::id())?);
+                            (UnwatchedEnd::List, listed, cpu_at_list)
+                        };
                         return Ok(UnwatchedSync {
-                            done_by: listed.saturating_duration_since(since),
+                            done_by: done.saturating_duration_since(since),
                             not_before: not_before.saturating_duration_since(since),
+                            timed_at,
+                            apiserver_cpu,
+                            bench_cpu,
                             confirming_list: listed.saturating_duration_since(listing),
                             lists,
                         });
@@ -1029,8 +1061,12 @@ async fn run(args: Args) -> Res<()> {
     let resources = admin.state().await?.translation_paths().len();
     let (initial_requests, _, _) = backend_counts(&admin).await?;
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
-    let initial_cpu = apiserver_cpu()? - initial_cpu0;
-    let bench_cpu = cpu_time(std::process::id())? - bench_cpu0;
+    let (initial_cpu, bench_cpu) = match &unwatched {
+        Some(u) => (u.apiserver_cpu, u.bench_cpu),
+        None => (apiserver_cpu()?, cpu_time(std::process::id())?),
+    };
+    let initial_cpu = initial_cpu - initial_cpu0;
+    let bench_cpu = bench_cpu - bench_cpu0;
     let sync_requests = apirequests::growth(&requests0, &apirequests::read(&client).await?);
     let sync_requests_total: f64 = sync_requests
         .iter()
@@ -1283,10 +1319,11 @@ async fn run(args: Args) -> Res<()> {
     }
     if let Some(u) = &unwatched {
         initial_rows.push(Row {
-            name: "unwatched sync: converged after / LIST",
+            name: "unwatched sync: converged after / timed at",
             value: format!(
-                "{} ({} LISTs, the last {})",
+                "{} / {:?} ({} LISTs, the last {})",
                 secs(u.not_before),
+                u.timed_at,
                 u.lists,
                 secs(u.confirming_list)
             ),
@@ -1295,6 +1332,7 @@ async fn run(args: Args) -> Res<()> {
         result["unwatchedSync"] = json!({
             "notBeforeSeconds": u.not_before.as_secs_f64(),
             "doneBySeconds": u.done_by.as_secs_f64(),
+            "timedAt": u.timed_at,
             "confirmingListSeconds": u.confirming_list.as_secs_f64(),
             "lists": u.lists,
         });
