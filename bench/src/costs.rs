@@ -7,14 +7,18 @@
 //! Translation costs the controllers a create and a status write where it costs the floor
 //! one create (`docs/benchmark.md`).
 
+use std::fmt::Debug;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Node, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource as _, ResourceExt};
 use midonet_kube_controllers::crd::{Condition, PushedResource, Translation, TranslationStatus};
 use midonet_kube_controllers::{pusher, translate};
 use midonet_translators::{DesiredTranslation, Resource};
+use serde::de::DeserializeOwned;
 
 use super::{each_concurrent, Res};
 
@@ -23,7 +27,18 @@ pub struct RequestCosts {
     pub create: Duration,
     pub apply: Duration,
     pub status: Duration,
+    /// An event as the controllers record one about a namespaced object (events.k8s.io,
+    /// a new event each time).
+    pub event: Duration,
+    /// The controllers' reading of the cluster at their start, which the floors do not
+    /// make: one paged LIST (500 a page, as their caches ask) of each kind they translate
+    /// or select by (Nodes, Pods, Services, Endpoints, Namespaces, NetworkPolicies;
+    /// their own Translations' LIST the floors' watch makes too).
+    pub cluster_read: Duration,
 }
+
+/// Rounds of the cluster read measured; their mean is reported.
+const READ_ROUNDS: u32 = 5;
 
 /// The field managers the controllers use, so that the apiserver tracks the same fields.
 const TRANSLATORS: &str = translate::FIELD_MANAGER;
@@ -168,6 +183,8 @@ pub async fn measure(
     .await?;
     api.delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
+    let events = samples / 5;
+    let event = measure_events(client, &owner, events, &cpu).await? / events.max(1) as u32;
     owners
         .delete(&owner.name_any(), &DeleteParams::default())
         .await?;
@@ -175,5 +192,72 @@ pub async fn measure(
         create: spent[0] / n,
         apply: spent[1] / n,
         status: spent[2] / n,
+        event,
+        cluster_read: measure_cluster_read(client, &cpu).await?,
     })
+}
+
+/// The apiserver's CPU over `count` events about `owner`, in blocks of [`BLOCK`]; each is
+/// written by a recorder of its own with a note of its own, so each is a create, as the
+/// controllers' routine events are.
+async fn measure_events(
+    client: &Client,
+    owner: &ConfigMap,
+    count: usize,
+    cpu: &impl Fn() -> Res<Duration>,
+) -> Res<Duration> {
+    let reporter = Reporter {
+        controller: TRANSLATORS.into(),
+        instance: None,
+    };
+    let reference = owner.object_ref(&());
+    let mut spent = Duration::ZERO;
+    for block in (0..count).collect::<Vec<_>>().chunks(BLOCK) {
+        let c0 = cpu()?;
+        for i in block {
+            let event = Event {
+                type_: EventType::Normal,
+                reason: "Translated".into(),
+                note: Some(format!("bench cost event {i}")),
+                action: "Translated".into(),
+                secondary: None,
+            };
+            Recorder::new(client.clone(), reporter.clone())
+                .publish(&event, &reference)
+                .await?;
+        }
+        spent += cpu()? - c0;
+    }
+    Ok(spent)
+}
+
+/// The apiserver's CPU over one paged LIST of each kind the controllers list at their
+/// start: the mean of [`READ_ROUNDS`] rounds.
+async fn measure_cluster_read(client: &Client, cpu: &impl Fn() -> Res<Duration>) -> Res<Duration> {
+    let c0 = cpu()?;
+    for _ in 0..READ_ROUNDS {
+        list_paged::<Node>(client).await?;
+        list_paged::<Pod>(client).await?;
+        list_paged::<Service>(client).await?;
+        list_paged::<Endpoints>(client).await?;
+        list_paged::<Namespace>(client).await?;
+        list_paged::<NetworkPolicy>(client).await?;
+    }
+    Ok((cpu()? - c0) / READ_ROUNDS)
+}
+
+/// Lists every `K` in pages of 500, as a kube-runtime watcher lists.
+async fn list_paged<K>(client: &Client) -> Res<()>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await?;
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
 }

@@ -1068,6 +1068,11 @@ async fn run(args: Args) -> Res<()> {
     let initial_cpu = initial_cpu - initial_cpu0;
     let bench_cpu = bench_cpu - bench_cpu0;
     let sync_requests = apirequests::growth(&requests0, &apirequests::read(&client).await?);
+    let events_written: f64 = sync_requests
+        .iter()
+        .filter(|(k, _)| k.starts_with("POST events "))
+        .map(|(_, v)| v)
+        .sum();
     let sync_requests_total: f64 = sync_requests
         .iter()
         .filter(|(k, _)| !k.starts_with("WATCH"))
@@ -1178,6 +1183,21 @@ async fn run(args: Args) -> Res<()> {
             target: "-",
         },
         Row {
+            name: "apiserver CPU per event / cluster read",
+            value: format!("{:.2} / {:.0} ms", ms(costs.event), ms(costs.cluster_read)),
+            target: "-",
+        },
+        Row {
+            name: "apiserver CPU, sync - status floor: / reads+events",
+            value: format!(
+                "{:.2} s / {:.2} + {:.2} s",
+                initial_cpu.as_secs_f64() - status_floor_cpu.as_secs_f64(),
+                costs.cluster_read.as_secs_f64(),
+                costs.event.as_secs_f64() * events_written
+            ),
+            target: "-",
+        },
+        Row {
             name: "controllers CPU (sync)",
             value: secs(controllers_cpu),
             target: "-",
@@ -1266,7 +1286,9 @@ async fn run(args: Args) -> Res<()> {
         "benchCpuSecondsSync": bench_cpu.as_secs_f64(),
         "benchCpuSecondsFloorWithStatus": status_floor_client_cpu.as_secs_f64(),
         "apiserverCpuMsPerRequest": {"create": ms(costs.create), "apply": ms(costs.apply),
-                                     "statusWrite": ms(costs.status)},
+                                     "statusWrite": ms(costs.status), "event": ms(costs.event)},
+        "apiserverCpuSecondsClusterRead": costs.cluster_read.as_secs_f64(),
+        "eventsWrittenSync": events_written,
         "eventsDropped": events_dropped,
         "pusherReconcilesSync": pusher_reconciles,
         "apiserverRequestsSync": sync_requests,
