@@ -8,7 +8,7 @@
 # BENCH_RATIO_KEEP=DIR keeps each run's JSON there. BENCH_RATIO_SPLIT_CORES=1 runs the control
 # plane on the first half of the CPUs and the bench (its floor clients, the simulator, the
 # controllers) on the other half, as where the controllers run on a node of their own.
-#   bash scripts/bench-ratio.sh [N] [extra bench arguments, e.g. --pods 8000]
+#   bash scripts/bench-ratio.sh [N] [extra bench arguments, e.g. --pods 8000 or --unwatched-sync]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-5}
