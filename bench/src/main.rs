@@ -319,21 +319,26 @@ async fn wait_converged(
                 actual.difference(&now.expected_paths).count()
             )
         };
-        if since.elapsed() > CONVERGE_TIMEOUT {
-            let watch = now
-                .last_error
-                .map(|e| format!(" (watch: {e})"))
-                .unwrap_or_default();
-            return Err(
-                format!("{what}: not converged in {CONVERGE_TIMEOUT:?}: {why}{watch}").into(),
-            );
-        }
-        if last_report.elapsed() > Duration::from_secs(10) {
-            eprintln!("bench: {what}: not converged yet: {why}");
-            last_report = Instant::now();
-        }
+        let watch = now
+            .last_error
+            .map(|e| format!(" (watch: {e})"))
+            .unwrap_or_default();
+        still_waiting(what, since, &format!("{why}{watch}"), &mut last_report)?;
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+}
+
+/// Fails once `since` is [`CONVERGE_TIMEOUT`] ago; every 10 s, says why `what` has not
+/// converged yet.
+fn still_waiting(what: &str, since: Instant, why: &str, last_report: &mut Instant) -> Res<()> {
+    if since.elapsed() > CONVERGE_TIMEOUT {
+        return Err(format!("{what}: not converged in {CONVERGE_TIMEOUT:?}: {why}").into());
+    }
+    if last_report.elapsed() > Duration::from_secs(10) {
+        eprintln!("bench: {what}: not converged yet: {why}");
+        *last_report = Instant::now();
+    }
+    Ok(())
 }
 
 /// When a sync timed without a watch converged, seen from `since`: `done_by` is the time
@@ -439,15 +444,7 @@ async fn wait_converged_unwatched(
             }
         };
         not_before = not_before.max(polled);
-        if since.elapsed() > CONVERGE_TIMEOUT {
-            return Err(
-                format!("initial sync: not converged in {CONVERGE_TIMEOUT:?}: {why}").into(),
-            );
-        }
-        if last_report.elapsed() > Duration::from_secs(10) {
-            eprintln!("bench: initial sync: not converged yet: {why}");
-            last_report = Instant::now();
-        }
+        still_waiting("initial sync", since, &why, &mut last_report)?;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
