@@ -138,6 +138,11 @@ fn apiserver_cpu() -> Res<Duration> {
     cpu_time(pid.trim().parse()?)
 }
 
+/// The CPU time the apiserver and the bench itself have used so far.
+fn apiserver_and_bench_cpu() -> Res<(Duration, Duration)> {
+    Ok((apiserver_cpu()?, cpu_time(std::process::id())?))
+}
+
 /// Starts a control plane in a temporary directory; returns the admin kubeconfig.
 fn start_control_plane() -> Res<PathBuf> {
     let dir = control_plane_dir();
@@ -402,7 +407,7 @@ async fn wait_converged_unwatched(
                 format!("{pushed} pushes, want at least {count}")
             }
             Ok(pushed) => {
-                let cpu_at_read = (apiserver_cpu()?, cpu_time(std::process::id())?);
+                let cpu_at_read = apiserver_and_bench_cpu()?;
                 let listing = Instant::now();
                 let now = tracker::list_snapshot(client).await?;
                 let listed = Instant::now();
@@ -418,8 +423,7 @@ async fn wait_converged_unwatched(
                         let (timed_at, done, (apiserver_cpu, bench_cpu)) = if exact {
                             (UnwatchedEnd::PushCount, read, cpu_at_read)
                         } else {
-                            let cpu_at_list = (apiserver_cpu()?, cpu_time(std::process::id())?);
-                            (UnwatchedEnd::List, listed, cpu_at_list)
+                            (UnwatchedEnd::List, listed, apiserver_and_bench_cpu()?)
                         };
                         return Ok(UnwatchedSync {
                             done_by: done.saturating_duration_since(since),
@@ -860,11 +864,10 @@ async fn measured_floor(
     writes: FloorWrites,
     controllers_watch: bool,
 ) -> Res<FloorRun> {
-    let cpu0 = apiserver_cpu()?;
-    let client_cpu0 = cpu_time(std::process::id())?;
+    let (cpu0, client_cpu0) = apiserver_and_bench_cpu()?;
     let (time, timeline) = floor(client, api_url, all, writes, controllers_watch).await?;
-    let cpu = apiserver_cpu()? - cpu0;
-    let client_cpu = cpu_time(std::process::id())? - client_cpu0;
+    let (cpu1, client_cpu1) = apiserver_and_bench_cpu()?;
+    let (cpu, client_cpu) = (cpu1 - cpu0, client_cpu1 - client_cpu0);
     clear_floor(client, admin, all).await?;
     Ok(FloorRun {
         time,
@@ -1032,8 +1035,7 @@ async fn run(args: Args) -> Res<()> {
         tracker.listed().await;
     }
     let requests0 = apirequests::read(&client).await?;
-    let initial_cpu0 = apiserver_cpu()?;
-    let bench_cpu0 = cpu_time(std::process::id())?;
+    let (initial_cpu0, bench_cpu0) = apiserver_and_bench_cpu()?;
     let t_initial = Instant::now();
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
     let (initial, initial_timeline, unwatched) = match &tracker {
@@ -1060,7 +1062,7 @@ async fn run(args: Args) -> Res<()> {
     let per_resource = initial_requests as f64 / resources.max(1) as f64;
     let (initial_cpu, bench_cpu) = match &unwatched {
         Some(u) => (u.apiserver_cpu, u.bench_cpu),
-        None => (apiserver_cpu()?, cpu_time(std::process::id())?),
+        None => apiserver_and_bench_cpu()?,
     };
     let initial_cpu = initial_cpu - initial_cpu0;
     let bench_cpu = bench_cpu - bench_cpu0;

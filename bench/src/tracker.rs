@@ -80,8 +80,29 @@ pub struct Snapshot {
     pub last_error: Option<String>,
 }
 
-/// Where a phase's time went: when its Translations appeared and turned Ready. A pipeline
-/// that lags shows as a gap between the two; a slow start as a late first creation.
+impl Snapshot {
+    /// The snapshot of `tracked`: how many, how many not Ready, how many of
+    /// `stale_version`, and the paths they ask for.
+    fn of<'a>(
+        tracked: impl Iterator<Item = &'a Tracked> + Clone,
+        stale_version: Option<&str>,
+    ) -> Snapshot {
+        Snapshot {
+            count: tracked.clone().count(),
+            not_ready: tracked.clone().filter(|t| !t.ready).count(),
+            stale: stale_version.map_or(0, |v| {
+                tracked
+                    .clone()
+                    .filter(|t| t.version.as_deref() == Some(v))
+                    .count()
+            }),
+            expected_paths: tracked.flat_map(|t| t.paths.iter().cloned()).collect(),
+            last_change: None,
+            last_error: None,
+        }
+    }
+}
+
 /// One LIST of every Translation, read as the tracker reads its watch: for a phase timed
 /// without the tracker's watch (`--unwatched-sync`), which confirms its convergence by
 /// LISTs taken only once the controllers report every Translation pushed.
@@ -89,19 +110,11 @@ pub async fn list_snapshot(client: &Client) -> Result<Snapshot, kube::Error> {
     let api: Api<Translation> = Api::all(client.clone());
     let listed = api.list(&ListParams::default()).await?;
     let tracked: Vec<Tracked> = listed.items.iter().map(Tracked::of).collect();
-    Ok(Snapshot {
-        count: tracked.len(),
-        not_ready: tracked.iter().filter(|t| !t.ready).count(),
-        stale: 0,
-        expected_paths: tracked
-            .iter()
-            .flat_map(|t| t.paths.iter().cloned())
-            .collect(),
-        last_change: None,
-        last_error: None,
-    })
+    Ok(Snapshot::of(tracked.iter(), None))
 }
 
+/// Where a phase's time went: when its Translations appeared and turned Ready. A pipeline
+/// that lags shows as a gap between the two; a slow start as a late first creation.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Timeline {
     /// Seconds since the phase's start at which each fraction of the Translations appeared.
@@ -230,21 +243,9 @@ impl ReadyTracker {
     pub fn snapshot(&self, stale_version: Option<&str>) -> Snapshot {
         let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         Snapshot {
-            count: s.translations.len(),
-            not_ready: s.translations.values().filter(|t| !t.ready).count(),
-            stale: stale_version.map_or(0, |v| {
-                s.translations
-                    .values()
-                    .filter(|t| t.version.as_deref() == Some(v))
-                    .count()
-            }),
-            expected_paths: s
-                .translations
-                .values()
-                .flat_map(|t| t.paths.iter().cloned())
-                .collect(),
             last_change: s.last_change,
             last_error: s.last_error.clone(),
+            ..Snapshot::of(s.translations.values(), stale_version)
         }
     }
 }
