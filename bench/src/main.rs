@@ -5,7 +5,7 @@
 //! midonet-kube-bench -- --nodes 50 --pods 2000 --services 300` (it runs the controllers
 //! binary beside it, of the same profile: `dist` is what the image ships).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,7 +18,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::{Client, Config, ResourceExt};
 use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::netcheck::cli::load_cluster;
@@ -30,7 +30,7 @@ use midonet_testkit::scenario::{api_in_namespace_of, Scale, Scenario};
 use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
 use serde_json::json;
 use tokio::process::{Child, Command};
-use tracker::{ReadyTracker, Timeline};
+use tracker::{Key, ReadyTracker, Timeline, Want};
 
 mod apirequests;
 mod costs;
@@ -286,31 +286,32 @@ fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-/// Waits until every Translation is Ready, none carries `stale_version`, and the simulator
-/// holds exactly the item paths the Translations ask for; returns the time from `since` to
-/// the watch event that completed it (the pusher marks a Translation Ready only once the
+/// Waits until every Translation is Ready, the tracked ones are what `want` asks for, and
+/// the simulator holds exactly the item paths they ask for; returns the time from `since`
+/// to the watch event that completed it (the pusher marks a Translation Ready only once the
 /// backend confirmed, and removes a finalizer only after the backend deletes).
 async fn wait_converged(
     tracker: &ReadyTracker,
     admin: &AdminClient,
-    stale_version: Option<&str>,
-    count: usize,
+    want: &Want<'_>,
     since: Instant,
     what: &str,
 ) -> Res<Duration> {
     let mut last_report = Instant::now();
     loop {
-        let now = tracker.snapshot(stale_version);
-        // The controllers may write a few Translations the pure translators are not asked
-        // for here (e.g. globals), so the count is a lower bound.
-        let why = if now.count < count {
-            format!("{} Translations, want at least {count}", now.count)
+        let now = tracker.snapshot(want);
+        let why = if now.count < want.count {
+            format!("{} Translations, want at least {}", now.count, want.count)
+        } else if now.missing > 0 {
+            format!("{} of the phase's new Translations missing", now.missing)
+        } else if now.left > 0 {
+            format!("{} of the phase's deleted Translations left", now.left)
         } else if now.not_ready > 0 {
             format!("{} Translations not Ready", now.not_ready)
         } else if now.stale > 0 {
             format!(
-                "{} Translations of version {stale_version:?} left",
-                now.stale
+                "{} Translations of version {:?} left",
+                now.stale, want.stale_version
             )
         } else {
             let actual = admin.state().await?.translation_paths();
@@ -686,6 +687,16 @@ fn translate_all(
     out
 }
 
+/// The namespaces and names of the Translations the controllers are to write for these
+/// pods.
+fn translation_keys(nodes: &[Node], pods: &[Pod]) -> BTreeSet<Key> {
+    translate_all(nodes, pods, &[], &[])
+        .into_iter()
+        .filter(|o| o.owner.as_ref().is_some_and(|r| r.kind == "Pod"))
+        .map(|o| (o.translation.namespace, o.translation.name))
+        .collect()
+}
+
 /// The fewest backend requests a version bump can make: every resource of the new version
 /// created once (as many as the old version has), and of the old version one DELETE for
 /// each resource MidoNet's cascades do not take with another (`Resource::deleted_with`).
@@ -1040,15 +1051,11 @@ async fn run(args: Args) -> Res<()> {
     let ctl = Controllers::spawn(&kubeconfig, &api_url, &[])?;
     let (initial, initial_timeline, unwatched) = match &tracker {
         Some(tracker) => {
-            let initial = wait_converged(
-                tracker,
-                &admin,
-                None,
-                n_translations,
-                t_initial,
-                "initial sync",
-            )
-            .await?;
+            let want = Want {
+                count: n_translations,
+                ..Want::default()
+            };
+            let initial = wait_converged(tracker, &admin, &want, t_initial, "initial sync").await?;
             (initial, tracker.timeline(t_initial), None)
         }
         None => {
@@ -1416,9 +1423,22 @@ async fn run(args: Args) -> Res<()> {
         .map(|i| scenario.pod(i))
         .collect();
     create_all(api_in_namespace_of(&client), new_pods).await?;
-    set_pod_ips(&client, &scenario, args.pods..args.pods + churn).await?;
-    let churn_time =
-        wait_converged(&tracker, &admin, None, n_translations, t_churn, "churn").await?;
+    let new_pods = set_pod_ips(&client, &scenario, args.pods..args.pods + churn).await?;
+    let deleted: BTreeSet<Key> = (0..churn)
+        .map(|i| (scenario.namespace(i), Scenario::pod_name(i)))
+        .collect();
+    let deleted_pods: Vec<Pod> = pods
+        .iter()
+        .filter(|p| deleted.contains(&(p.namespace().unwrap_or_default(), p.name_any())))
+        .cloned()
+        .collect();
+    let want = Want {
+        count: n_translations,
+        present: translation_keys(&nodes, &new_pods),
+        absent: translation_keys(&nodes, &deleted_pods),
+        ..Want::default()
+    };
+    let churn_time = wait_converged(&tracker, &admin, &want, t_churn, "churn").await?;
     let after = admin.state().await?.translation_paths();
     let changed = before.symmetric_difference(&after).count();
     let (churn_requests, _, _) = backend_counts(&admin).await?;
@@ -1432,15 +1452,11 @@ async fn run(args: Args) -> Res<()> {
         .map(|i| scenario.network_policy(i))
         .collect();
     create_all(api_in_namespace_of(&client), np_objs).await?;
-    let np_time = wait_converged(
-        &tracker,
-        &admin,
-        None,
-        n_translations + n_policies,
-        t_np,
-        "network policies",
-    )
-    .await?;
+    let want = Want {
+        count: n_translations + n_policies,
+        ..Want::default()
+    };
+    let np_time = wait_converged(&tracker, &admin, &want, t_np, "network policies").await?;
     let (np_requests, _, _) = backend_counts(&admin).await?;
     ctl.stop().await?;
 
@@ -1468,15 +1484,12 @@ async fn run(args: Args) -> Res<()> {
         &api_url,
         &["--translation-version", "2", "--verify-period", "0"],
     )?;
-    let bump_time = wait_converged(
-        &tracker,
-        &admin,
-        Some("1"),
-        n_translations,
-        t_bump,
-        "version bump",
-    )
-    .await?;
+    let want = Want {
+        count: n_translations,
+        stale_version: Some("1"),
+        ..Want::default()
+    };
+    let bump_time = wait_converged(&tracker, &admin, &want, t_bump, "version bump").await?;
     let bump_probe = flow_probe.stop().await?;
     eprintln!("bench: version bump probe: {}", bump_probe.summary());
     let (bump_requests, _, _) = backend_counts(&admin).await?;

@@ -36,9 +36,9 @@ impl Tracked {
 
 #[derive(Default)]
 struct State {
-    translations: BTreeMap<(String, String), Tracked>,
+    translations: BTreeMap<Key, Tracked>,
     /// A re-list in progress: replaces `translations` at its end.
-    relisting: Option<BTreeMap<(String, String), Tracked>>,
+    relisting: Option<BTreeMap<Key, Tracked>>,
     /// When the last watch event changed a Translation's readiness, version or paths, or
     /// added or removed one.
     last_change: Option<Instant>,
@@ -55,7 +55,7 @@ struct State {
 impl State {
     /// Records what a watch event changed in the timeline: a Translation seen for the first
     /// time, or turning Ready for the first time.
-    fn note(&mut self, key: &(String, String), tracked: &Tracked, at: Instant) {
+    fn note(&mut self, key: &Key, tracked: &Tracked, at: Instant) {
         if !self.listed {
             return;
         }
@@ -69,11 +69,33 @@ impl State {
     }
 }
 
+/// A Translation's namespace and name.
+pub type Key = (String, String);
+
+/// What a phase waits for in the tracked Translations, beyond every one of them Ready.
+#[derive(Default)]
+pub struct Want<'a> {
+    /// At least this many Translations: the controllers may write a few the bench does not
+    /// compute (e.g. globals), so this is a lower bound.
+    pub count: usize,
+    /// None of this version left: a version bump's old Translations gone.
+    pub stale_version: Option<&'a str>,
+    /// These present: the phase's new objects translated. Without them a phase that
+    /// replaces objects (churn) would pass on the state before it.
+    pub present: BTreeSet<Key>,
+    /// These gone: the phase's deleted objects' Translations removed.
+    pub absent: BTreeSet<Key>,
+}
+
 /// A snapshot of the tracked Translations.
 pub struct Snapshot {
     pub count: usize,
     pub not_ready: usize,
     pub stale: usize,
+    /// Of [`Want::present`], how many are not tracked.
+    pub missing: usize,
+    /// Of [`Want::absent`], how many are still tracked.
+    pub left: usize,
     /// Item paths every tracked Translation asks for.
     pub expected_paths: BTreeSet<String>,
     pub last_change: Option<Instant>,
@@ -97,6 +119,8 @@ impl Snapshot {
                     .count()
             }),
             expected_paths: tracked.flat_map(|t| t.paths.iter().cloned()).collect(),
+            missing: 0,
+            left: 0,
             last_change: None,
             last_error: None,
         }
@@ -239,18 +263,28 @@ impl ReadyTracker {
         }
     }
 
-    /// The tracked state; `stale_version` counts Translations still labelled with it.
-    pub fn snapshot(&self, stale_version: Option<&str>) -> Snapshot {
+    /// The tracked state, measured against what a phase wants.
+    pub fn snapshot(&self, want: &Want) -> Snapshot {
         let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         Snapshot {
+            missing: want
+                .present
+                .iter()
+                .filter(|k| !s.translations.contains_key(*k))
+                .count(),
+            left: want
+                .absent
+                .iter()
+                .filter(|k| s.translations.contains_key(*k))
+                .count(),
             last_change: s.last_change,
             last_error: s.last_error.clone(),
-            ..Snapshot::of(s.translations.values(), stale_version)
+            ..Snapshot::of(s.translations.values(), want.stale_version)
         }
     }
 }
 
-fn key_of(t: &Translation) -> (String, String) {
+fn key_of(t: &Translation) -> Key {
     (t.namespace().unwrap_or_default(), t.name_any())
 }
 
