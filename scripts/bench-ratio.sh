@@ -51,6 +51,9 @@ for i in $(seq 1 "$runs"); do
   field "$out/$i.json" convergenceOverFloorWithStatus >>"$out/status-ratios"
   quotient "$out/$i.json" floorWithStatusSeconds floorSeconds >>"$out/floor-ratios"
   quotient "$out/$i.json" apiserverCpuSecondsSync apiserverCpuSecondsFloorWithStatus >>"$out/cpu-ratios"
+  field "$out/$i.json" convergenceOverFloorWithStatusMean >>"$out/status-mean-ratios"
+  quotient "$out/$i.json" apiserverCpuSecondsSync apiserverCpuSecondsFloorWithStatusMean >>"$out/cpu-mean-ratios"
+  quotient "$out/$i.json" apiserverCpuSecondsFloorWithStatusAfter apiserverCpuSecondsFloorWithStatus >>"$out/status-drift"
   watched=$(field "$out/$i.json" convergenceOverFloorWatched)
   if [ -n "$watched" ]; then
     echo "$watched" >>"$out/watched-ratios"
@@ -67,6 +70,9 @@ summary "$out/ratios" "convergence / floor (target <= 1.5)"
 summary "$out/status-ratios" "convergence / floor with a status write"
 summary "$out/floor-ratios" "floor with a status write / floor"
 summary "$out/cpu-ratios" "apiserver CPU, sync / floor with a status write"
+summary "$out/status-mean-ratios" "convergence / floor with a status write (mean of before and after the sync)"
+summary "$out/cpu-mean-ratios" "apiserver CPU, sync / floor with a status write (mean of before and after)"
+summary "$out/status-drift" "apiserver CPU, floor with a status write after the sync / before"
 if [ -s "$out/watched-ratios" ]; then
   summary "$out/watched-ratios" "convergence / floor with a status write and a second watch (mean of before and after the sync)"
   summary "$out/watched-cpu-ratios" "apiserver CPU, sync / floor with a status write and a second watch"
