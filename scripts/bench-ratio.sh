@@ -5,6 +5,8 @@
 # floor adds a status write per Translation (see docs/benchmark.md). The last column is the
 # controllers' peak RSS. With --watched-floor, also the ratio to a third floor (a status write
 # and a second Translation watch) and the apiserver's CPU in the sync over each floor's.
+# The floor with a status write is measured again after the sync; the sync is also compared
+# with the mean of the two, and the floor's drift (after / before) is printed.
 # BENCH_RATIO_KEEP=DIR keeps each run's JSON there. BENCH_RATIO_SPLIT_CORES=1 runs the control
 # plane on the first half of the CPUs and the bench (its floor clients, the simulator, the
 # controllers) on the other half, as where the controllers run on a node of their own.
