@@ -1356,13 +1356,16 @@ async fn run(args: Args) -> Res<()> {
                   "evaluateSeconds": checked.evaluated.as_secs_f64(),
                   "readSeconds": checked.read.as_secs_f64()},
     });
+    if args.only_initial {
+        // The floors measured again below start from a clear cluster, and each leaves it so.
+        clear_floor(&client, &admin, &wanted).await?;
+    }
     if let Some(before) = watched_floor {
         // The sync follows the floors, on an etcd that holds their history: with
         // --only-initial the same floor is measured again after it, and the sync is
         // compared with the mean of the two.
         let after = if args.only_initial {
             eprintln!("bench: measuring the floor with a status write and a second watch again");
-            clear_floor(&client, &admin, &wanted).await?;
             let profile = profile("floor-watched-after");
             Some(measured_floor(&client, &api_url, &admin, &wanted, status, true, profile).await?)
         } else {
@@ -1402,11 +1405,6 @@ async fn run(args: Args) -> Res<()> {
         // measured again after it (and after the costs and any watched floor), the mean of
         // the two stands where the sync ran.
         eprintln!("bench: measuring the floor with a status write again");
-        // The watched floor just measured again leaves the cluster clear; else the sync's
-        // Translations are still there.
-        if !args.watched_floor {
-            clear_floor(&client, &admin, &wanted).await?;
-        }
         let profile = profile("floor-status-after");
         let after =
             measured_floor(&client, &api_url, &admin, &wanted, status, false, profile).await?;
