@@ -174,6 +174,17 @@ pub struct RunArgs {
         value_parser = setting(parse_at_least_one::<u16>)
     )]
     pub translator_workers: u16,
+    /// Threads that run the controllers' tasks. With 1, every task runs on one thread
+    /// (tokio's current-thread runtime): the controllers wait on the apiserver and the
+    /// backend far more than they compute, and one thread spends no CPU handing work
+    /// between threads. More threads help only a controller that is CPU-bound.
+    #[arg(
+        long,
+        env = "MIDONETKUBE_WORKER_THREADS",
+        default_value_t = 1,
+        value_parser = setting(parse_at_least_one::<u16>)
+    )]
+    pub worker_threads: u16,
     /// Full resync period (e.g. 10m); in-sync objects cost no backend request.
     #[arg(
         long,
@@ -323,6 +334,7 @@ pub struct Config {
     pub metrics_address: SocketAddr,
     pub pusher_workers: u16,
     pub translator_workers: u16,
+    pub worker_threads: u16,
     pub resync_period: Duration,
     pub backend_timeout: Duration,
     pub verify_period: Option<Duration>,
@@ -698,6 +710,7 @@ impl RunArgs {
             metrics_address: self.metrics_address,
             pusher_workers: self.pusher_workers,
             translator_workers: self.translator_workers,
+            worker_threads: self.worker_threads,
             resync_period: self.resync_period,
             backend_timeout: self.backend_timeout,
             verify_period: self.verify_period,
@@ -754,6 +767,7 @@ impl fmt::Debug for Config {
             .field("metrics_address", &self.metrics_address)
             .field("pusher_workers", &self.pusher_workers)
             .field("translator_workers", &self.translator_workers)
+            .field("worker_threads", &self.worker_threads)
             .field("resync_period", &self.resync_period)
             .field("backend_timeout", &self.backend_timeout)
             .field("verify_period", &self.verify_period)
@@ -933,6 +947,7 @@ mod tests {
         assert_eq!(c.orphan_sweep_period, None);
         assert_eq!(c.midonet_api.as_str(), "http://127.0.0.1:8181/midonet-api");
         assert!(!c.log_json);
+        assert_eq!(c.worker_threads, 1);
     }
 
     #[test]
@@ -971,6 +986,7 @@ mod tests {
     #[test]
     fn other_bad_values_name_the_setting() {
         refused(&["--pusher-workers", "0"]);
+        refused(&["--worker-threads", "0"]);
         refused(&["--event-qps", "0"]);
         refused(&["--event-burst", "0"]);
         refused(&["--tenant", " "]);

@@ -97,7 +97,7 @@ where
         cfg.log_level.as_str()
     };
     midonet_kube_controllers::run::init_logging(level, cfg.log_json);
-    let rt = match runtime() {
+    let rt = match runtime_for(&cfg) {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -115,10 +115,18 @@ where
     }
 }
 
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+/// The runtime of a subcommand that takes the controllers' settings: as many threads as
+/// `--worker-threads` says (see there why one is the default).
+fn runtime_for(cfg: &Config) -> std::io::Result<tokio::runtime::Runtime> {
+    match cfg.worker_threads {
+        0 | 1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(usize::from(n))
+            .enable_all()
+            .build(),
+    }
 }
 
 /// Validates the settings, sets up logging and runs `job` on a runtime: exit 2 for bad
@@ -136,7 +144,7 @@ where
         }
     };
     midonet_kube_controllers::run::init_logging(&cfg.log_level, cfg.log_json);
-    let rt = match runtime() {
+    let rt = match runtime_for(&cfg) {
         Ok(rt) => rt,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -251,7 +259,11 @@ fn main() -> ExitCode {
             },
         ),
         Some(Command::BackendSim(args)) => {
-            let rt = match runtime() {
+            // The simulator serves many clients at once (the demo, tests, benchmarks).
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt,
                 Err(err) => {
                     eprintln!("error: cannot start the async runtime: {err}");
