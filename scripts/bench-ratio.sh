@@ -68,11 +68,11 @@ summary() { # file label
     END { m = (NR % 2) ? r[(NR + 1) / 2] : (r[NR / 2] + r[NR / 2 + 1]) / 2
           printf "%s over %d runs: min %.2f, median %.2f, max %.2f\n", label, NR, r[1], m, r[NR] }'
 }
-summary "$out/ratios" "convergence / floor (target <= 1.5)"
+summary "$out/ratios" "convergence / floor"
 summary "$out/status-ratios" "convergence / floor with a status write"
 summary "$out/floor-ratios" "floor with a status write / floor"
 summary "$out/cpu-ratios" "apiserver CPU, sync / floor with a status write"
-summary "$out/status-mean-ratios" "convergence / floor with a status write (mean of before and after the sync)"
+summary "$out/status-mean-ratios" "convergence / floor with a status write (mean of before and after the sync; target: median <= 1.05)"
 summary "$out/cpu-mean-ratios" "apiserver CPU, sync / floor with a status write (mean of before and after)"
 summary "$out/status-drift" "apiserver CPU, floor with a status write after the sync / before"
 if [ -s "$out/watched-ratios" ]; then

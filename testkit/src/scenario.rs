@@ -6,9 +6,10 @@
 //!
 //! Pods get an address in their node's pod CIDR as a kubelet and the CNI plugin would give
 //! them: `status.podIP` ([`Scenario::pod_status`], written through the status subresource
-//! after the create, since a create drops the status) and, for every other pod, the
-//! `midonet.org/mac-address` annotation (the others' MAC is learned by the bridge). The
-//! Endpoints list pod addresses, so `check` can verify every Service against workloads.
+//! after the create, since a create drops the status) and, for every other pod by default
+//! ([`Scenario::pod_mac_every`]), the `midonet.org/mac-address` annotation (the others'
+//! MAC is learned by the bridge). The Endpoints list pod addresses, so `check` can verify
+//! every Service against workloads.
 
 use std::collections::BTreeMap;
 
@@ -71,6 +72,10 @@ pub struct Scenario {
     pub scale: Scale,
     /// Simulator hosts, one per Node: (node name, host id).
     pub hosts: Vec<(String, Uuid)>,
+    /// Pods `0, n, 2n, …` carry the MAC annotation, each adding a MAC-table and an ARP
+    /// Translation to its pod's; 0 for none. 2 by default (every even pod), so a run
+    /// mixes pods whose MAC the translators know with pods whose MAC the bridge learns.
+    pub pod_mac_every: usize,
 }
 
 fn meta(name: String, namespace: Option<String>) -> ObjectMeta {
@@ -90,6 +95,7 @@ impl Scenario {
             prefix: prefix.to_string(),
             scale,
             hosts,
+            pod_mac_every: 2,
         }
     }
 
@@ -161,11 +167,13 @@ impl Scenario {
         )
     }
 
-    /// The MAC the CNI plugin annotates pod `i` with: every even pod has one, derived from
-    /// its address; the odd ones have none.
+    /// The MAC the CNI plugin annotates pod `i` with, derived from its address: every
+    /// [`Scenario::pod_mac_every`]-th pod has one (every even pod by default), the others
+    /// none.
     pub fn pod_mac(&self, i: usize) -> Option<String> {
+        let every = self.pod_mac_every;
         let [a, b, c, d] = self.pod_ip(i).octets();
-        (i % 2 == 0).then(|| format!("0a:58:{a:02x}:{b:02x}:{c:02x}:{d:02x}"))
+        (every > 0 && i % every == 0).then(|| format!("0a:58:{a:02x}:{b:02x}:{c:02x}:{d:02x}"))
     }
 
     /// The status a kubelet writes for pod `i` once it runs: a merge patch for the status
@@ -427,5 +435,16 @@ mod tests {
             Some("0a:58:0a:c8:01:0b")
         );
         assert_eq!(s.pod_status(4)["status"]["podIP"], "10.200.1.11");
+    }
+
+    #[test]
+    fn the_share_of_pods_with_a_mac_is_set_by_pod_mac_every() {
+        let mut s = Scenario::new("t", Scale::S);
+        s.pod_mac_every = 0;
+        assert!((0..10).all(|i| s.pod_mac(i).is_none()));
+        assert!(s.pod(4).metadata.annotations.is_none());
+        s.pod_mac_every = 3;
+        let with: Vec<usize> = (0..10).filter(|&i| s.pod_mac(i).is_some()).collect();
+        assert_eq!(with, vec![0, 3, 6, 9]);
     }
 }
