@@ -75,9 +75,9 @@ struct Args {
     #[arg(long, default_value_t = 4)]
     endpoints_per_service: usize,
     /// Every N-th pod carries the `midonet.org/mac-address` annotation, which adds a
-    /// MAC-table and an ARP Translation to its pod's; 0 for none (the scenario before those
-    /// Translations existed: `--only-initial --nodes 100 --pods 8000 --services 900
-    /// --pods-with-mac-every 0` is the 10,004-Translation variant of 2026-11-21).
+    /// MAC-table and an ARP Translation to its pod's; 0 for none, which with
+    /// `--only-initial --nodes 100 --pods 8000 --services 900` is the 10,000-Translation
+    /// memory variant the target is set on (`docs/benchmark.md`).
     #[arg(long, default_value_t = 2)]
     pods_with_mac_every: usize,
     /// Pods deleted and as many created in the churn phase (capped at --pods).
