@@ -20,7 +20,8 @@ use midonet_kube_controllers::{pusher, translate};
 use midonet_translators::{DesiredTranslation, Resource};
 use serde::de::DeserializeOwned;
 
-use super::{each_concurrent, Res};
+use crate::objects::each_concurrent;
+use crate::Res;
 
 /// Apiserver CPU per request of each kind.
 pub struct RequestCosts {
@@ -145,35 +146,7 @@ pub async fn measure(
         .enumerate()
         .collect();
     let n = sample.len().max(1) as u32;
-    let create_params = translators_params();
-    let apply_params = PatchParams::apply(TRANSLATORS).force();
-    let status_params = pusher_params();
-
-    // A block of each kind per round, so that background work in the apiserver falls on
-    // all three alike.
-    let mut spent = [Duration::ZERO; 3];
-    for block in sample.chunks(BLOCK) {
-        let c0 = cpu()?;
-        for (i, d) in block {
-            let t = shaped(d, format!("cost-create-{i}"));
-            api.create(&create_params, &t).await?;
-        }
-        let c1 = cpu()?;
-        let mut applied = Vec::with_capacity(block.len());
-        for (i, d) in block {
-            let name = format!("cost-apply-{i}");
-            let t = shaped(d, name.clone());
-            applied.push(api.patch(&name, &apply_params, &Patch::Apply(&t)).await?);
-        }
-        let c2 = cpu()?;
-        for t in applied {
-            write_pushed_status(&api, t, &status_params).await?;
-        }
-        let c3 = cpu()?;
-        spent[0] += c1 - c0;
-        spent[1] += c2 - c1;
-        spent[2] += c3 - c2;
-    }
+    let spent = measure_writes(&api, &sample, shaped, &cpu).await?;
     // The finalizer first, or the deletion would wait for a pusher.
     let written = api.list(&ListParams::default()).await?.items;
     each_concurrent(written, 16, |t| {
@@ -195,6 +168,43 @@ pub async fn measure(
         event,
         cluster_read: measure_cluster_read(client, &cpu).await?,
     })
+}
+
+/// The apiserver's CPU over the creates, the applies and the status writes of `sample`
+/// (each Translation `shaped` under a name of its number), a block of each kind per round,
+/// so that background work in the apiserver falls on all three alike.
+async fn measure_writes(
+    api: &Api<Translation>,
+    sample: &[(usize, &DesiredTranslation)],
+    shaped: impl Fn(&DesiredTranslation, String) -> Translation,
+    cpu: &impl Fn() -> Res<Duration>,
+) -> Res<[Duration; 3]> {
+    let (create_params, status_params) = (translators_params(), pusher_params());
+    let apply_params = PatchParams::apply(TRANSLATORS).force();
+    let mut spent = [Duration::ZERO; 3];
+    for block in sample.chunks(BLOCK) {
+        let c0 = cpu()?;
+        for (i, d) in block {
+            api.create(&create_params, &shaped(d, format!("cost-create-{i}")))
+                .await?;
+        }
+        let c1 = cpu()?;
+        let mut applied = Vec::with_capacity(block.len());
+        for (i, d) in block {
+            let name = format!("cost-apply-{i}");
+            let t = shaped(d, name.clone());
+            applied.push(api.patch(&name, &apply_params, &Patch::Apply(&t)).await?);
+        }
+        let c2 = cpu()?;
+        for t in applied {
+            write_pushed_status(api, t, &status_params).await?;
+        }
+        let c3 = cpu()?;
+        spent[0] += c1 - c0;
+        spent[1] += c2 - c1;
+        spent[2] += c3 - c2;
+    }
+    Ok(spent)
 }
 
 /// The apiserver's CPU over `count` events about `owner`, in blocks of [`BLOCK`]; each is

@@ -1,0 +1,178 @@
+//! The Translation version bump under the flow probe: the controllers restarted with
+//! `--translation-version 2` on the converged cluster (NetworkPolicies included), timed
+//! until no version-1 Translation is left and the backend is exactly version 2's. Meanwhile
+//! the flow probe (`midonet_testkit::probe`) judges a fixed sample of flows on the
+//! simulator's live store, from [`PROBE_LEAD`] before the controllers start, and reports
+//! each flow's interruptions. The backend requests are set against the bump's floor
+//! ([`bump_floor`]).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use midonet_kube_controllers::netcheck::cli::load_cluster;
+use midonet_sim::admin::{RequestCounts, StateDump};
+use midonet_testkit::probe::{self, ProbeReport, SampleSize};
+use midonet_translators::Resource;
+use serde_json::{json, Value};
+
+use crate::controllers::Controllers;
+use crate::converge::wait_converged;
+use crate::report::{row, secs, Row};
+use crate::tracker::{ReadyTracker, Want};
+use crate::{Bench, Res};
+
+/// The flows the probe samples: from one pod per node, this many Service ports and pods on
+/// this many other nodes (`midonet_testkit::probe::select_flows`).
+const PROBE_SAMPLE: SampleSize = SampleSize {
+    services_per_source: 6,
+    peers_per_source: 2,
+};
+/// The probe's sample period. Below the 100 ms target, so that the samples longer than the
+/// period (the probe starts the next one at once) leave the mean period within it.
+const PROBE_PERIOD: Duration = Duration::from_millis(80);
+/// How long the probe samples before the bump starts: flows already down then are told
+/// apart (`downAtStart`).
+const PROBE_LEAD: Duration = Duration::from_secs(1);
+/// Interrupted flows listed in the JSON, longest first.
+const PROBE_LISTED: usize = 20;
+
+/// The fewest backend requests a version bump can make: every resource of the new version
+/// created once (as many as the old version has), and of the old version one DELETE for
+/// each resource MidoNet's cascades do not take with another (`Resource::deleted_with`).
+pub fn bump_floor(old: &StateDump) -> Res<usize> {
+    let paths = old.translation_paths();
+    let resources: Vec<Resource> = old
+        .typed_resources()?
+        .into_iter()
+        .filter(|r| paths.contains(&r.item_path()))
+        .collect();
+    let ids: HashSet<uuid::Uuid> = resources.iter().filter_map(Resource::own_id).collect();
+    let roots = resources
+        .iter()
+        .filter(|r| {
+            !r.deleted_with()
+                .iter()
+                .any(|id| ids.contains(id) && r.own_id() != Some(*id))
+        })
+        .count();
+    Ok(resources.len() + roots)
+}
+
+/// The bump, measured.
+pub struct Bump {
+    pub time: Duration,
+    pub backend_requests: u64,
+    pub floor_requests: usize,
+    pub breakdown: RequestCounts,
+    pub probe: ProbeReport,
+    pub sample: SampleSize,
+}
+
+/// Runs the bump on the converged cluster of `translations` Translations (no controllers
+/// running).
+pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> Res<Bump> {
+    eprintln!("bench: translation version bump");
+    let admin = &bench.admin;
+    let floor_requests = bump_floor(&admin.state().await?)?;
+    let cluster = load_cluster(&bench.client).await?;
+    let sample = PROBE_SAMPLE;
+    let flows = probe::select_flows(&cluster, sample);
+    let reader = bench.sim.reader();
+    let flow_probe = probe::FlowProbe::start(
+        flows,
+        cluster.attachments(),
+        {
+            let mut cursor = midonet_sim::ReadCursor::default();
+            Box::new(move || reader.changes(&mut cursor))
+        },
+        PROBE_PERIOD,
+    );
+    tokio::time::sleep(PROBE_LEAD).await;
+    admin.reset_requests().await?;
+    let since = Instant::now();
+    // Drift verification's GETs are periodic, whatever the bump does: left out here.
+    let args = ["--translation-version", "2", "--verify-period", "0"];
+    let ctl = Controllers::spawn(&bench.kubeconfig, &bench.api_url, &args)?;
+    let want = Want {
+        count: translations,
+        stale_version: Some("1"),
+        ..Want::default()
+    };
+    let time = wait_converged(tracker, admin, &want, since, "version bump").await?;
+    let probe = flow_probe.stop().await?;
+    eprintln!("bench: version bump probe: {}", probe.summary());
+    let (backend_requests, _, _) = bench.backend_counts().await?;
+    let breakdown = admin.requests().await?;
+    ctl.stop().await?;
+    Ok(Bump {
+        time,
+        backend_requests,
+        floor_requests,
+        breakdown,
+        probe,
+        sample,
+    })
+}
+
+impl Bump {
+    pub fn rows(&self) -> Vec<Row> {
+        let (p, floor) = (&self.probe, self.floor_requests);
+        vec![
+            row("version bump: convergence", secs(self.time), "-"),
+            row(
+                "version bump: backend requests / floor",
+                format!(
+                    "{} / {floor} = {:.2}",
+                    self.backend_requests,
+                    self.backend_requests as f64 / floor.max(1) as f64
+                ),
+                "<= 1.05",
+            ),
+            row(
+                "version bump: flows probed / sample period",
+                format!(
+                    "{} / {:.0} ms (max {:.0} ms)",
+                    p.flows,
+                    p.mean_period_seconds * 1000.0,
+                    p.max_period_seconds * 1000.0
+                ),
+                "<= 100 ms",
+            ),
+            row(
+                "version bump: probe sample time (median / max)",
+                format!(
+                    "{:.0} ms / {:.0} ms",
+                    p.sample_time.median_seconds * 1000.0,
+                    p.sample_time.max_seconds * 1000.0
+                ),
+                "<= 100 ms",
+            ),
+            row(
+                "version bump: flows interrupted (max / p99)",
+                format!(
+                    "{} ({:.2} s / {:.2} s)",
+                    p.interrupted, p.max_seconds, p.p99_seconds
+                ),
+                "max <= 1 s",
+            ),
+        ]
+    }
+
+    pub fn json(&self) -> Res<Value> {
+        let mut probe = serde_json::to_value(&self.probe)?;
+        probe["sample"] = serde_json::to_value(self.sample)?;
+        if let Some(flows) = probe
+            .get_mut("interruptedFlows")
+            .and_then(|v| v.as_array_mut())
+        {
+            flows.truncate(PROBE_LISTED);
+        }
+        let b = &self.breakdown;
+        Ok(json!({"versionBump": {
+            "seconds": self.time.as_secs_f64(), "requests": self.backend_requests,
+            "floorRequests": self.floor_requests,
+            "byMethod": b.by_method, "byStatus": b.by_status, "byKind": b.by_kind,
+            "probe": probe,
+        }}))
+    }
+}

@@ -1,0 +1,59 @@
+//! The benchmark's command line: the scale of the scenario, which phases run, and where the
+//! JSON and the apiserver's profiles go. Every default is the scale S run of
+//! `docs/benchmark.md`.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+
+#[derive(Parser, Clone, Debug)]
+#[command(about = "Benchmark midonet-kube-controllers against the MidoNet API simulator")]
+pub struct Args {
+    #[arg(long, default_value_t = 50)]
+    pub nodes: usize,
+    #[arg(long, default_value_t = 2000)]
+    pub pods: usize,
+    #[arg(long, default_value_t = 300)]
+    pub services: usize,
+    #[arg(long, default_value_t = 4)]
+    pub endpoints_per_service: usize,
+    /// Every N-th pod carries the `midonet.org/mac-address` annotation, which adds a
+    /// MAC-table and an ARP Translation to its pod's; 0 for none, which with
+    /// `--only-initial --nodes 100 --pods 8000 --services 900` is the 10,000-Translation
+    /// memory variant the target is set on (`docs/benchmark.md`).
+    #[arg(long, default_value_t = 2)]
+    pub pods_with_mac_every: usize,
+    /// Pods deleted and as many created in the churn phase (capped at --pods).
+    #[arg(long, default_value_t = 500)]
+    pub churn: usize,
+    /// Also write the JSON result here.
+    #[arg(long)]
+    pub json_out: Option<PathBuf>,
+    /// Stop after the initial convergence (floor, convergence, requests, peak RSS): for the
+    /// large-scale memory variant, e.g. `--nodes 100 --pods 8000 --services 900`.
+    #[arg(long)]
+    pub only_initial: bool,
+    /// Also measure a third floor: with a status write, and a second Translation watch
+    /// standing in for the controllers' informer (`docs/benchmark.md`: what the sync costs
+    /// the apiserver beyond the floor's writes).
+    #[arg(long)]
+    pub watched_floor: bool,
+    /// Time the initial sync without the bench's own Translation watch, so that it runs
+    /// under as many Translation watchers as the floors (the controllers' informer and the
+    /// garbage collector, where the floors have the bench's watch and the garbage
+    /// collector): the controllers' count of pushes is polled, a LIST and the simulator
+    /// confirm, and the sync is timed at the poll that read the final count (no
+    /// timeline; see `converge::unwatched`).
+    #[arg(long)]
+    pub unwatched_sync: bool,
+    /// Write a CPU profile of the kube-apiserver over each floor and the initial sync to
+    /// this directory (`floor.pb.gz`, `floor-status.pb.gz`, `sync.pb.gz`,
+    /// `floor-status-after.pb.gz`, and with `--watched-floor` `floor-watched.pb.gz`,
+    /// `floor-watched-after.pb.gz`; see
+    /// `bench/src/profile.rs`). With `--only-initial`.
+    #[arg(long, requires = "only_initial")]
+    pub apiserver_profile: Option<PathBuf>,
+    /// How long each apiserver profile samples: longer than the longest phase profiled.
+    #[arg(long, default_value_t = 45)]
+    pub apiserver_profile_seconds: u64,
+}

@@ -1,0 +1,449 @@
+//! The initial sync: the controllers started on a cluster whose objects exist and whose
+//! backend is empty, timed until converged (`converge.rs`), with what it cost the
+//! apiserver, the controllers and the backend; then, with the controllers stopped, what
+//! the converged state holds (the caches' content), the
+//! `check` of every promised flow, and what each kind of request costs the apiserver
+//! (`costs.rs`). [`Initial`] turns it all into the table's rows and the JSON.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use midonet_kube_controllers::netcheck::cli::Checked;
+use midonet_translators::DesiredTranslation;
+use serde_json::{json, Value};
+
+use crate::apirequests::{self, Counts};
+use crate::controllers::Controllers;
+use crate::controlplane::{apiserver_and_bench_cpu, apiserver_cpu, cpu_time};
+use crate::converge::{wait_converged, wait_converged_unwatched, UnwatchedSync};
+use crate::costs::{self, RequestCosts};
+use crate::floor::{Floors, Owned};
+use crate::memory::{self, CacheContent};
+use crate::objects::COST_NS;
+use crate::profile::ApiserverProfile;
+use crate::report::{ms, row, secs, Row};
+use crate::tracker::{ReadyTracker, Timeline, Want};
+use crate::{Bench, Res, SETTLE};
+
+/// Requests of each kind sent one at a time to measure what each costs the apiserver.
+const COST_SAMPLES: usize = 1000;
+
+/// What the controllers report once the sync converged.
+pub struct ControllersAfter {
+    pub cpu: Duration,
+    pub peak_rss_kib: u64,
+    pub rss_kib: u64,
+    pub events_dropped: f64,
+    /// The pusher's reconciles by result.
+    pub pusher_reconciles: BTreeMap<String, f64>,
+}
+
+impl ControllersAfter {
+    async fn read(ctl: &Controllers) -> Res<ControllersAfter> {
+        Ok(ControllersAfter {
+            cpu: cpu_time(ctl.pid()?)?,
+            peak_rss_kib: ctl.peak_rss_kib()?,
+            rss_kib: ctl.rss_kib()?,
+            events_dropped: ctl
+                .metric("midonet_kube_controllers_events_dropped_total", "")
+                .await?,
+            pusher_reconciles: ctl
+                .metric_by_label("midonet_kube_controllers_pusher_reconciles_total", "result")
+                .await?,
+        })
+    }
+}
+
+/// The initial sync, measured.
+pub struct Sync {
+    pub time: Duration,
+    pub timeline: Timeline,
+    /// With `--unwatched-sync`: how the sync was timed without the watch.
+    pub unwatched: Option<UnwatchedSync>,
+    /// The bench's Translation watch, kept for the later phases (none with
+    /// `--unwatched-sync`).
+    pub tracker: Option<ReadyTracker>,
+    /// Backend resources the Translations ask for, and the backend requests of the sync.
+    pub resources: usize,
+    pub backend_requests: u64,
+    /// The apiserver's and the bench's CPU time over the sync.
+    pub apiserver_cpu: Duration,
+    pub bench_cpu: Duration,
+    /// The requests the apiserver served during the sync.
+    pub apiserver_requests: Counts,
+    pub controllers: ControllersAfter,
+}
+
+/// Starts the controllers on the converged objects and an empty backend; returns the
+/// sync, measured, with the controllers stopped.
+pub async fn sync(bench: &Bench, translations: usize) -> Res<Sync> {
+    eprintln!("bench: initial convergence");
+    let client = &bench.client;
+    let tracker = (!bench.args.unwatched_sync).then(|| ReadyTracker::start(client));
+    if let Some(tracker) = &tracker {
+        tracker.listed().await;
+    }
+    let requests0 = apirequests::read(client).await?;
+    let (cpu0, bench_cpu0) = apiserver_and_bench_cpu()?;
+    let profile = bench.profile("sync");
+    let since = Instant::now();
+    let ctl = Controllers::spawn(&bench.kubeconfig, &bench.api_url, &[])?;
+    let (time, timeline, unwatched) =
+        timed_sync(bench, &ctl, tracker.as_ref(), translations, since, profile).await?;
+    let resources = bench.admin.state().await?.translation_paths().len();
+    let (backend_requests, _, _) = bench.backend_counts().await?;
+    let (cpu1, bench_cpu1) = match &unwatched {
+        Some(u) => (u.apiserver_cpu, u.bench_cpu),
+        None => apiserver_and_bench_cpu()?,
+    };
+    let apiserver_requests = apirequests::growth(&requests0, &apirequests::read(client).await?);
+    let controllers = ControllersAfter::read(&ctl).await?;
+    ctl.stop().await?;
+    Ok(Sync {
+        time,
+        timeline,
+        unwatched,
+        tracker,
+        resources,
+        backend_requests,
+        apiserver_cpu: cpu1 - cpu0,
+        bench_cpu: bench_cpu1 - bench_cpu0,
+        apiserver_requests,
+        controllers,
+    })
+}
+
+/// The sync's duration and timeline: by the watch if there is one, else unwatched.
+async fn timed_sync(
+    bench: &Bench,
+    ctl: &Controllers,
+    tracker: Option<&ReadyTracker>,
+    translations: usize,
+    since: Instant,
+    profile: Option<ApiserverProfile>,
+) -> Res<(Duration, Timeline, Option<UnwatchedSync>)> {
+    let admin = &bench.admin;
+    match tracker {
+        Some(tracker) => {
+            let want = Want {
+                count: translations,
+                ..Want::default()
+            };
+            let time = wait_converged(tracker, admin, &want, since, "initial sync").await?;
+            if let Some(profile) = profile {
+                profile.finish().await?;
+            }
+            Ok((time, tracker.timeline(since), None))
+        }
+        None => {
+            let client = &bench.client;
+            let u =
+                wait_converged_unwatched(client, admin, ctl, translations, since, profile).await?;
+            Ok((u.done_by, Timeline::default(), Some(u)))
+        }
+    }
+}
+
+#[derive(Parser)]
+struct CheckCli {
+    #[command(flatten)]
+    run: midonet_kube_controllers::config::RunArgs,
+}
+
+/// `check` over the cluster and the simulator, in-process: what the `check` subcommand
+/// runs.
+async fn check(kubeconfig: &Path, api_url: &str) -> Res<Checked> {
+    let kubeconfig = kubeconfig.display().to_string();
+    let cfg = CheckCli::try_parse_from([
+        "check",
+        "--kubeconfig",
+        &kubeconfig,
+        "--midonet-api",
+        api_url,
+    ])?
+    .run
+    .validate()?;
+    Ok(midonet_kube_controllers::netcheck::cli::check_system(&cfg, &mut |_, _| {}).await?)
+}
+
+/// What the converged state holds and costs, read with the controllers stopped.
+pub struct AfterSync {
+    pub cached: CacheContent,
+    pub checked: Checked,
+    pub costs: RequestCosts,
+}
+
+/// The caches' content, `check`, then the costs
+/// (after a pause, so as not to change what the sync met in the apiserver).
+pub async fn after_sync(bench: &Bench, wanted: &[Owned]) -> Res<AfterSync> {
+    let cached = memory::read(&bench.client).await?;
+    eprintln!("bench: check");
+    let checked = check(&bench.kubeconfig, &bench.api_url).await?;
+    if let Some(f) = checked.report.failures.first() {
+        eprintln!(
+            "bench: check found {} failing flow(s), e.g. {:?}",
+            checked.report.failures.len(),
+            (&f.from, &f.to, &f.problem)
+        );
+    }
+    tokio::time::sleep(SETTLE).await;
+    eprintln!("bench: measuring the apiserver's cost per request");
+    let all: Vec<&DesiredTranslation> = wanted.iter().map(|o| &o.translation).collect();
+    let costs = costs::measure(&bench.client, COST_NS, &all, COST_SAMPLES, apiserver_cpu).await?;
+    Ok(AfterSync {
+        cached,
+        checked,
+        costs,
+    })
+}
+
+/// Everything the initial phases measured.
+pub struct Initial<'a> {
+    pub translations: usize,
+    pub create_time: Duration,
+    pub floors: &'a Floors,
+    pub sync: &'a Sync,
+    pub after: &'a AfterSync,
+}
+
+impl Initial<'_> {
+    /// Apiserver CPU per Translation, in ms.
+    pub fn per_translation(&self, cpu: Duration) -> f64 {
+        cpu.as_secs_f64() * 1000.0 / self.translations.max(1) as f64
+    }
+
+    /// Convergence over a floor's time.
+    pub fn over(&self, floor: Duration) -> f64 {
+        self.sync.time.as_secs_f64() / floor.as_secs_f64().max(1e-9)
+    }
+
+    fn per_resource(&self) -> f64 {
+        self.sync.backend_requests as f64 / self.sync.resources.max(1) as f64
+    }
+
+    /// Events the controllers wrote during the sync.
+    fn events_written(&self) -> f64 {
+        let requests = &self.sync.apiserver_requests;
+        let events = requests
+            .iter()
+            .filter(|(k, _)| k.starts_with("POST events "));
+        events.map(|(_, v)| v).sum()
+    }
+
+    /// Requests the apiserver served during the sync, watches excluded.
+    fn requests_served(&self) -> f64 {
+        let requests = &self.sync.apiserver_requests;
+        let served = requests.iter().filter(|(k, _)| !k.starts_with("WATCH"));
+        served.map(|(_, v)| v).sum()
+    }
+
+    /// The table's rows, in order.
+    pub fn rows(&self) -> Vec<Row> {
+        let mut rows = self.convergence_rows();
+        rows.extend(self.apiserver_rows());
+        rows.extend(self.controllers_rows());
+        rows
+    }
+
+    fn convergence_rows(&self) -> Vec<Row> {
+        let (floors, sync) = (self.floors, self.sync);
+        let (n, resources) = (self.translations, sync.resources);
+        vec![
+            row("objects created (time)", secs(self.create_time), "-"),
+            row(
+                "translations / backend resources",
+                format!("{n} / {resources}"),
+                "-",
+            ),
+            row(
+                "floor (plain clients, conc. 8)",
+                secs(floors.plain.time),
+                "-",
+            ),
+            row("initial convergence", secs(sync.time), "-"),
+            row(
+                "convergence / floor",
+                format!("{:.2}", self.over(floors.plain.time)),
+                "-",
+            ),
+            row(
+                "floor with a status write (plain clients)",
+                secs(floors.status.time),
+                "-",
+            ),
+            row(
+                "convergence / floor with a status write",
+                format!("{:.2}", self.over(floors.status.time)),
+                "median of 5 <= 1.05",
+            ),
+            row(
+                "floor with a status write: timeline",
+                floors.status.timeline.describe(),
+                "-",
+            ),
+            row(
+                "initial convergence: timeline",
+                sync.timeline.describe(),
+                "-",
+            ),
+        ]
+    }
+
+    fn apiserver_rows(&self) -> Vec<Row> {
+        let (floors, sync, costs) = (self.floors, self.sync, &self.after.costs);
+        let n = self.translations.max(1) as f64;
+        let ctl_cpu = sync.controllers.cpu;
+        vec![
+            row(
+                "apiserver CPU per Translation (floors / sync)",
+                format!(
+                    "{:.2} / {:.2} / {:.2} ms",
+                    self.per_translation(floors.plain.cpu),
+                    self.per_translation(floors.status.cpu),
+                    self.per_translation(sync.apiserver_cpu)
+                ),
+                "-",
+            ),
+            row(
+                "apiserver requests per Translation (sync)",
+                format!("{:.2}", self.requests_served() / n),
+                "-",
+            ),
+            row(
+                "apiserver CPU per create / apply / status write",
+                format!(
+                    "{:.2} / {:.2} / {:.2} ms",
+                    ms(costs.create),
+                    ms(costs.apply),
+                    ms(costs.status)
+                ),
+                "-",
+            ),
+            row(
+                "apiserver CPU per event / cluster read",
+                format!("{:.2} / {:.0} ms", ms(costs.event), ms(costs.cluster_read)),
+                "-",
+            ),
+            row(
+                "apiserver CPU, sync - status floor: / reads+events",
+                format!(
+                    "{:.2} s / {:.2} + {:.2} s",
+                    sync.apiserver_cpu.as_secs_f64() - floors.status.cpu.as_secs_f64(),
+                    costs.cluster_read.as_secs_f64(),
+                    costs.event.as_secs_f64() * self.events_written()
+                ),
+                "-",
+            ),
+            row("controllers CPU (sync)", secs(ctl_cpu), "-"),
+            row(
+                "clients' CPU: floor w/ status / sync",
+                format!(
+                    "{} / {}",
+                    secs(floors.status.client_cpu),
+                    secs(ctl_cpu + sync.bench_cpu)
+                ),
+                "-",
+            ),
+        ]
+    }
+
+    fn controllers_rows(&self) -> Vec<Row> {
+        let ctl = &self.sync.controllers;
+        let report = &self.after.checked.report;
+        let reconciles = ctl.pusher_reconciles.iter().filter(|(_, n)| **n > 0.0);
+        let reconciles: Vec<String> = reconciles.map(|(r, n)| format!("{r} {n}")).collect();
+        let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+        vec![
+            row(
+                "pusher reconciles per Translation (sync)",
+                format!(
+                    "{:.2} ({})",
+                    ctl.pusher_reconciles.values().sum::<f64>() / self.translations.max(1) as f64,
+                    reconciles.join(", ")
+                ),
+                "-",
+            ),
+            row(
+                "events dropped (queue full)",
+                format!("{}", ctl.events_dropped),
+                "-",
+            ),
+            row(
+                "backend requests per resource (initial)",
+                format!("{:.2}", self.per_resource()),
+                "<= 1.05",
+            ),
+            row(
+                "peak RSS of the controllers",
+                mib(ctl.peak_rss_kib),
+                "<= 100 MiB (scale S)",
+            ),
+            row("RSS once converged", mib(ctl.rss_kib), "-"),
+            row(
+                "cached objects, serialized (lower bound)",
+                self.after.cached.summary(),
+                "-",
+            ),
+            row(
+                "check: flows (failed) / evaluation / read",
+                format!(
+                    "{} ({}) / {} / {}",
+                    report.flows_checked,
+                    report.failures.len(),
+                    secs(self.after.checked.evaluated),
+                    secs(self.after.checked.read)
+                ),
+                "0 failed",
+            ),
+        ]
+    }
+
+    /// The JSON of the initial phases.
+    pub fn json(&self, bench: &Bench) -> Value {
+        let (args, floors, sync) = (&bench.args, self.floors, self.sync);
+        let (costs, checked) = (&self.after.costs, &self.after.checked);
+        let ctl = &sync.controllers;
+        json!({
+                "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
+                          "endpointsPerService": args.endpoints_per_service,
+                          "podsWithMacEvery": args.pods_with_mac_every},
+                "translations": self.translations,
+                "backendResources": sync.resources,
+                "floorSeconds": floors.plain.time.as_secs_f64(),
+                "initialConvergenceSeconds": sync.time.as_secs_f64(),
+                "convergenceOverFloor": self.over(floors.plain.time),
+                "floorWithStatusSeconds": floors.status.time.as_secs_f64(),
+                "convergenceOverFloorWithStatus": self.over(floors.status.time),
+                "timelineFractions": Timeline::FRACTIONS,
+                "floorWithStatusTimeline": floors.status.timeline,
+                "initialTimeline": sync.timeline,
+                "initialRequests": sync.backend_requests,
+                "requestsPerResource": self.per_resource(),
+                "peakRssKiB": ctl.peak_rss_kib,
+                "rssAfterSyncKiB": ctl.rss_kib,
+                "cacheContent": self.after.cached.json(),
+                "apiserverCpuSecondsFloor": floors.plain.cpu.as_secs_f64(),
+                "apiserverCpuSecondsFloorWithStatus": floors.status.cpu.as_secs_f64(),
+                "apiserverCpuSecondsSync": sync.apiserver_cpu.as_secs_f64(),
+                "controllersCpuSecondsSync": ctl.cpu.as_secs_f64(),
+                "benchCpuSecondsSync": sync.bench_cpu.as_secs_f64(),
+                "benchCpuSecondsFloorWithStatus": floors.status.client_cpu.as_secs_f64(),
+                "apiserverCpuMsPerRequest": {"create": ms(costs.create), "apply": ms(costs.apply),
+                                             "statusWrite": ms(costs.status), "event": ms(costs.event)},
+                "apiserverCpuSecondsClusterRead": costs.cluster_read.as_secs_f64(),
+                "eventsWrittenSync": self.events_written(),
+                "eventsDropped": ctl.events_dropped,
+                "pusherReconcilesSync": ctl.pusher_reconciles,
+                "apiserverRequestsSync": sync.apiserver_requests,
+                "check": {"flows": checked.report.flows_checked,
+                          "failed": checked.report.failures.len(),
+                          "byKind": checked.report.by_kind,
+                          "unverifiableEndpoints": checked.report.unverifiable_endpoints.len(),
+                          "unplugged": checked.report.unplugged.len(),
+                          "evaluateSeconds": checked.evaluated.as_secs_f64(),
+                          "readSeconds": checked.read.as_secs_f64()},
+        })
+    }
+}
