@@ -29,8 +29,9 @@ pub struct Args {
     /// Also write the JSON result here.
     #[arg(long)]
     pub json_out: Option<PathBuf>,
-    /// Stop after the initial convergence (floor, convergence, requests, peak RSS): for the
-    /// large-scale memory variant, e.g. `--nodes 100 --pods 8000 --services 900`.
+    /// Stop after the initial convergence (floor, convergence, requests, peak RSS, etcd
+    /// bytes): for the large-scale memory variant, e.g. `--nodes 100 --pods 8000
+    /// --services 900`.
     #[arg(long)]
     pub only_initial: bool,
     /// Also measure a third floor: with a status write, and a second Translation watch

@@ -1,6 +1,6 @@
 //! The bench's own control plane (`scripts/k8s-env.sh` in a temporary directory named by
 //! the bench's pid, stopped by its watchdog when the bench exits): starting it, a client of
-//! it, the Translation CRD, and the CPU time its processes used.
+//! it, the Translation CRD, where its etcd listens, and the CPU time its processes used.
 //!
 //! CPU time is read from `/proc/PID/stat` in clock ticks (10 ms on Linux): schedstat, finer,
 //! is not enabled on every kernel. Callers read it around blocks of work, not single
@@ -76,6 +76,17 @@ pub async fn apply_crd(client: &Client) -> Res<()> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The client URL of the control plane's etcd (plain HTTP on loopback), from the ports
+/// `k8s-env.sh` chose.
+pub fn etcd_url() -> Res<String> {
+    let ports = std::fs::read_to_string(dir().join("ports"))?;
+    let port = ports
+        .lines()
+        .find_map(|l| l.strip_prefix("ETCD_PORT="))
+        .ok_or("ETCD_PORT missing from the control plane's ports file")?;
+    Ok(format!("http://127.0.0.1:{}", port.trim()))
 }
 
 /// CPU time a process has used so far: user + system time in `/proc/PID/stat`.

@@ -1,7 +1,7 @@
 //! The initial sync: the controllers started on a cluster whose objects exist and whose
 //! backend is empty, timed until converged (`converge.rs`), with what it cost the
 //! apiserver, the controllers and the backend; then, with the controllers stopped, what
-//! the converged state holds (the caches' content), the
+//! the converged state holds (the caches' content, the Translations' bytes in etcd), the
 //! `check` of every promised flow, and what each kind of request costs the apiserver
 //! (`costs.rs`). [`Initial`] turns it all into the table's rows and the JSON.
 
@@ -19,11 +19,12 @@ use crate::controllers::Controllers;
 use crate::controlplane::{apiserver_and_bench_cpu, apiserver_cpu, cpu_time};
 use crate::converge::{wait_converged, wait_converged_unwatched, UnwatchedSync};
 use crate::costs::{self, RequestCosts};
+use crate::etcd::{self, Stored};
 use crate::floor::{Floors, Owned};
 use crate::memory::{self, CacheContent};
 use crate::objects::COST_NS;
 use crate::profile::ApiserverProfile;
-use crate::report::{ms, row, secs, Row};
+use crate::report::{merge, ms, row, secs, Row};
 use crate::tracker::{ReadyTracker, Timeline, Want};
 use crate::{Bench, Res, SETTLE};
 
@@ -171,14 +172,16 @@ async fn check(kubeconfig: &Path, api_url: &str) -> Res<Checked> {
 /// What the converged state holds and costs, read with the controllers stopped.
 pub struct AfterSync {
     pub cached: CacheContent,
+    pub stored: Stored,
     pub checked: Checked,
     pub costs: RequestCosts,
 }
 
-/// The caches' content, `check`, then the costs
+/// The caches' content, the Translations as etcd stores them, `check`, then the costs
 /// (after a pause, so as not to change what the sync met in the apiserver).
 pub async fn after_sync(bench: &Bench, wanted: &[Owned]) -> Res<AfterSync> {
     let cached = memory::read(&bench.client).await?;
+    let stored = etcd::translations(&bench.etcd).await?;
     eprintln!("bench: check");
     let checked = check(&bench.kubeconfig, &bench.api_url).await?;
     if let Some(f) = checked.report.failures.first() {
@@ -194,6 +197,7 @@ pub async fn after_sync(bench: &Bench, wanted: &[Owned]) -> Res<AfterSync> {
     let costs = costs::measure(&bench.client, COST_NS, &all, COST_SAMPLES, apiserver_cpu).await?;
     Ok(AfterSync {
         cached,
+        stored,
         checked,
         costs,
     })
@@ -240,10 +244,12 @@ impl Initial<'_> {
     }
 
     /// The table's rows, in order.
-    pub fn rows(&self) -> Vec<Row> {
+    pub fn rows(&self, bench: &Bench) -> Vec<Row> {
         let mut rows = self.convergence_rows();
         rows.extend(self.apiserver_rows());
         rows.extend(self.controllers_rows());
+        let args = &bench.args;
+        rows.extend(self.after.stored.rows(args.nodes, args.pods));
         rows
     }
 
@@ -405,7 +411,10 @@ impl Initial<'_> {
         let (args, floors, sync) = (&bench.args, self.floors, self.sync);
         let (costs, checked) = (&self.after.costs, &self.after.checked);
         let ctl = &sync.controllers;
-        json!({
+        let mut result = self.after.stored.json(args.nodes, args.pods);
+        merge(
+            &mut result,
+            json!({
                 "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
                           "endpointsPerService": args.endpoints_per_service,
                           "podsWithMacEvery": args.pods_with_mac_every},
@@ -444,6 +453,8 @@ impl Initial<'_> {
                           "unplugged": checked.report.unplugged.len(),
                           "evaluateSeconds": checked.evaluated.as_secs_f64(),
                           "readSeconds": checked.read.as_secs_f64()},
-        })
+            }),
+        );
+        result
     }
 }

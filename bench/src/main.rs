@@ -33,6 +33,7 @@ mod controllers;
 mod controlplane;
 mod converge;
 mod costs;
+mod etcd;
 mod floor;
 mod floors_after;
 mod initial;
@@ -66,6 +67,8 @@ pub struct Bench {
     pub sim: SimHandle,
     pub admin: AdminClient,
     pub api_url: String,
+    /// The client URL of the control plane's etcd.
+    pub etcd: String,
 }
 
 impl Bench {
@@ -99,6 +102,7 @@ impl Bench {
         let admin = AdminClient::new(sim.admin_url())?;
         let api_url = sim.api_url().to_string();
         Ok(Bench {
+            etcd: controlplane::etcd_url()?,
             args,
             kubeconfig,
             client,
@@ -141,7 +145,7 @@ async fn run(args: Args) -> Res<()> {
         sync: &sync,
         after: &after,
     };
-    let mut rows = initial.rows();
+    let mut rows = initial.rows(&bench);
     let mut result = initial.json(&bench);
     let (more_rows, more) = floors_after::rows_and_json(&bench, &wanted, &initial).await?;
     rows.extend(more_rows);
