@@ -21,12 +21,6 @@ use crate::report::{row, secs, Row};
 use crate::tracker::{ReadyTracker, Want};
 use crate::{Bench, Res};
 
-/// The flows the probe samples: from one pod per node, this many Service ports and pods on
-/// this many other nodes (`midonet_testkit::probe::select_flows`).
-const PROBE_SAMPLE: SampleSize = SampleSize {
-    services_per_source: 6,
-    peers_per_source: 2,
-};
 /// The probe's sample period. Below the 100 ms target, so that the samples longer than the
 /// period (the probe starts the next one at once) leave the mean period within it.
 const PROBE_PERIOD: Duration = Duration::from_millis(80);
@@ -68,6 +62,14 @@ pub struct Bump {
     pub sample: SampleSize,
 }
 
+/// The probe's sample size from the command line.
+fn sample_size(bench: &Bench) -> SampleSize {
+    SampleSize {
+        services_per_source: bench.args.probe_services_per_source,
+        peers_per_source: bench.args.probe_peers_per_source,
+    }
+}
+
 /// Runs the bump on the converged cluster of `translations` Translations (no controllers
 /// running).
 pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> Res<Bump> {
@@ -75,7 +77,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     let admin = &bench.admin;
     let floor_requests = bump_floor(&admin.state().await?)?;
     let cluster = load_cluster(&bench.client).await?;
-    let sample = PROBE_SAMPLE;
+    let sample = sample_size(bench);
     let flows = probe::select_flows(&cluster, sample);
     let reader = bench.sim.reader();
     let flow_probe = probe::FlowProbe::start(

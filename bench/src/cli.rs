@@ -26,6 +26,21 @@ pub struct Args {
     /// Pods deleted and as many created in the churn phase (capped at --pods).
     #[arg(long, default_value_t = 500)]
     pub churn: usize,
+    /// Pods replaced one by one in the network-readiness phase (each backing a Service,
+    /// capped at the pods that do): the sample the latency percentiles are taken over.
+    #[arg(long, default_value_t = 600)]
+    pub ready_pods: usize,
+    /// Pods replaced per second in the network-readiness phase: the churn the latency is
+    /// measured under.
+    #[arg(long, default_value_t = 20.0)]
+    pub ready_rate: f64,
+    /// Service ports each source pod of the version bump's flow probe calls
+    /// (`midonet_testkit::probe::SampleSize`).
+    #[arg(long, default_value_t = 6)]
+    pub probe_services_per_source: usize,
+    /// Pods on other nodes each source pod of the version bump's flow probe calls.
+    #[arg(long, default_value_t = 2)]
+    pub probe_peers_per_source: usize,
     /// Also write the JSON result here.
     #[arg(long)]
     pub json_out: Option<PathBuf>,

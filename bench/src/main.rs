@@ -8,8 +8,9 @@
 //!
 //! The phases, in order (each a module): the objects (`objects`), the floors (`floor`),
 //! the initial sync and what it leaves (`initial`), the floors again (`floors_after`);
-//! then, unless `--only-initial`, a restart, a resync, a churn, NetworkPolicies (`later`)
-//! and the version bump under the flow probe (`bump`). The table and the JSON: `report`.
+//! then, unless `--only-initial`, a restart, a resync, a churn (`later`), the
+//! network-readiness latency under churn (`readiness`), NetworkPolicies (`later`) and
+//! the version bump under the flow probe (`bump`). The table and the JSON: `report`.
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ mod controlplane;
 mod converge;
 mod costs;
 mod etcd;
+mod firstflow;
 mod floor;
 mod floors_after;
 mod initial;
@@ -41,6 +43,7 @@ mod later;
 mod memory;
 mod objects;
 mod profile;
+mod readiness;
 mod report;
 mod tracker;
 
@@ -184,15 +187,18 @@ async fn later_phases(
     let (ctl, restart) = later::restart(bench, translations).await?;
     let resync = later::resync(bench, &ctl).await?;
     let churn = later::churn(bench, tracker, objects, translations).await?;
-    let policies = later::policies(bench, tracker, churn.translations).await?;
+    let ready = readiness::run(bench, tracker, objects, churn.translations).await?;
+    let policies = later::policies(bench, tracker, ready.translations).await?;
     ctl.stop().await?;
-    let bump = bump::run(bench, tracker, churn.translations).await?;
+    let bump = bump::run(bench, tracker, ready.translations).await?;
     let mut rows = restart.rows();
     rows.extend(resync.rows());
     rows.extend(churn.rows());
+    rows.extend(ready.rows());
     rows.extend(policies.rows());
     rows.extend(bump.rows());
     let mut result = later::json(&restart, &resync, &churn, &policies);
+    merge(&mut result, ready.json());
     merge(&mut result, bump.json()?);
     Ok((rows, result))
 }

@@ -1,0 +1,404 @@
+//! When each new pod first receives a flow: a thread that keeps the simulator's store as a
+//! live topology (`midonet_dataplane::LiveTopology`, fed the records changed since the last
+//! reading, as the flow probe is) and, whenever the store changed or a pod was registered,
+//! traces the flows of every pod still waiting with the data-plane model.
+//!
+//! - **Registered** ([`Target`]): a pod's workload (its attachment name), the instant its
+//!   `status.podIP` was sent, and up to one flow per [`Via`] from a client pod on another
+//!   node: to the pod's own address, and to the cluster IP of a Service it backs.
+//! - **Delivered** ([`delivered_to`]): some path of the traced connection (every path a
+//!   random choice could take, the Service's load balancing included) reaches that pod's
+//!   workload and its reply comes back to the client: the connection works, and it works
+//!   with this pod at the other end.
+//! - **When**: the first reading of the store after which the flow is delivered, timed at
+//!   the end of that reading. The store reached that state at or before it, after the
+//!   previous reading: a latency is exact to within one reading period, and never under.
+//!
+//! Reading the store costs the changes since the last reading, and a sample traces only
+//! the waiting pods' flows, so the period stays a few milliseconds under churn. What the
+//! model cannot see (midolman's own propagation on a real host) is not in the figure.
+//!
+//! The workloads of pods not created yet are plugged in from the start (their interface
+//! stands for the one the CNI plugin makes before the kubelet sets `podIP`): a workload
+//! whose port is not bound receives nothing, so this does not advance a delivery.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use midonet_dataplane::{trace_without_hops, Attachment, LiveTopology, Probe, Topology};
+use midonet_testkit::probe::ResourceSource;
+use serde::Serialize;
+
+/// How a flow reaches the new pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Via {
+    /// To the pod's address, from a pod on another node.
+    Pod,
+    /// To the cluster IP of a Service the pod backs, from a pod on another node.
+    Service,
+}
+
+/// A pod whose first delivered flows are wanted.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Its workload's attachment name (`pod/NS/NAME`).
+    pub name: String,
+    /// When its `status.podIP` was sent.
+    pub since: Instant,
+    pub flows: Vec<(Via, Probe)>,
+}
+
+/// Whether tracing `probe` on `topo` delivers it to the workload `name` on a path that
+/// works (see the module docs).
+pub fn delivered_to(topo: &Topology, probe: &Probe, name: &str) -> bool {
+    trace_without_hops(topo, probe).is_ok_and(|t| {
+        t.paths
+            .iter()
+            .any(|p| p.works && p.forward.delivered_to.as_deref() == Some(name))
+    })
+}
+
+/// The latencies of one [`Via`]: from `podIP` sent to the first delivered flow.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Latencies {
+    pub delivered: usize,
+    /// Pods registered for this way whose flow was never delivered before the stop.
+    pub undelivered: usize,
+    pub p50_seconds: f64,
+    pub p99_seconds: f64,
+    pub max_seconds: f64,
+}
+
+impl Latencies {
+    /// Of `times` (nearest rank), with `undelivered` more that never came.
+    pub fn of(mut times: Vec<Duration>, undelivered: usize) -> Latencies {
+        times.sort();
+        let rank = |q: usize| match times.len() {
+            0 => 0.0,
+            n => times[(n * q).div_ceil(100).max(1) - 1].as_secs_f64(),
+        };
+        Latencies {
+            delivered: times.len(),
+            undelivered,
+            p50_seconds: rank(50),
+            p99_seconds: rank(99),
+            max_seconds: rank(100),
+        }
+    }
+}
+
+/// What the watcher saw.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FirstFlows {
+    pub to_pod: Latencies,
+    pub through_service: Latencies,
+    pub samples: usize,
+    /// The mean and the longest time between two readings of the store.
+    pub mean_period: Duration,
+    pub max_period: Duration,
+}
+
+/// The pods registered and not yet delivered by every way, with the latencies so far.
+#[derive(Default)]
+struct Waiting {
+    pending: Vec<(Target, BTreeMap<Via, Duration>)>,
+    done: BTreeMap<Via, Vec<Duration>>,
+    /// Pods whose every flow was delivered.
+    complete: usize,
+}
+
+impl Waiting {
+    /// Traces every pending flow on `topo`; a flow delivered counts `read_at - since`. A
+    /// pod whose every flow is delivered leaves the pending list.
+    fn sample(&mut self, topo: &Topology, read_at: Instant) {
+        for (target, found) in &mut self.pending {
+            for (via, probe) in &target.flows {
+                if !found.contains_key(via) && delivered_to(topo, probe, &target.name) {
+                    found.insert(*via, read_at.saturating_duration_since(target.since));
+                }
+            }
+        }
+        let (done, count) = (&mut self.done, &mut self.complete);
+        self.pending.retain(|(target, found)| {
+            let complete = target.flows.iter().all(|(via, _)| found.contains_key(via));
+            if complete {
+                *count += 1;
+                for (via, latency) in found {
+                    done.entry(*via).or_default().push(*latency);
+                }
+            }
+            !complete
+        });
+    }
+
+    /// The latencies of `via`, the pods still pending counting as undelivered.
+    fn latencies(&self, via: Via) -> Latencies {
+        let mut times = self.done.get(&via).cloned().unwrap_or_default();
+        let mut undelivered = 0;
+        for (target, found) in &self.pending {
+            if target.flows.iter().any(|(v, _)| *v == via) {
+                match found.get(&via) {
+                    Some(t) => times.push(*t),
+                    None => undelivered += 1,
+                }
+            }
+        }
+        Latencies::of(times, undelivered)
+    }
+}
+
+/// The watcher's thread, until [`Watcher::stop`].
+pub struct Watcher {
+    targets: Sender<Target>,
+    stop: Arc<AtomicBool>,
+    /// Pods whose every flow was delivered, as of the last sample.
+    complete: Arc<AtomicUsize>,
+    thread: Option<std::thread::JoinHandle<FirstFlows>>,
+}
+
+/// How long the watcher sleeps between readings when nothing changed.
+const PERIOD: Duration = Duration::from_millis(10);
+
+impl Watcher {
+    /// Starts reading `source` with `attachments` plugged in; returns once the whole
+    /// store has been read, so that the first pods registered wait for their flows, not
+    /// for the first reading of every record.
+    pub async fn start(attachments: Vec<Attachment>, source: ResourceSource) -> Watcher {
+        let (targets, incoming) = std::sync::mpsc::channel();
+        let (primed, read) = tokio::sync::oneshot::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let complete = Arc::new(AtomicUsize::new(0));
+        let thread = {
+            let (stop, complete) = (stop.clone(), complete.clone());
+            let shared = Shared {
+                incoming,
+                stop,
+                complete,
+            };
+            std::thread::spawn(move || watch(attachments, source, primed, &shared))
+        };
+        // A thread that ended early is reported by `stop`.
+        let _ = read.await;
+        Watcher {
+            targets,
+            stop,
+            complete,
+            thread: Some(thread),
+        }
+    }
+
+    /// Registers a pod; an error once the watcher has stopped.
+    pub fn register(&self, target: Target) -> Result<(), String> {
+        self.targets
+            .send(target)
+            .map_err(|_| "the first-flow watcher has stopped".to_string())
+    }
+
+    /// Pods whose every flow was delivered so far.
+    pub fn complete(&self) -> usize {
+        self.complete.load(Ordering::SeqCst)
+    }
+
+    /// Stops after one more sample; what it saw.
+    pub async fn stop(mut self) -> Result<FirstFlows, String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let thread = self
+            .thread
+            .take()
+            .ok_or("the watcher was already stopped")?;
+        tokio::task::spawn_blocking(move || thread.join())
+            .await
+            .map_err(|e| format!("cannot wait for the watcher: {e}"))?
+            .map_err(|_| "the first-flow watcher panicked".to_string())
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// What the watcher's thread shares with the [`Watcher`].
+struct Shared {
+    incoming: Receiver<Target>,
+    stop: Arc<AtomicBool>,
+    complete: Arc<AtomicUsize>,
+}
+
+/// The watcher's loop (see the module docs); `primed` once every record is read.
+fn watch(
+    attachments: Vec<Attachment>,
+    mut source: ResourceSource,
+    primed: tokio::sync::oneshot::Sender<()>,
+    shared: &Shared,
+) -> FirstFlows {
+    let mut live = LiveTopology::new(attachments);
+    if let Ok(changes) = source() {
+        live.apply(changes);
+    }
+    let _ = primed.send(());
+    let mut waiting = Waiting::default();
+    let (mut samples, mut last, mut max_period) = (0usize, None::<Instant>, Duration::ZERO);
+    let started = Instant::now();
+    loop {
+        let stopping = shared.stop.load(Ordering::SeqCst);
+        let registered: Vec<Target> = shared.incoming.try_iter().collect();
+        let changes = source();
+        let read_at = Instant::now();
+        if let Some(last) = last {
+            max_period = max_period.max(read_at - last);
+        }
+        last = Some(read_at);
+        samples += 1;
+        let changed = match changes {
+            Ok(changes) => {
+                let changed = !changes.is_empty();
+                live.apply(changes);
+                changed
+            }
+            // The source starts over with every record at its next reading.
+            Err(_) => {
+                live = LiveTopology::new(live.topology().attachments().into_iter().cloned());
+                false
+            }
+        };
+        let fresh = !registered.is_empty();
+        waiting
+            .pending
+            .extend(registered.into_iter().map(|t| (t, BTreeMap::new())));
+        if changed || fresh {
+            waiting.sample(live.topology(), read_at);
+        }
+        shared.complete.store(waiting.complete, Ordering::SeqCst);
+        if stopping {
+            break;
+        }
+        std::thread::sleep(PERIOD);
+    }
+    let span = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(started));
+    FirstFlows {
+        to_pod: waiting.latencies(Via::Pod),
+        through_service: waiting.latencies(Via::Service),
+        samples,
+        mean_period: span / samples.max(1) as u32,
+        max_period,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
+    use midonet_dataplane::{Protocol, RuleOrder, SocketV4};
+    use midonet_testkit::scenario::{Scale, Scenario};
+    use midonet_translators::model::Resource;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn latencies_are_nearest_rank_and_count_what_never_came() {
+        let times: Vec<Duration> = (1..=200).map(ms).collect();
+        let l = Latencies::of(times, 3);
+        assert_eq!((l.delivered, l.undelivered), (200, 3));
+        assert_eq!(l.p50_seconds, 0.100);
+        assert_eq!(l.p99_seconds, 0.198);
+        assert_eq!(l.max_seconds, 0.200);
+        assert_eq!(Latencies::of(Vec::new(), 1).max_seconds, 0.0);
+    }
+
+    /// Three nodes, six pods, two Services of two endpoints (pods 0, 1 and 2, 3).
+    fn small() -> (Scenario, midonet_testkit::scenario::Translated) {
+        let scale = Scale {
+            nodes: 3,
+            pods: 6,
+            services: 2,
+            endpoints_per_service: 2,
+            namespaces: 4,
+        };
+        let s = Scenario::new("r", scale);
+        let t = s.translated(0).unwrap();
+        (s, t)
+    }
+
+    fn probe(from: &str, to: SocketV4) -> Probe {
+        Probe {
+            from: from.into(),
+            to,
+            protocol: Protocol::Tcp,
+            src_port: CLIENT_PORT,
+        }
+    }
+
+    #[test]
+    fn a_flow_counts_only_once_it_reaches_the_pod_itself() {
+        let (s, t) = small();
+        let topo = |resources: Vec<Resource>| {
+            Topology::new(resources, RuleOrder::Pushed, t.cluster.attachments())
+        };
+        let full = topo(t.resources.clone());
+        // pod-0 (r-0, node 0) from pod-1 (r-1, node 1): directly and through svc-0.
+        let client = "pod/r-1/pod-1";
+        let to_pod = probe(client, SocketV4::new(s.pod_ip(0), POD_PORT));
+        let to_svc = probe(client, SocketV4::new(Scenario::cluster_ip(0), 80));
+        assert!(delivered_to(&full, &to_pod, "pod/r-0/pod-0"));
+        assert!(delivered_to(&full, &to_svc, "pod/r-0/pod-0"));
+        // svc-0's other endpoint is pod-1; pod-2 backs svc-1 only.
+        assert!(delivered_to(&full, &to_svc, "pod/r-1/pod-1"));
+        assert!(!delivered_to(&full, &to_svc, "pod/r-2/pod-2"));
+        // pod-0's port unbound: neither flow reaches it, the Service still reaches pod-1.
+        let interface = midonet_translators::naming::pod_interface_name("r-0/pod-0");
+        let unbound: Vec<Resource> = t
+            .resources
+            .iter()
+            .filter(|r| {
+                !matches!(r, Resource::HostInterfacePort(b)
+                    if b.interface_name.as_deref() == Some(interface.as_str()))
+            })
+            .cloned()
+            .collect();
+        assert_eq!(unbound.len() + 1, t.resources.len());
+        let unbound = topo(unbound);
+        assert!(!delivered_to(&unbound, &to_pod, "pod/r-0/pod-0"));
+        assert!(!delivered_to(&unbound, &to_svc, "pod/r-0/pod-0"));
+        assert!(delivered_to(&unbound, &to_svc, "pod/r-1/pod-1"));
+    }
+
+    #[test]
+    fn a_pod_waits_until_each_of_its_flows_is_delivered() {
+        let (s, t) = small();
+        let empty = Topology::new(Vec::new(), RuleOrder::Pushed, t.cluster.attachments());
+        let full = Topology::new(t.resources, RuleOrder::Pushed, t.cluster.attachments());
+        let client = "pod/r-1/pod-1";
+        let since = Instant::now();
+        let mut w = Waiting::default();
+        let target = Target {
+            name: "pod/r-0/pod-0".into(),
+            since,
+            flows: vec![
+                (
+                    Via::Pod,
+                    probe(client, SocketV4::new(s.pod_ip(0), POD_PORT)),
+                ),
+                (
+                    Via::Service,
+                    probe(client, SocketV4::new(Scenario::cluster_ip(0), 80)),
+                ),
+            ],
+        };
+        w.pending.push((target, BTreeMap::new()));
+        w.sample(&empty, since + ms(10));
+        assert_eq!((w.pending.len(), w.complete), (1, 0));
+        assert_eq!(w.latencies(Via::Pod).undelivered, 1);
+        w.sample(&full, since + ms(30));
+        assert_eq!((w.pending.len(), w.complete), (0, 1));
+        let l = w.latencies(Via::Service);
+        assert_eq!((l.delivered, l.undelivered, l.max_seconds), (1, 0, 0.030));
+    }
+}
