@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the benchmark's initial sync N times (default 5), each on a fresh control plane, and
-# prints every run's convergence, floors and ratios, then the median ratios. One run on a
-# shared 2-core machine varies by ±15 %; the median is the figure to compare. The second
-# floor adds a status write per Translation (see docs/benchmark.md). The last column is the
+# prints every run's convergence, floors and ratios, then the median ratios. One run varies
+# with what else the machine does; the median is the figure to compare. The second floor
+# adds a status write per Translation (see docs/benchmark.md). The last column is the
 # controllers' peak RSS. With --watched-floor, also the ratio to a third floor (a status write
 # and a second Translation watch) and the apiserver's CPU in the sync over each floor's.
 # The floor with a status write is measured again after the sync; the sync is also compared
