@@ -1,7 +1,8 @@
-//! When each new pod first receives a flow: a thread that keeps the simulator's store as a
-//! live topology (`midonet_dataplane::LiveTopology`, fed the records changed since the last
-//! reading, as the flow probe is) and, whenever the store changed or a pod was registered,
-//! traces the flows of every pod still waiting with the data-plane model.
+//! When each new pod first receives a flow: a loop (on the runtime's blocking pool) that
+//! keeps the simulator's store as a live topology (`midonet_dataplane::LiveTopology`, fed
+//! the records changed since the last reading, as the flow probe is) and, whenever the
+//! store changed or a pod was registered, traces the flows of every pod still waiting with
+//! the data-plane model.
 //!
 //! - **Registered** ([`Target`]): a pod's workload (its attachment name), the instant its
 //!   `status.podIP` was sent, and up to one flow per [`Via`] from a client pod on another
@@ -151,13 +152,14 @@ impl Waiting {
     }
 }
 
-/// The watcher's thread, until [`Watcher::stop`].
+/// The watcher's loop, until [`Watcher::stop`].
 pub struct Watcher {
     targets: Sender<Target>,
     stop: Arc<AtomicBool>,
     /// Pods whose every flow was delivered, as of the last sample.
     complete: Arc<AtomicUsize>,
-    thread: Option<std::thread::JoinHandle<FirstFlows>>,
+    /// The loop, on the runtime's blocking pool.
+    task: Option<tokio::task::JoinHandle<FirstFlows>>,
 }
 
 /// How long the watcher sleeps between readings when nothing changed.
@@ -172,22 +174,19 @@ impl Watcher {
         let (primed, read) = tokio::sync::oneshot::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let complete = Arc::new(AtomicUsize::new(0));
-        let thread = {
-            let (stop, complete) = (stop.clone(), complete.clone());
-            let shared = Shared {
-                incoming,
-                stop,
-                complete,
-            };
-            std::thread::spawn(move || watch(attachments, source, primed, &shared))
+        let shared = Shared {
+            incoming,
+            stop: stop.clone(),
+            complete: complete.clone(),
         };
-        // A thread that ended early is reported by `stop`.
+        let task = tokio::task::spawn_blocking(move || watch(attachments, source, primed, &shared));
+        // A loop that ended early is reported by `stop`.
         let _ = read.await;
         Watcher {
             targets,
             stop,
             complete,
-            thread: Some(thread),
+            task: Some(task),
         }
     }
 
@@ -206,14 +205,9 @@ impl Watcher {
     /// Stops after one more sample; what it saw.
     pub async fn stop(mut self) -> Result<FirstFlows, String> {
         self.stop.store(true, Ordering::SeqCst);
-        let thread = self
-            .thread
-            .take()
-            .ok_or("the watcher was already stopped")?;
-        tokio::task::spawn_blocking(move || thread.join())
-            .await
-            .map_err(|e| format!("cannot wait for the watcher: {e}"))?
-            .map_err(|_| "the first-flow watcher panicked".to_string())
+        let task = self.task.take().ok_or("the watcher was already stopped")?;
+        task.await
+            .map_err(|e| format!("the first-flow watcher failed: {e}"))
     }
 }
 
@@ -223,7 +217,7 @@ impl Drop for Watcher {
     }
 }
 
-/// What the watcher's thread shares with the [`Watcher`].
+/// What the watcher's loop shares with the [`Watcher`].
 struct Shared {
     incoming: Receiver<Target>,
     stop: Arc<AtomicBool>,
@@ -313,16 +307,9 @@ mod tests {
         assert_eq!(Latencies::of(Vec::new(), 1).max_seconds, 0.0);
     }
 
-    /// Three nodes, six pods, two Services of two endpoints (pods 0, 1 and 2, 3).
+    /// [`Scale::SMALL`]: Service 0's endpoints are pods 0 and 1, Service 1's pods 2 and 3.
     fn small() -> (Scenario, midonet_testkit::scenario::Translated) {
-        let scale = Scale {
-            nodes: 3,
-            pods: 6,
-            services: 2,
-            endpoints_per_service: 2,
-            namespaces: 4,
-        };
-        let s = Scenario::new("r", scale);
+        let s = Scenario::new("r", Scale::SMALL);
         let t = s.translated(0).unwrap();
         (s, t)
     }

@@ -63,6 +63,15 @@ impl Scale {
         endpoints_per_service: 4,
         namespaces: 4,
     };
+
+    /// The unit tests' cluster: 3 Nodes, 6 Pods, 2 Services × 2 endpoints, 4 namespaces.
+    pub const SMALL: Scale = Scale {
+        nodes: 3,
+        pods: 6,
+        services: 2,
+        endpoints_per_service: 2,
+        namespaces: 4,
+    };
 }
 
 /// Objects of one scenario; `prefix` keeps several scenarios in one cluster apart.
