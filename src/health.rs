@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use futures::{Stream, StreamExt};
 
 use crate::backend::BackendClient;
+use crate::retry::RetryPolicy;
 
 /// Readiness checks plus the liveness of the controller loops. Cheap to clone: clones share
 /// their state.
@@ -370,6 +371,10 @@ impl Drop for ReconcileGuard {
 /// Name of the readiness check of the MidoNet API.
 pub const BACKEND_CHECK: &str = "backend";
 
+/// Logins of the readiness probe while the MidoNet API refuses them.
+const LOGIN_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(500), Duration::from_secs(30));
+
 /// Keeps the readiness check [`BACKEND_CHECK`] true exactly while the MidoNet API is
 /// reachable and the client is logged in. Every request the controllers make tells whether
 /// the API answers; when none was made for `probe_period`, one `GET` of the API root asks.
@@ -379,7 +384,7 @@ pub async fn follow_backend(backend: BackendClient, health: Health, probe_period
     // Often enough to notice a change within a fraction of the period.
     let tick = (probe_period / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
     let mut was_ready: Option<bool> = None;
-    let mut login_delay = Duration::from_millis(500);
+    let mut login_failures: u32 = 0;
     let mut next_login = Instant::now();
     loop {
         let mut reason = None;
@@ -387,11 +392,11 @@ pub async fn follow_backend(backend: BackendClient, health: Health, probe_period
             // The login's answer tells the reachability too: no probe before it.
             if Instant::now() >= next_login {
                 match backend.login().await {
-                    Ok(()) => login_delay = Duration::from_millis(500),
+                    Ok(()) => login_failures = 0,
                     Err(err) => {
                         reason = Some(format!("cannot log in: {err}"));
-                        next_login = Instant::now() + login_delay;
-                        login_delay = (login_delay * 2).min(Duration::from_secs(30));
+                        login_failures = login_failures.saturating_add(1);
+                        next_login = Instant::now() + LOGIN_RETRY.delay(login_failures);
                     }
                 }
             }

@@ -18,6 +18,7 @@ use crate::health::Health;
 use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
+use crate::retry::RetryPolicy;
 use crate::translate::dispatch::{for_each_translator, Translators};
 use crate::translate::run as translate;
 use crate::translate::slices::EndpointsSource;
@@ -25,6 +26,10 @@ use crate::translate::{RunnerConfig, Shared, TranslatorKind, TranslatorMetrics};
 
 /// How long in-flight work may take after SIGTERM before the process exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
+
+/// API discovery at start-up (which endpoints source the Service controller reads).
+const DISCOVERY_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(500), Duration::from_secs(10));
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -447,7 +452,7 @@ where
 /// Where endpoints are read from, by API discovery; retried until it answers. `None` once
 /// stopped.
 async fn endpoints_source(kube: &Client, stop: &CancellationToken) -> Option<EndpointsSource> {
-    let mut delay = std::time::Duration::from_millis(500);
+    let mut failures: u32 = 0;
     loop {
         match crate::translate::slices::discover(kube).await {
             Ok(source) => {
@@ -458,10 +463,10 @@ async fn endpoints_source(kube: &Client, stop: &CancellationToken) -> Option<End
                 tracing::warn!(%error, "API discovery failed; retrying");
             }
         }
+        failures = failures.saturating_add(1);
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep(DISCOVERY_RETRY.delay(failures)) => {}
             _ = stop.cancelled() => return None,
         }
-        delay = (delay * 2).min(std::time::Duration::from_secs(10));
     }
 }

@@ -45,6 +45,10 @@ pub const RESTORED_EVENT: &str = "GlobalTranslationRestored";
 const TERMINATING_RECHECK: Duration = Duration::from_secs(2);
 /// Retries of a failed pass (capped by the resync period).
 const RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(400), Duration::from_secs(30));
+/// Retries of the first write at start-up, which the other translators wait for: failed,
+/// or waiting for an old incarnation's deletion or a replaced Translation's push.
+const ENSURE_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(30));
 
 /// (namespace, name) of a Translation.
 type Key = (String, String);
@@ -133,15 +137,15 @@ impl Globals {
     /// translators start after this: every other Translation refers to the globals.
     pub async fn ensure(&mut self) {
         self.shared.translations_synced.wait().await;
-        let mut delay = Duration::from_millis(200);
+        let mut attempts: u32 = 0;
         loop {
             match self.pass().await {
                 Ok(SyncOutcome::WaitingForDeletion | SyncOutcome::WaitingForPush) => {}
                 Ok(_) => return,
                 Err(err) => self.report(&err),
             }
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(30));
+            attempts = attempts.saturating_add(1);
+            tokio::time::sleep(ENSURE_RETRY.delay(attempts)).await;
         }
     }
 
