@@ -190,6 +190,33 @@ impl Translation {
     }
 }
 
+/// Deletes the Translation `namespace/name` only while it is the object whose UID is `uid`
+/// (and, given `resource_version`, unchanged since): a Translation of that name created or
+/// changed since is left to whoever did that. `Ok(true)`: deleted now (the finalizer may
+/// keep it until the pusher has cleaned the backend); `Ok(false)`: gone already (404) or
+/// no longer that object (409).
+pub async fn delete_translation(
+    kube: &kube::Client,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+    resource_version: Option<String>,
+) -> kube::Result<bool> {
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version,
+        }),
+        ..kube::api::DeleteParams::default()
+    };
+    let api: kube::Api<Translation> = kube::Api::namespaced(kube.clone(), namespace);
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TranslationSpec {
     /// Backend resources in push order (parents first). Deleted in reverse order.

@@ -33,6 +33,25 @@ use tokio::sync::mpsc;
 
 use crate::authz::{Attempt, Authz};
 
+/// The reasons of the events the controllers publish, in one place: a reason is an
+/// interface (alerts, `kubectl get events --field-selector reason=…`), so each is named
+/// once. The translators' Warning reasons come with their warnings
+/// (`midonet_translators::Warning`).
+pub mod reason {
+    /// A translator created a Translation (Normal, on its owner).
+    pub const TRANSLATION_CREATED: &str = "TranslationCreated";
+    /// A translator updated a Translation (Normal, on its owner).
+    pub const TRANSLATION_UPDATED: &str = "TranslationUpdated";
+    /// A translator deleted a stale Translation (Normal, on its owner).
+    pub const TRANSLATION_DELETED: &str = "TranslationDeleted";
+    /// A global Translation deleted or edited by hand was restored (Warning, on it).
+    pub const GLOBAL_TRANSLATION_RESTORED: &str = "GlobalTranslationRestored";
+    /// No MidoNet host has the Node's name (yet) (Warning, on the Node).
+    pub const HOST_NOT_FOUND: &str = "MidoNetHostNotFound";
+    /// The MidoNet hosts could not be listed (Warning, on the Node).
+    pub const HOST_LOOKUP_FAILED: &str = "MidoNetHostLookupFailed";
+}
+
 /// Normal events waiting to be written; beyond this, new ones are dropped.
 const QUEUE_CAPACITY: usize = 4096;
 /// Warnings have their own queue and go first: a failure must not wait behind the

@@ -54,6 +54,26 @@ impl Health {
         self.lock().entry(name.to_string()).or_insert(false);
     }
 
+    /// Registers the readiness check `name` of a cache (not ready yet). Returns the callback
+    /// the cache calls with each list's outcome, which sets the check, and a flag that turns
+    /// true with the first successful list and stays so (a reconcile reads it before trusting
+    /// the cache).
+    pub fn cache_check(
+        &self,
+        name: &str,
+    ) -> (impl Fn(bool) + Send + Sync + 'static, Arc<AtomicBool>) {
+        self.register(name);
+        let listed = Arc::new(AtomicBool::new(false));
+        let (health, name, flag) = (self.clone(), name.to_string(), listed.clone());
+        let synced = move |ok: bool| {
+            if ok {
+                flag.store(true, Ordering::Release);
+            }
+            health.set(&name, ok)
+        };
+        (synced, listed)
+    }
+
     pub fn set(&self, name: &str, ready: bool) {
         self.lock().insert(name.to_string(), ready);
     }

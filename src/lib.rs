@@ -20,6 +20,7 @@ pub mod plancmd;
 pub mod pusher;
 pub mod retry;
 pub mod run;
+pub mod scaffold;
 pub mod streams;
 pub mod sweep;
 pub mod translate;

@@ -10,28 +10,25 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 use midonet_translators::meta::{
     HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, TUNNEL_ZONE_ID_ANNOTATION,
 };
-use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
-use crate::events::{EventPublisher, Events};
+use crate::events::{reason, EventPublisher, Events};
 use crate::health::Health;
 use crate::locks::lock;
 use crate::retry::RetryPolicy;
+use crate::scaffold::{Reconciler, Retry, Scaffold};
 
 /// The controller's name, as in `--controllers`.
 pub const CONTROLLER: &str = "nodeannotator";
 pub const READY_CHECK: &str = "nodeannotator-cache";
-pub const HOST_NOT_FOUND: &str = "MidoNetHostNotFound";
-pub const BACKEND_ERROR: &str = "MidoNetHostLookupFailed";
 
 /// A Host is registered when its agent starts: a second, doubling to a minute.
 const RETRY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), Duration::from_secs(60));
@@ -60,14 +57,15 @@ impl AnnotatorContext {
         }
     }
 
-    fn failed(&self, node: &str) -> Duration {
+    /// Counts a failure for `node`; the delay before its retry.
+    fn next_retry(&self, node: &str) -> Duration {
         let mut f = lock(&self.failures);
         let n = f.entry(node.to_string()).or_default();
         *n = n.saturating_add(1);
         RETRY.delay(*n)
     }
 
-    fn succeeded(&self, node: &str) {
+    fn reset_failures(&self, node: &str) {
         lock(&self.failures).remove(node);
     }
 }
@@ -115,11 +113,11 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<AnnotatorContext>) -> Result<Action
                     .find(|h| h.name.as_deref() == Some(name.as_str()))
                     .map(|h| h.id.to_string());
                 if host_id.is_none() {
-                    let delay = ctx.failed(&name);
+                    let delay = ctx.next_retry(&name);
                     let msg = format!("no MidoNet host named {name:?}; retrying in {delay:?}");
                     tracing::warn!("{msg}");
                     ctx.events
-                        .warning(&node.object_ref(&()), HOST_NOT_FOUND, msg)
+                        .warning(&node.object_ref(&()), reason::HOST_NOT_FOUND, msg)
                         .await;
                     // Still fill the other annotations below.
                     annotate(&node, &ctx, missing_annotations(&node, None)).await?;
@@ -127,18 +125,18 @@ async fn reconcile(node: Arc<Node>, ctx: Arc<AnnotatorContext>) -> Result<Action
                 }
             }
             Err(err) => {
-                let delay = ctx.failed(&name);
+                let delay = ctx.next_retry(&name);
                 let msg = format!("cannot list MidoNet hosts: {err}; retrying in {delay:?}");
                 tracing::warn!("{msg}");
                 ctx.events
-                    .warning(&node.object_ref(&()), BACKEND_ERROR, msg)
+                    .warning(&node.object_ref(&()), reason::HOST_LOOKUP_FAILED, msg)
                     .await;
                 return Ok(Action::requeue(delay));
             }
         }
     }
     annotate(&node, &ctx, missing_annotations(&node, host_id.as_deref())).await?;
-    ctx.succeeded(&name);
+    ctx.reset_failures(&name);
     Ok(Action::await_change())
 }
 
@@ -166,48 +164,46 @@ async fn annotate(
     Ok(())
 }
 
-fn error_policy(node: Arc<Node>, err: &AnnotatorError, ctx: Arc<AnnotatorContext>) -> Action {
-    let delay = ctx.failed(&node.name_any());
-    // Outside the reconcile's span: name the Node here.
-    let span = crate::logfields::object_span(CONTROLLER, &*node);
-    let _entered = span.enter();
-    let AnnotatorError::Kube(e) = err;
-    if ctx.authz.report(Attempt::new("patch", "nodes", None), e) {
-        // Already logged as an authorization error (rate-limited); retried all the same.
-        tracing::debug!(error = %err, retry_in = ?delay, "annotating failed; retrying");
-    } else {
-        tracing::warn!(error = %err, retry_in = ?delay, "annotating failed; retrying");
+impl Reconciler for AnnotatorContext {
+    type Object = Node;
+    type Error = AnnotatorError;
+    const NAME: &'static str = CONTROLLER;
+
+    fn reconcile(
+        self: Arc<Self>,
+        node: Arc<Node>,
+    ) -> impl std::future::Future<Output = Result<Action, AnnotatorError>> + Send + 'static {
+        reconcile(node, self)
     }
-    Action::requeue(delay)
+
+    fn failed<'a>(&'a self, node: &'a Node, err: &'a AnnotatorError) -> Retry<'a> {
+        let AnnotatorError::Kube(e) = err;
+        Retry {
+            after: self.next_retry(&node.name_any()),
+            refused: Some((Attempt::new("patch", "nodes", None), e)),
+            failures: None,
+        }
+    }
+
+    fn authz(&self) -> &Authz {
+        &self.authz
+    }
 }
 
+/// Runs the nodeannotator until `shutdown` resolves.
 pub async fn run(
     ctx: Arc<AnnotatorContext>,
     health: Health,
     workers: u16,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let scaffold = Scaffold::<AnnotatorContext>::register(&health);
     health.register(READY_CHECK);
-    let liveness = health.liveness().register(CONTROLLER);
     let synced = health.clone();
     let (store, nodes) =
         crate::cache::cached(Api::<Node>::all(ctx.kube.clone()), &ctx.authz, move |ok| {
             synced.set(READY_CHECK, ok)
         });
-    let nodes = liveness.queue_of(nodes);
-    let controller = Controller::for_stream(nodes, store.clone())
-        .with_config(controller::Config::default().concurrency(workers))
-        .graceful_shutdown_on(shutdown);
-    let probe = liveness.clone();
-    controller
-        .run(
-            move |node, ctx| {
-                let span = crate::logfields::object_span(CONTROLLER, &*node);
-                probe.reconcile(reconcile(node, ctx).instrument(span))
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|_| async { liveness.progressed() })
-        .await;
+    let controller = scaffold.controller(nodes, store, workers, shutdown);
+    scaffold.run(controller, ctx).await;
 }

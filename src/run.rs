@@ -19,6 +19,7 @@ use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
 use crate::retry::RetryPolicy;
+use crate::scaffold::OwnedTask;
 use crate::translate::dispatch::{for_each_translator, Translators};
 use crate::translate::run as translate;
 use crate::translate::slices::EndpointsSource;
@@ -73,16 +74,6 @@ pub fn init_logging(level: &str, json: bool) {
     } else {
         builder.try_init()
     };
-}
-
-/// A background task that must not outlive the run (an embedded run returns while its
-/// runtime goes on).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 async fn sigterm() {
@@ -146,11 +137,12 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     let mut _follow_backend = None;
     let backend = if cfg.needs_backend() {
         let b = backend_client(&cfg, &registry)?;
-        _follow_backend = Some(AbortOnDrop(tokio::spawn(crate::health::follow_backend(
+        // Must not outlive the run (an embedded run returns while its runtime goes on).
+        _follow_backend = Some(OwnedTask::spawn(crate::health::follow_backend(
             b.clone(),
             health.clone(),
             cfg.backend_probe_period,
-        ))));
+        )));
         Some(b)
     } else {
         None

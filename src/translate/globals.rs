@@ -33,12 +33,10 @@ use super::{sync_translations, RunnerError, Shared, SyncOutcome};
 use crate::authz::Attempt;
 use crate::crd::Translation;
 use crate::retry::RetryPolicy;
+use crate::scaffold::NextPass;
 
 /// The controller's name in logs and metrics.
 pub const NAME: &str = "global";
-
-/// Reason of the Warning event on a restored global Translation.
-pub const RESTORED_EVENT: &str = "GlobalTranslationRestored";
 
 /// How soon to look again while a global Translation's old incarnation is being deleted
 /// (its Delete event usually wakes the controller first).
@@ -157,21 +155,17 @@ impl Globals {
             _ = self.shared.translations_synced.wait() => {}
             _ = &mut shutdown => return,
         }
-        let mut failures: u32 = 0;
+        let mut schedule = NextPass::new(RETRY, resync);
         loop {
             let next = match self.pass().await {
-                Ok(outcome) => {
-                    failures = 0;
-                    match outcome {
-                        SyncOutcome::WaitingForDeletion => TERMINATING_RECHECK,
-                        SyncOutcome::WaitingForPush => Duration::from_millis(500),
-                        SyncOutcome::Unchanged | SyncOutcome::Written => resync,
-                    }
-                }
+                Ok(outcome) => schedule.after_success(match outcome {
+                    SyncOutcome::WaitingForDeletion => Some(TERMINATING_RECHECK),
+                    SyncOutcome::WaitingForPush => Some(Duration::from_millis(500)),
+                    SyncOutcome::Unchanged | SyncOutcome::Written => None,
+                }),
                 Err(err) => {
                     self.report(&err);
-                    failures = failures.saturating_add(1);
-                    RETRY.delay(failures).min(resync)
+                    schedule.after_failure()
                 }
             };
             tokio::select! {
@@ -240,7 +234,11 @@ impl Globals {
         };
         self.shared
             .events
-            .warning(&tr.object_ref(&()), RESTORED_EVENT, note.to_string())
+            .warning(
+                &tr.object_ref(&()),
+                crate::events::reason::GLOBAL_TRANSLATION_RESTORED,
+                note.to_string(),
+            )
             .await;
     }
 

@@ -25,15 +25,14 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Client, Resource, ResourceExt};
 use midonet_translators::{Translated, TranslatorConfig};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::cache::{Cached, SharedCache};
@@ -41,6 +40,7 @@ use crate::crd::Translation;
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 use crate::retry::RetryPolicy;
+use crate::scaffold::{OwnedTask, Reconciler, Retry, Scaffold};
 pub use metrics::TranslatorMetrics;
 pub use sync::{
     build as translation_object, sync_translations, up_to_date, update_patch, SyncOutcome,
@@ -244,6 +244,33 @@ impl Shared {
         })
     }
 
+    /// Every translator's error policy: count, and retry soon (see [`RETRY`]). The
+    /// Translations a reconcile writes are mostly in the object's namespace; the apiserver's
+    /// message names the exact request.
+    pub(crate) fn translation_failed<'a, O: Resource<DynamicType = ()>>(
+        &'a self,
+        kind: &str,
+        obj: &'a O,
+        err: &'a RunnerError,
+    ) -> Retry<'a> {
+        self.metrics
+            .reconciles
+            .with_label_values(&[kind, "error"])
+            .inc();
+        let refused = match err {
+            RunnerError::Kube(e) => Some((
+                Attempt::new("patch", "translations", obj.meta().namespace.as_deref()),
+                e,
+            )),
+            RunnerError::Encode(_) => None,
+        };
+        Retry {
+            after: RETRY.delay(1),
+            refused,
+            failures: None,
+        }
+    }
+
     /// True when these warnings differ from the last ones published for `uid`.
     fn warnings_changed(&self, uid: &str, fingerprint: u64) -> bool {
         let mut warned = crate::locks::lock(&self.warned);
@@ -259,13 +286,41 @@ pub enum RunnerError {
     Encode(#[from] serde_json::Error),
 }
 
+/// The context of kind `K`'s controller: the shared one, and its dependencies' cache.
 struct KindContext<K: TranslatorKind> {
     shared: Arc<Shared>,
-    dependencies: Option<Store<K::Dependency>>,
-    /// Whether `dependencies` holds its initial list. Until then a dependency listed already
+    dependencies: Dependencies<K>,
+}
+
+/// The cache of what kind `K`'s translation reads besides its object.
+struct Dependencies<K: TranslatorKind> {
+    /// `None` for [`NoDependency`].
+    store: Option<Store<K::Dependency>>,
+    /// Whether `store` holds its initial list. Until then a dependency listed already
     /// triggers its dependents while the store does not show it yet (the reflector stores
     /// the initial list at its end), and translating them then would miss it for good.
-    dependencies_synced: Arc<AtomicBool>,
+    listed: Arc<AtomicBool>,
+}
+
+impl<K: TranslatorKind> Reconciler for KindContext<K> {
+    type Object = K::Object;
+    type Error = RunnerError;
+    const NAME: &'static str = K::NAME;
+
+    fn reconcile(
+        self: Arc<Self>,
+        obj: Arc<K::Object>,
+    ) -> impl std::future::Future<Output = Result<Action, RunnerError>> + Send + 'static {
+        reconcile::<K>(obj, self)
+    }
+
+    fn failed<'a>(&'a self, obj: &'a K::Object, err: &'a RunnerError) -> Retry<'a> {
+        self.shared.translation_failed(K::NAME, obj, err)
+    }
+
+    fn authz(&self) -> &Authz {
+        &self.shared.authz
+    }
 }
 
 /// The owner reference a translator puts on the Translations of `obj`.
@@ -290,7 +345,7 @@ async fn reconcile<K: TranslatorKind>(
     let (Some(owner), Some(uid)) = (owner_reference(&*obj), obj.uid()) else {
         return Ok(Action::await_change());
     };
-    if K::Dependency::WATCHED && !ctx.dependencies_synced.load(Ordering::Acquire) {
+    if K::Dependency::WATCHED && !ctx.dependencies.listed.load(Ordering::Acquire) {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let timer = ctx
@@ -300,7 +355,7 @@ async fn reconcile<K: TranslatorKind>(
         .with_label_values(&[K::NAME])
         .start_timer();
     let translated =
-        dispatch::translate_object::<K>(&ctx.shared.config, &obj, ctx.dependencies.as_ref());
+        dispatch::translate_object::<K>(&ctx.shared.config, &obj, ctx.dependencies.store.as_ref());
     let oref = obj.object_ref(&());
     let inherited = K::inherited(&obj, &ctx.shared.index);
     let action = apply_translated(
@@ -382,48 +437,6 @@ async fn publish_warnings(
     }
 }
 
-fn error_policy<K: TranslatorKind>(
-    obj: Arc<K::Object>,
-    err: &RunnerError,
-    ctx: Arc<KindContext<K>>,
-) -> Action {
-    translation_failed(&ctx.shared, K::NAME, &*obj, err)
-}
-
-/// Every translator's error policy: log (an authorization error once, as such), count,
-/// retry.
-pub(crate) fn translation_failed<O: Resource<DynamicType = ()>>(
-    shared: &Shared,
-    kind: &'static str,
-    obj: &O,
-    err: &RunnerError,
-) -> Action {
-    // Outside the reconcile's span: name the object here.
-    let span = crate::logfields::object_span(kind, obj);
-    let _entered = span.enter();
-    let denied = match err {
-        // The Translations it writes are mostly in the object's namespace; the API
-        // server's message names the exact request.
-        RunnerError::Kube(e) => shared.authz.report(
-            Attempt::new("patch", "translations", obj.namespace().as_deref()),
-            e,
-        ),
-        RunnerError::Encode(_) => false,
-    };
-    if denied {
-        // Already logged as an authorization error (rate-limited); retried all the same.
-        tracing::debug!(error = %err, "translation failed; retrying");
-    } else {
-        tracing::warn!(error = %err, "translation failed; retrying");
-    }
-    shared
-        .metrics
-        .reconciles
-        .with_label_values(&[kind, "error"])
-        .inc();
-    Action::requeue(RETRY.delay(1))
-}
-
 /// Options of one translator controller.
 #[derive(Clone, Debug)]
 pub struct RunnerConfig {
@@ -438,12 +451,40 @@ pub async fn run<K: TranslatorKind>(
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let check = format!("{}-cache", K::NAME);
-    health.register(&check);
-    let liveness = health.liveness().register(K::NAME);
-    let api: Api<K::Object> = Api::all(shared.kube.clone());
-    let ticks = crate::streams::every(config.resync);
-    // Translations of ours that disappear re-trigger their owner (level-triggered repair).
+    let scaffold = Scaffold::<KindContext<K>>::register(&health);
+    let (cache, own_watch) = object_cache::<K>(&shared);
+    let objects = cache.store();
+    let (applied, deleted) = applied_objects(&cache, &health, format!("{}-cache", K::NAME));
+    let _cleanup = OwnedTask::spawn(delete_orphans::<K>(shared.clone(), deleted, config.workers));
+    let controller = scaffold
+        .shared_controller(applied, objects.clone(), config.workers, shutdown)
+        .reconcile_all_on(crate::streams::every(config.resync))
+        .reconcile_on(owners_of_gone_translations::<K>(&shared));
+    let (controller, dependencies) = with_dependencies::<K>(controller, &shared, &health, objects);
+    // Decisions read the Translation cache: wait for it before the first reconcile.
+    shared.translations_synced.wait().await;
+    let ctx = Arc::new(KindContext::<K> {
+        shared,
+        dependencies,
+    });
+    let controller = scaffold.run(controller, ctx);
+    // An own cache's watch ends with the controller (a shared one is run by its owner).
+    match own_watch {
+        Some(watch) => {
+            tokio::select! {
+                _ = controller => {}
+                _ = watch => {}
+            }
+        }
+        None => controller.await,
+    }
+}
+
+/// The owners of `K`'s kind whose Translations disappear: re-triggered, so that what went
+/// is written again (level-triggered repair).
+fn owners_of_gone_translations<K: TranslatorKind>(
+    shared: &Shared,
+) -> impl futures::Stream<Item = ObjectRef<K::Object>> + Send + 'static {
     let (gone_tx, gone_rx) = mpsc::unbounded_channel::<ObjectRef<K::Object>>();
     shared.index.on_owned_deleted(
         &K::Object::kind(&()),
@@ -455,22 +496,45 @@ pub async fn run<K: TranslatorKind>(
             let _ = gone_tx.send(r);
         }),
     );
-    let gone = crate::streams::unbounded(gone_rx);
+    crate::streams::unbounded(gone_rx)
+}
 
-    let synced = health.clone();
-    let synced_check = check.clone();
-    // The cache of the objects: the process's shared one, or one of its own run here.
-    let (cache, own) = match K::shared_cache(&shared) {
+/// The cache of `K`'s objects: the process's shared one, or one of its own with the watch
+/// to run beside the controller.
+fn object_cache<K: TranslatorKind>(
+    shared: &Shared,
+) -> (
+    SharedCache<K::Object>,
+    Option<impl std::future::Future<Output = ()> + Send + 'static>,
+) {
+    match K::shared_cache(shared) {
         Some(cache) => (cache, None),
         None => {
+            let api: Api<K::Object> = Api::all(shared.kube.clone());
             let cache = SharedCache::new(api, &shared.authz, |_| {});
             (cache.clone(), Some(cache.run()))
         }
-    };
-    let objects = cache.store();
+    }
+}
+
+/// The objects `cache` applies, for the controller (its readiness check `check` follows
+/// the cache's lists), and the UIDs of those it deletes, for [`delete_orphans`].
+fn applied_objects<O>(
+    cache: &SharedCache<O>,
+    health: &Health,
+    check: String,
+) -> (
+    impl futures::Stream<Item = Arc<O>> + Send + 'static,
+    mpsc::UnboundedReceiver<String>,
+)
+where
+    O: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    health.register(&check);
+    let synced = health.clone();
     let (deleted_tx, deleted_rx) = mpsc::unbounded_channel::<String>();
     let stream = cache
-        .subscribe(move |ok| synced.set(&synced_check, ok))
+        .subscribe(move |ok| synced.set(&check, ok))
         .filter_map(move |change| {
             let applied = match change {
                 Cached::Applied(obj) => Some(obj),
@@ -483,93 +547,52 @@ pub async fn run<K: TranslatorKind>(
             };
             std::future::ready(applied)
         });
-    let stream = liveness.queue_of(stream);
-    let cleanup = tokio::spawn(delete_orphans::<K>(
-        shared.clone(),
-        deleted_rx,
-        config.workers,
-    ));
-    let controller = Controller::for_shared_stream(stream, objects.clone())
-        .with_config(controller::Config::default().concurrency(config.workers))
-        .reconcile_all_on(ticks)
-        .reconcile_on(gone)
-        .graceful_shutdown_on(shutdown);
-    let dependencies_synced = Arc::new(AtomicBool::new(false));
-    let (controller, dependencies) = if K::Dependency::WATCHED {
-        // Translations made without their dependency would be wrong: not ready until it
-        // has listed too.
-        let dep_check = format!("{}-{}-cache", K::NAME, K::Dependency::plural(&()));
-        health.register(&dep_check);
-        let synced = health.clone();
-        let listed = dependencies_synced.clone();
-        // Deleted dependencies count too: a Service whose EndpointSlice is deleted must be
-        // re-translated without it.
-        let (reader, writer) = reflector::store();
-        let stream = crate::cache::reflected(
-            writer,
-            Api::<K::Dependency>::all(shared.kube.clone()),
-            &shared.authz,
-            move |ok| {
-                if ok {
-                    listed.store(true, Ordering::Release);
-                }
-                synced.set(&dep_check, ok)
-            },
-        )
-        .touched_objects();
-        let objects = objects.clone();
-        (
-            controller.watches_stream(stream, move |dep| K::dependents_of(&dep, &objects)),
-            Some(reader),
-        )
-    } else {
-        (controller, None)
-    };
+    (stream, deleted_rx)
+}
 
-    // Decisions read the Translation cache: wait for it before the first reconcile.
-    shared.translations_synced.wait().await;
-    let ctx = Arc::new(KindContext::<K> {
-        shared,
-        dependencies,
-        dependencies_synced,
-    });
-    let probe = liveness.clone();
-    let controller = controller
-        .run(
-            move |obj, ctx| {
-                let span = crate::logfields::object_span(K::NAME, &*obj);
-                probe.reconcile(reconcile::<K>(obj, ctx).instrument(span))
-            },
-            error_policy::<K>,
-            ctx,
-        )
-        .for_each(|res| {
-            liveness.progressed();
-            async move {
-                if let Err(err) = res {
-                    tracing::debug!(controller = K::NAME, error = %err, "translator queue");
-                }
-            }
-        });
-    // An own cache's watch ends with the controller (a shared one is run by its owner).
-    match own {
-        Some(watch) => {
-            tokio::select! {
-                _ = controller => {}
-                _ = watch => {}
-            }
-        }
-        None => controller.await,
+/// `controller` also triggered by changes of `K`'s dependencies (when it has a watched
+/// one), and their cache.
+fn with_dependencies<K: TranslatorKind>(
+    controller: Controller<K::Object>,
+    shared: &Shared,
+    health: &Health,
+    objects: Store<K::Object>,
+) -> (Controller<K::Object>, Dependencies<K>) {
+    if !K::Dependency::WATCHED {
+        let none = Dependencies {
+            store: None,
+            listed: Arc::new(AtomicBool::new(false)),
+        };
+        return (controller, none);
     }
-    cleanup.abort();
+    // Translations made without their dependency would be wrong: not ready until it has
+    // listed too.
+    let (synced, listed) =
+        health.cache_check(&format!("{}-{}-cache", K::NAME, K::Dependency::plural(&())));
+    // Deleted dependencies count too: a Service whose EndpointSlice is deleted must be
+    // re-translated without it.
+    let (reader, writer) = reflector::store();
+    let stream = crate::cache::reflected(
+        writer,
+        Api::<K::Dependency>::all(shared.kube.clone()),
+        &shared.authz,
+        synced,
+    )
+    .touched_objects();
+    let controller = controller.watches_stream(stream, move |dep| K::dependents_of(&dep, &objects));
+    let dependencies = Dependencies {
+        store: Some(reader),
+        listed,
+    };
+    (controller, dependencies)
 }
 
 /// Deletes the Translations of objects the watch saw deleted, at once: garbage collection
 /// would do it too (and still does when the controllers were offline), but the
-/// kube-controller-manager's client is rate limited (20 requests/s by default), which makes
-/// a burst of deletions take minutes. The preconditions make sure that what is deleted is
-/// the very Translation the cache showed (an object re-created under the same name may have
-/// re-claimed it since, with a new owner).
+/// kube-controller-manager's client is rate limited, which makes a burst of deletions take
+/// minutes. Each deletion is of the very Translation the cache showed (its UID and
+/// resourceVersion as preconditions): an object re-created under the same name may have
+/// re-claimed it since, with a new owner.
 async fn delete_orphans<K: TranslatorKind>(
     shared: Arc<Shared>,
     deleted: mpsc::UnboundedReceiver<String>,
@@ -587,41 +610,48 @@ async fn delete_orphans<K: TranslatorKind>(
         })
         .for_each_concurrent(usize::from(workers.max(1)), |(owner, namespace, name)| {
             let shared = shared.clone();
-            async move {
-                let Some(cached) = shared.translations.get(&index::cache_ref(&namespace, &name))
-                else {
-                    return;
-                };
-                let still_ours = cached.owner_references().iter().any(|o| o.uid == owner);
-                if !still_ours || cached.metadata.deletion_timestamp.is_some() {
-                    return;
-                }
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        uid: cached.uid(),
-                        resource_version: cached.resource_version(),
-                    }),
-                    ..DeleteParams::default()
-                };
-                let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &namespace);
-                match api.delete(&name, &params).await {
-                    Ok(_) => {
-                        shared
-                            .metrics
-                            .writes
-                            .with_label_values(&[K::NAME, "delete_orphan"])
-                            .inc();
-                    }
-                    // Gone already, or changed since: garbage collection decides.
-                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-                    Err(err) => {
-                        let attempt = Attempt::new("delete", "translations", Some(&namespace));
-                        if !shared.authz.report(attempt, &err) {
-                            tracing::warn!(translation = %name, %namespace, error = %err, "cannot delete the Translation of a deleted object; garbage collection will");
-                        }
-                    }
-                }
-            }
+            async move { delete_orphan(&shared, K::NAME, &owner, &namespace, &name).await }
         })
         .await;
+}
+
+/// Deletes `namespace/name` if the cache still shows it owned by `owner` and not being
+/// deleted (see [`delete_orphans`]).
+async fn delete_orphan(shared: &Shared, kind: &str, owner: &str, namespace: &str, name: &str) {
+    let Some(cached) = shared.translations.get(&index::cache_ref(namespace, name)) else {
+        return;
+    };
+    let still_ours = cached.owner_references().iter().any(|o| o.uid == owner);
+    if !still_ours || cached.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    // Every stored object has a UID; without one there is nothing to delete exactly.
+    let Some(uid) = cached.metadata.uid.as_deref() else {
+        return;
+    };
+    let deleted = crate::crd::delete_translation(
+        &shared.kube,
+        namespace,
+        name,
+        uid,
+        cached.resource_version(),
+    )
+    .await;
+    match deleted {
+        Ok(true) => {
+            shared
+                .metrics
+                .writes
+                .with_label_values(&[kind, "delete_orphan"])
+                .inc();
+        }
+        // Gone already, or changed since: garbage collection decides.
+        Ok(false) => {}
+        Err(err) => {
+            let attempt = Attempt::new("delete", "translations", Some(namespace));
+            if !shared.authz.report(attempt, &err) {
+                tracing::warn!(translation = %name, %namespace, error = %err, "cannot delete the Translation of a deleted object; garbage collection will");
+            }
+        }
+    }
 }

@@ -43,7 +43,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::WatchStreamExt;
 use kube::{Resource, ResourceExt};
@@ -56,9 +56,11 @@ use tracing::Instrument;
 use super::index::{cache_ref, POLICY_GROUPS_OWNER};
 use super::pods::CachedPod;
 use super::{owner_reference, RunnerConfig, RunnerError, Shared, SyncOutcome};
+use crate::authz::Authz;
 use crate::crd::Translation;
 use crate::health::Health;
 use crate::retry::RetryPolicy;
+use crate::scaffold::{NextPass, Reconciler, Retry, Scaffold};
 
 /// Controller name as used in `--controllers`.
 pub const NAME: &str = "networkpolicy";
@@ -100,15 +102,38 @@ pub fn affected(policies: &[Arc<NetworkPolicy>], namespace: &str) -> Vec<ObjectR
         .collect()
 }
 
-struct Ctx {
+/// The context of the policies' controller.
+struct PolicyContext {
     shared: Arc<Shared>,
     pods: Store<CachedPod>,
     namespaces: Store<Namespace>,
-    synced: Arc<AtomicBool>,
-    namespaces_synced: Arc<AtomicBool>,
+    /// Whether `pods` and `namespaces` hold their initial lists.
+    pods_listed: Arc<AtomicBool>,
+    namespaces_listed: Arc<AtomicBool>,
 }
 
-async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<Ctx>) -> Result<Action, RunnerError> {
+impl Reconciler for PolicyContext {
+    type Object = NetworkPolicy;
+    type Error = RunnerError;
+    const NAME: &'static str = NAME;
+
+    fn reconcile(
+        self: Arc<Self>,
+        np: Arc<NetworkPolicy>,
+    ) -> impl std::future::Future<Output = Result<Action, RunnerError>> + Send + 'static {
+        reconcile(np, self)
+    }
+
+    fn failed<'a>(&'a self, np: &'a NetworkPolicy, err: &'a RunnerError) -> Retry<'a> {
+        self.shared.translation_failed(NAME, np, err)
+    }
+
+    fn authz(&self) -> &Authz {
+        &self.shared.authz
+    }
+}
+
+async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<PolicyContext>) -> Result<Action, RunnerError> {
     if np.meta().deletion_timestamp.is_some() {
         return Ok(Action::await_change());
     }
@@ -116,7 +141,7 @@ async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<Ctx>) -> Result<Action, Runn
         return Ok(Action::await_change());
     };
     // A policy translated against a partial cache would miss pods: wait for both lists.
-    if !ctx.synced.load(Ordering::Acquire) || !ctx.namespaces_synced.load(Ordering::Acquire) {
+    if !ctx.pods_listed.load(Ordering::Acquire) || !ctx.namespaces_listed.load(Ordering::Acquire) {
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let timer = ctx
@@ -183,13 +208,14 @@ struct Groups {
     policies: Store<NetworkPolicy>,
     pods: Store<CachedPod>,
     namespaces: Store<Namespace>,
-    synced: [Arc<AtomicBool>; 3],
+    /// Whether the policies, pods and namespaces hold their initial lists.
+    listed: [Arc<AtomicBool>; 3],
     unused_since: HashMap<(String, String), Instant>,
 }
 
 impl Groups {
     async fn pass(&mut self) -> Result<Option<Duration>, RunnerError> {
-        if !self.synced.iter().all(|f| f.load(Ordering::Acquire)) {
+        if !self.listed.iter().all(|f| f.load(Ordering::Acquire)) {
             return Ok(Some(Duration::from_millis(200)));
         }
         let shared = self.shared.clone();
@@ -281,22 +307,22 @@ impl Groups {
     /// look again; forever (the caller drops it on shutdown).
     async fn run(mut self, wake: Arc<Notify>, resync: Duration) {
         self.shared.translations_synced.wait().await;
-        let mut failures: u32 = 0;
+        let mut schedule = NextPass::new(GROUPS_RETRY, resync);
         loop {
             let next = match self
                 .pass()
                 .instrument(tracing::info_span!("groups", controller = GROUPS_NAME))
                 .await
             {
-                Ok(next) => {
-                    failures = 0;
-                    next.unwrap_or(resync)
-                }
+                Ok(asked) => schedule.after_success(asked),
                 Err(err) => {
                     tracing::warn!(controller = GROUPS_NAME, error = %err, "group pass failed; retrying");
-                    shared_error(&self.shared);
-                    failures = failures.saturating_add(1);
-                    GROUPS_RETRY.delay(failures).min(resync)
+                    self.shared
+                        .metrics
+                        .reconciles
+                        .with_label_values(&[GROUPS_NAME, "error"])
+                        .inc();
+                    schedule.after_failure()
                 }
             };
             tokio::select! {
@@ -316,34 +342,104 @@ const COALESCE: Duration = Duration::from_millis(100);
 const GROUPS_RETRY: RetryPolicy =
     RetryPolicy::new(Duration::from_millis(400), Duration::from_secs(30));
 
-fn shared_error(shared: &Shared) {
-    shared
-        .metrics
-        .reconciles
-        .with_label_values(&[GROUPS_NAME, "error"])
-        .inc();
-}
-
-fn error_policy(np: Arc<NetworkPolicy>, err: &RunnerError, ctx: Arc<Ctx>) -> Action {
-    super::translation_failed(&ctx.shared, NAME, &*np, err)
-}
-
-/// Runs the NetworkPolicy controller until `shutdown` resolves.
+/// Runs the NetworkPolicy controller, and its group pass, until `shutdown` resolves.
 pub async fn run(
     shared: Arc<Shared>,
     config: RunnerConfig,
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let liveness = health.liveness().register(NAME);
-    let ticks = crate::streams::every(config.resync);
+    let scaffold = Scaffold::<PolicyContext>::register(&health);
+    // Whatever may change the groups wakes the group pass.
     let wake = Arc::new(Notify::new());
+    let gone = policies_of_gone_translations(&shared, &wake);
+    let (synced, policies_listed) = health.cache_check("networkpolicy-cache");
+    let (policies, policy_events) = crate::cache::cached(
+        Api::<NetworkPolicy>::all(shared.kube.clone()),
+        &shared.authz,
+        synced,
+    );
+    let policy_events = policy_events.inspect(waker(&wake));
+    // Pods come from the process's one Pod cache (see super::pods).
+    let (synced, pods_listed) = health.cache_check("networkpolicy-pods-cache");
+    let pods = shared.pods.store();
+    let pod_events = shared
+        .pods
+        .subscribe(synced)
+        .map(crate::cache::Cached::object)
+        .inspect(waker(&wake));
+    let (synced, namespaces_listed) = health.cache_check("networkpolicy-namespaces-cache");
+    let (namespaces, ns_writer) = reflector::store();
+    let ns_events = crate::cache::reflected(
+        ns_writer,
+        Api::<Namespace>::all(shared.kube.clone()),
+        &shared.authz,
+        synced,
+    )
+    .touched_objects()
+    .inspect(waker(&wake));
+
+    let groups = Groups {
+        shared: shared.clone(),
+        policies: policies.clone(),
+        pods: pods.clone(),
+        namespaces: namespaces.clone(),
+        listed: [
+            policies_listed,
+            pods_listed.clone(),
+            namespaces_listed.clone(),
+        ],
+        unused_since: HashMap::new(),
+    };
+    let by_pod = policies.clone();
+    let controller = scaffold
+        .controller(policy_events, policies, config.workers, shutdown)
+        .reconcile_all_on(crate::streams::every(config.resync))
+        .reconcile_on(gone)
+        .watches_shared_stream(pod_events, move |pod: Arc<CachedPod>| {
+            // Every stored Pod has a namespace.
+            pod.namespace()
+                .map(|ns| affected(&by_pod.state(), &ns))
+                .unwrap_or_default()
+        })
+        // Namespaces only matter to the groups; the stream still has to be polled.
+        .watches_stream(ns_events, |_: Namespace| {
+            Vec::<ObjectRef<NetworkPolicy>>::new()
+        });
+
+    shared.translations_synced.wait().await;
+    let ctx = Arc::new(PolicyContext {
+        shared,
+        pods,
+        namespaces,
+        pods_listed,
+        namespaces_listed,
+    });
+    // The group pass ends with the policies' controller (its shutdown).
+    tokio::select! {
+        _ = scaffold.run(controller, ctx) => {}
+        _ = groups.run(wake, config.resync) => {}
+    }
+}
+
+/// A callback that wakes the group pass, whatever it is handed.
+fn waker<T>(wake: &Arc<Notify>) -> impl FnMut(&T) + Send + Sync + 'static {
+    let wake = wake.clone();
+    move |_| wake.notify_one()
+}
+
+/// The policies whose Translation disappears, re-triggered (level-triggered repair); a
+/// policy's or group's Translation gone also wakes the group pass (it may be what held back
+/// the pruning of a group).
+fn policies_of_gone_translations(
+    shared: &Shared,
+    wake: &Arc<Notify>,
+) -> impl futures::Stream<Item = ObjectRef<NetworkPolicy>> + Send + 'static {
     let (gone_tx, gone_rx) = mpsc::unbounded_channel::<ObjectRef<NetworkPolicy>>();
     let woken = wake.clone();
     shared.index.on_owned_deleted(
         &NetworkPolicy::kind(&()),
         Box::new(move |name, namespace| {
-            // A policy Translation gone may be what held back the pruning of a group.
             woken.notify_one();
             let _ = gone_tx.send(ObjectRef::new(name).within(namespace));
         }),
@@ -353,122 +449,7 @@ pub async fn run(
         POLICY_GROUPS_OWNER,
         Box::new(move |_, _| woken.notify_one()),
     );
-    let gone = crate::streams::unbounded(gone_rx);
-
-    let mut checks: HashMap<&str, String> = HashMap::new();
-    for (what, check) in [
-        ("policies", "networkpolicy-cache"),
-        ("pods", "networkpolicy-pods-cache"),
-        ("namespaces", "networkpolicy-namespaces-cache"),
-    ] {
-        health.register(check);
-        checks.insert(what, check.to_string());
-    }
-    let flag = |what: &str, listed: Option<Arc<AtomicBool>>| {
-        let health = health.clone();
-        let check = checks.get(what).cloned().unwrap_or_default();
-        move |ok: bool| {
-            if let (true, Some(l)) = (ok, &listed) {
-                l.store(true, Ordering::Release);
-            }
-            health.set(&check, ok)
-        }
-    };
-
-    let policies_synced = Arc::new(AtomicBool::new(false));
-    let (policies, policy_stream) = crate::cache::cached(
-        Api::<NetworkPolicy>::all(shared.kube.clone()),
-        &shared.authz,
-        flag("policies", Some(policies_synced.clone())),
-    );
-    let woken = wake.clone();
-    let policy_stream = policy_stream.inspect(move |_| woken.notify_one());
-    // Pods come from the process's one Pod cache (see super::pods).
-    let pods_synced = Arc::new(AtomicBool::new(false));
-    let pods = shared.pods.store();
-    let pod_events = shared
-        .pods
-        .subscribe(flag("pods", Some(pods_synced.clone())))
-        .map(crate::cache::Cached::object)
-        .inspect({
-            let woken = wake.clone();
-            move |_| woken.notify_one()
-        });
-    let namespaces_synced = Arc::new(AtomicBool::new(false));
-    let (namespaces, ns_writer) = reflector::store();
-    let ns_events = crate::cache::reflected(
-        ns_writer,
-        Api::<Namespace>::all(shared.kube.clone()),
-        &shared.authz,
-        flag("namespaces", Some(namespaces_synced.clone())),
-    )
-    .touched_objects()
-    .inspect({
-        let woken = wake.clone();
-        move |_| woken.notify_one()
-    });
-
-    let stream = liveness.queue_of(policy_stream);
-    let by_pod = policies.clone();
-    let groups = Groups {
-        shared: shared.clone(),
-        policies: policies.clone(),
-        pods: pods.clone(),
-        namespaces: namespaces.clone(),
-        synced: [
-            policies_synced,
-            pods_synced.clone(),
-            namespaces_synced.clone(),
-        ],
-        unused_since: HashMap::new(),
-    };
-    let controller = Controller::for_stream(stream, policies.clone())
-        .with_config(controller::Config::default().concurrency(config.workers))
-        .reconcile_all_on(ticks)
-        .reconcile_on(gone)
-        .watches_shared_stream(pod_events, move |pod: Arc<CachedPod>| {
-            affected(
-                &by_pod.state(),
-                pod.namespace().as_deref().unwrap_or("default"),
-            )
-        })
-        // Namespaces only matter to the groups; the stream still has to be polled.
-        .watches_stream(ns_events, |_: Namespace| {
-            Vec::<ObjectRef<NetworkPolicy>>::new()
-        })
-        .graceful_shutdown_on(shutdown);
-
-    shared.translations_synced.wait().await;
-    let ctx = Arc::new(Ctx {
-        shared,
-        pods,
-        namespaces,
-        synced: pods_synced,
-        namespaces_synced,
-    });
-    let probe = liveness.clone();
-    let policies_run = controller
-        .run(
-            move |np, ctx| {
-                let span = crate::logfields::object_span(NAME, &*np);
-                probe.reconcile(reconcile(np, ctx).instrument(span))
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|res| {
-            liveness.progressed();
-            async move {
-                if let Err(err) = res {
-                    tracing::debug!(controller = NAME, error = %err, "translator queue");
-                }
-            }
-        });
-    // The group pass ends with the policies' controller (its shutdown).
-    tokio::select! {
-        _ = policies_run => {}
-        _ = groups.run(wake, config.resync) => {}
-    }
+    crate::streams::unbounded(gone_rx)
 }
 
 #[cfg(test)]

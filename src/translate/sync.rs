@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
 use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL, VERSION_LABEL};
 use midonet_translators::DesiredTranslation;
@@ -24,15 +24,10 @@ use sha2::{Digest, Sha256};
 use super::index::cache_ref;
 use super::{RunnerError, Shared};
 use crate::crd::{Translation, TranslationSpec};
+use crate::events::reason;
 
 /// Field manager of the translators' writes.
 pub const FIELD_MANAGER: &str = "midonet-kube-controllers";
-
-pub mod event {
-    pub const CREATED: &str = "TranslationCreated";
-    pub const UPDATED: &str = "TranslationUpdated";
-    pub const DELETED: &str = "TranslationDeleted";
-}
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum SyncOutcome {
@@ -214,7 +209,7 @@ pub struct Delete {
     pub name: String,
     /// The cached object's UID: the precondition makes sure we delete the object we
     /// looked at, not a same-named successor.
-    pub uid: Option<String>,
+    pub uid: String,
     pub cached_rv: Option<String>,
 }
 
@@ -345,10 +340,14 @@ pub fn plan_sync(
         if view.still_pending(&key, cached_rv.as_deref(), None) {
             continue;
         }
+        // Every stored object has a UID; one without is not the apiserver's to delete.
+        let Some(uid) = cached.uid() else {
+            continue;
+        };
         plan.deletes.push(Delete {
             namespace: key.0,
             name: key.1,
-            uid: cached.uid(),
+            uid,
             cached_rv,
         });
     }
@@ -437,7 +436,7 @@ pub async fn sync_translations(
         let (op, reason) = match op {
             WriteOp::Create => {
                 create(&api, &want).await?;
-                ("create", event::CREATED)
+                ("create", reason::TRANSLATION_CREATED)
             }
             WriteOp::Update { patch, .. } => {
                 let params = PatchParams {
@@ -445,11 +444,11 @@ pub async fn sync_translations(
                     ..PatchParams::default()
                 };
                 match api.patch(&name, &params, &Patch::Merge(&patch)).await {
-                    Ok(_) => ("update", event::UPDATED),
+                    Ok(_) => ("update", reason::TRANSLATION_UPDATED),
                     // Gone since the cache saw it (deleted by hand, say): created again.
                     Err(kube::Error::Api(e)) if e.code == 404 => {
                         create(&api, &want).await?;
-                        ("create", event::CREATED)
+                        ("create", reason::TRANSLATION_CREATED)
                     }
                     Err(e) => return Err(e.into()),
                 }
@@ -476,19 +475,7 @@ pub async fn sync_translations(
             uid,
             cached_rv,
         } = delete;
-        let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &namespace);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid,
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&name, &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
+        crate::crd::delete_translation(&shared.kube, &namespace, &name, &uid, None).await?;
         shared
             .recent
             .deleted((namespace.clone(), name.clone()), cached_rv);
@@ -501,7 +488,11 @@ pub async fn sync_translations(
         if let Some(o) = &owner_obj {
             shared
                 .events
-                .normal(o, event::DELETED, format!("Translation {namespace}/{name}"))
+                .normal(
+                    o,
+                    reason::TRANSLATION_DELETED,
+                    format!("Translation {namespace}/{name}"),
+                )
                 .await;
         }
     }
@@ -716,7 +707,7 @@ mod tests {
             [Delete {
                 namespace: "ns".into(),
                 name: "stale".into(),
-                uid: Some("u-stale".into()),
+                uid: "u-stale".into(),
                 cached_rv: Some("7".into()),
             }]
         );
