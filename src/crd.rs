@@ -34,6 +34,9 @@ pub const PARENT_PATTERN: &str =
 /// Pattern of a body: a JSON object serialised as a string.
 pub const BODY_PATTERN: &str = "^\\{.*\\}$";
 
+/// A Translation's identity: (namespace, name).
+pub type TranslationKey = (String, String);
+
 /// A Translation: an ordered list of backend resources made from one Kubernetes object.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Translation {
@@ -125,6 +128,16 @@ impl Translation {
             resources: None,
             cached_labels: CachedLabels::default(),
         }
+    }
+
+    /// Its (namespace, name). Every Translation the apiserver stores has both (the kind is
+    /// namespaced), and so has every one the translators build; `None` only for an object
+    /// made otherwise, which has no identity to act on.
+    pub fn key(&self) -> Option<TranslationKey> {
+        Some((
+            self.metadata.namespace.clone()?,
+            self.metadata.name.clone()?,
+        ))
     }
 
     /// The value of label `key`, wherever it is kept (see [`Self::cached_labels`]).

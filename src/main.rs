@@ -72,9 +72,9 @@ fn invoked_as_plugin(argv0: Option<&std::ffi::OsStr>) -> bool {
         .is_some_and(|n| n == KUBECTL_PLUGIN)
 }
 
-/// Runs a `trace`, `check` or `plan` job: exit 2 for bad settings and errors, else what
-/// `outcome` says about the result.
-fn run_netcheck<Fut, T, E>(
+/// Runs a read-only command (`trace`, `check`, `plan`): exit 2 for bad settings and
+/// errors, else what `outcome` says about the result.
+fn run_read_only<Fut, T, E>(
     args: RunArgs,
     job: impl FnOnce(Config) -> Fut,
     outcome: impl FnOnce(&T) -> ExitCode,
@@ -228,7 +228,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Run(args)) => run(*args),
         Some(Command::Sweep { run, delete }) => sweep(*run, delete),
-        Some(Command::Trace { trace, run }) => run_netcheck(
+        Some(Command::Trace { trace, run }) => run_read_only(
             *run,
             move |cfg| netcheck::run_trace(cfg, trace),
             |v| match v {
@@ -236,7 +236,7 @@ fn main() -> ExitCode {
                 midonet_dataplane::Verdict::Dropped => ExitCode::FAILURE,
             },
         ),
-        Some(Command::Check { check, run }) => run_netcheck(
+        Some(Command::Check { check, run }) => run_read_only(
             *run,
             move |cfg| netcheck::run_check(cfg, check),
             |r: &midonet_dataplane::Report| {
@@ -247,7 +247,7 @@ fn main() -> ExitCode {
                 }
             },
         ),
-        Some(Command::Plan { plan, run }) => run_netcheck(
+        Some(Command::Plan { plan, run }) => run_read_only(
             *run,
             move |cfg| plancmd::run_plan(cfg, plan),
             |p: &midonet_kube_controllers::plancmd::Plan| {

@@ -16,14 +16,14 @@ use crate::config::{Config, Controller};
 use crate::events::EventPublisher;
 use crate::health::Health;
 use crate::informer::TranslationInformer;
-use crate::leader::{LeaderConfig, LeaderElector};
+use crate::leader::{LeaderConfig, LeaderElector, LeaderError, LeaderGuard};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
 use crate::retry::RetryPolicy;
 use crate::scaffold::OwnedTask;
 use crate::translate::dispatch::{for_each_translator, Translators};
 use crate::translate::run as translate;
 use crate::translate::slices::EndpointsSource;
-use crate::translate::{RunnerConfig, Shared, TranslatorKind, TranslatorMetrics};
+use crate::translate::{RunnerConfig, TranslatorContext, TranslatorKind, TranslatorMetrics};
 
 /// How long in-flight work may take after SIGTERM before the process exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -113,6 +113,11 @@ pub async fn run(cfg: Config) -> Result<(), RunError> {
 }
 
 /// Runs until `stop` is cancelled (Ok) or a fatal error (Err). Embeddable (tests, demo).
+///
+/// `stop` (SIGTERM) drains: the controllers take no new work and finish what is in flight,
+/// for at most [`SHUTDOWN_GRACE`], and the lease is released. A lost lease aborts every
+/// controller task at once, in flight or not, and returns [`RunError::LostLease`]: another
+/// replica may lead already, and whatever this one still wrote would race it.
 pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunError> {
     tracing::info!(config = ?cfg, "starting midonet-kube-controllers");
     for d in &cfg.deprecated {
@@ -120,87 +125,155 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     }
     let registry = Registry::new();
     let health = Health::with_limits(cfg.liveness);
-    let leader_gauge = IntGauge::new(
-        "midonet_kube_controllers_leader",
-        "Whether this instance holds the leader lease and runs controllers (1) or stands by (0).",
-    )?;
-    registry.register(Box::new(leader_gauge.clone()))?;
+    let leader_gauge = leader_gauge(&registry)?;
     let authz = Authz::new(&registry)?;
 
     let (addr, serve) = crate::http::bind(cfg.metrics_address, registry.clone(), health.clone())
         .await
         .map_err(RunError::Listen)?;
     tracing::info!(%addr, "serving /metrics, /healthz, /readyz");
-    let http = tokio::spawn(serve);
+    let http = OwnedTask::spawn(async move {
+        if let Err(error) = serve.await {
+            tracing::error!(%error, "the operations endpoints stopped");
+        }
+    });
 
     let kube = kube_client(&cfg).await?;
-    let mut _follow_backend = None;
-    let backend = if cfg.needs_backend() {
-        let b = backend_client(&cfg, &registry)?;
-        // Must not outlive the run (an embedded run returns while its runtime goes on).
-        _follow_backend = Some(OwnedTask::spawn(crate::health::follow_backend(
-            b.clone(),
-            health.clone(),
-            cfg.backend_probe_period,
-        )));
-        Some(b)
-    } else {
-        None
-    };
-
-    // Standby: ready (it can take over), but runs nothing until it holds the lease.
-    const LEADER_CHECK: &str = "leader-election";
-    health.register(LEADER_CHECK);
-    let guard = if cfg.leader_elect {
-        let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
-            format!(
-                "{}-{}",
-                std::env::var("HOSTNAME").unwrap_or_else(|_| "midonet-kube-controllers".into()),
-                std::process::id()
-            )
-        });
-        let elector = LeaderElector::new(
-            kube.clone(),
-            LeaderConfig {
-                lease_name: cfg.leader_election_name.clone(),
-                lease_namespace: cfg.leader_election_namespace.clone(),
-                identity: identity.clone(),
-                lease_duration: cfg.lease_duration,
-                renew_deadline: cfg.lease_duration.mul_f64(2.0 / 3.0),
-                retry_period: (cfg.lease_duration / 7).max(Duration::from_millis(200)),
-            },
-        );
-        health.set(LEADER_CHECK, true);
-        tracing::info!(%identity, lease = %cfg.leader_election_name, "waiting for the leader lease");
-        tokio::select! {
-            res = elector.acquire() => Some(res.map_err(|e| {
-                if let crate::leader::LeaderError::Denied { namespace, source, .. } = &e {
-                    authz.report(Attempt::new("get", "leases", Some(namespace)), source);
-                }
-                RunError::Leader(e.to_string())
-            })?),
-            _ = stop.cancelled() => {
-                http.abort();
-                return Ok(());
-            }
-        }
-    } else {
-        health.set(LEADER_CHECK, true);
-        None
+    let (backend, _follow_backend) = backend_followed(&cfg, &registry, &health)?;
+    let guard = match lease(&cfg, &kube, &health, &authz, &stop).await? {
+        Lease::Held(guard) => guard,
+        Lease::Stopped => return Ok(()),
     };
     leader_gauge.set(1);
     tracing::info!("leading: starting controllers {:?}", cfg.controllers);
-
-    let mut tasks =
-        start_controllers(&cfg, kube, backend, &registry, &authz, &health, &stop).await?;
-
-    let lost = async {
-        match &guard {
-            Some(g) => g.lost().await,
-            None => std::future::pending().await,
+    let result = {
+        let lost = async {
+            match &guard {
+                Some(g) => g.lost().await,
+                None => std::future::pending().await,
+            }
+        };
+        let mut lost = std::pin::pin!(lost);
+        tokio::select! {
+            started = start_controllers(&cfg, kube, backend, &registry, &authz, &health, &stop) => {
+                match started {
+                    Ok(tasks) => run_controllers(tasks, &health, &stop, lost).await,
+                    Err(err) => Err(err),
+                }
+            }
+            // What was started is dropped, and so aborted, with the future.
+            _ = &mut lost => Err(lost_lease()),
         }
     };
-    let result = tokio::select! {
+    leader_gauge.set(0);
+    if let (Some(g), Ok(())) = (guard, &result) {
+        g.release().await;
+        tracing::info!("leader lease released");
+    }
+    drop(http);
+    result
+}
+
+fn leader_gauge(registry: &Registry) -> Result<IntGauge, RunError> {
+    let gauge = IntGauge::new(
+        "midonet_kube_controllers_leader",
+        "Whether this instance holds the leader lease and runs controllers (1) or stands by (0).",
+    )?;
+    registry.register(Box::new(gauge.clone()))?;
+    Ok(gauge)
+}
+
+/// The MidoNet API client when an enabled controller needs it, and the task that keeps
+/// the readiness check of the API true exactly while it answers.
+fn backend_followed(
+    cfg: &Config,
+    registry: &Registry,
+    health: &Health,
+) -> Result<(Option<BackendClient>, Option<OwnedTask>), RunError> {
+    if !cfg.needs_backend() {
+        return Ok((None, None));
+    }
+    let backend = backend_client(cfg, registry)?;
+    // Must not outlive the run (an embedded run returns while its runtime goes on).
+    let follow = OwnedTask::spawn(crate::health::follow_backend(
+        backend.clone(),
+        health.clone(),
+        cfg.backend_probe_period,
+    ));
+    Ok((Some(backend), Some(follow)))
+}
+
+/// Where the leader election left this instance.
+enum Lease {
+    /// Leading: with the lease's guard, or without election (`None`).
+    Held(Option<LeaderGuard>),
+    /// Stopped while standing by.
+    Stopped,
+}
+
+/// Waits for the leader lease when elections are on. Standby: ready (it can take over),
+/// but running nothing until it holds the lease.
+async fn lease(
+    cfg: &Config,
+    kube: &Client,
+    health: &Health,
+    authz: &Authz,
+    stop: &CancellationToken,
+) -> Result<Lease, RunError> {
+    const LEADER_CHECK: &str = "leader-election";
+    health.register(LEADER_CHECK);
+    health.set(LEADER_CHECK, true);
+    if !cfg.leader_elect {
+        return Ok(Lease::Held(None));
+    }
+    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
+        format!(
+            "{}-{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "midonet-kube-controllers".into()),
+            std::process::id()
+        )
+    });
+    let elector = LeaderElector::new(
+        kube.clone(),
+        LeaderConfig {
+            lease_name: cfg.leader_election_name.clone(),
+            lease_namespace: cfg.leader_election_namespace.clone(),
+            identity: identity.clone(),
+            lease_duration: cfg.lease_duration,
+            renew_deadline: cfg.lease_duration.mul_f64(2.0 / 3.0),
+            retry_period: (cfg.lease_duration / 7).max(Duration::from_millis(200)),
+        },
+    );
+    tracing::info!(%identity, lease = %cfg.leader_election_name, "waiting for the leader lease");
+    tokio::select! {
+        res = elector.acquire() => {
+            let guard = res.map_err(|e| {
+                if let LeaderError::Denied { namespace, source, .. } = &e {
+                    authz.report(Attempt::new("get", "leases", Some(namespace)), source);
+                }
+                RunError::Leader(e.to_string())
+            })?;
+            Ok(Lease::Held(Some(guard)))
+        }
+        _ = stop.cancelled() => Ok(Lease::Stopped),
+    }
+}
+
+fn lost_lease() -> RunError {
+    // No split brain: stop everything at once, without finishing anything.
+    tracing::error!("leader lease lost: stopping all controllers now");
+    RunError::LostLease
+}
+
+/// Runs the started controllers until `stop` (drained, see [`run_until`]) or `lost`
+/// (aborted).
+async fn run_controllers(
+    mut tasks: JoinSet<()>,
+    health: &Health,
+    stop: &CancellationToken,
+    lost: impl std::future::Future<Output = ()>,
+) -> Result<(), RunError> {
+    tokio::select! {
         _ = stop.cancelled() => {
             health.liveness().stopping();
             // Controllers stop taking work and finish in-flight reconciles (bounded).
@@ -214,21 +287,20 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
             Ok(())
         }
         _ = lost => {
-            // No split brain: stop everything at once, without finishing anything.
-            tracing::error!("leader lease lost: stopping all controllers now");
             tasks.abort_all();
-            Err(RunError::LostLease)
+            Err(lost_lease())
         }
-    };
-    leader_gauge.set(0);
-    if let (Some(g), Ok(())) = (guard, &result) {
-        g.release().await;
-        tracing::info!("leader lease released");
     }
-    http.abort();
-    result
 }
 
+/// The future every controller stops at: `stop` cancelled.
+fn shutdown_on(stop: &CancellationToken) -> impl std::future::Future<Output = ()> + Send + Sync {
+    let stop = stop.clone();
+    async move { stop.cancelled().await }
+}
+
+/// Starts the enabled controllers on one Translation informer and one event publisher;
+/// each runs until `stop` is cancelled.
 async fn start_controllers(
     cfg: &Config,
     kube: Client,
@@ -239,67 +311,37 @@ async fn start_controllers(
     stop: &CancellationToken,
 ) -> Result<JoinSet<()>, RunError> {
     let mut tasks = JoinSet::new();
-    let shutdown = || {
-        let stop = stop.clone();
-        async move { stop.cancelled().await }
-    };
-    let translators: Vec<Controller> = cfg
-        .controllers
-        .iter()
-        .copied()
-        .filter(|c| !c.needs_backend())
-        .collect();
     // One Translation informer for the translators and the pusher (see crate::informer).
     let mut informer = TranslationInformer::new(kube.clone(), authz.clone(), health.clone());
     let events = EventPublisher::start(kube.clone(), authz.clone(), cfg.event_limits, registry)?;
     let pusher = match (cfg.enabled(Controller::Pusher), backend.clone()) {
-        (true, Some(backend)) => Some(PusherContext::new(
+        (true, Some(backend)) => Some(pusher_context(
+            cfg,
             kube.clone(),
             backend,
-            PusherMetrics::new(registry)?,
-            PusherConfig {
-                workers: cfg.pusher_workers,
-                resync: cfg.resync_period,
-                verify_period: cfg.verify_period,
-                verify_rate: cfg.verify_rate,
-                version: cfg.translation_version.clone(),
-                cutover: cfg.bump_cutover,
-                ..PusherConfig::default()
-            },
-            authz.clone(),
+            registry,
+            authz,
             &events,
             &mut informer,
-        )),
+        )?),
         _ => None,
     };
-    let shared = if translators.is_empty() {
-        None
-    } else {
-        Some(Shared::new(
-            kube.clone(),
-            midonet_translators::TranslatorConfig {
-                tenant: cfg.tenant.clone(),
-                version: cfg.translation_version.clone(),
-            },
-            TranslatorMetrics::new(registry)?,
-            authz.clone(),
-            &events,
-            &mut informer,
-        ))
-    };
+    let translators = translator_context(cfg, &kube, registry, authz, &events, &mut informer)?;
     let store = informer.store.clone();
     match pusher {
         Some(ctx) => {
             let probe = health.liveness().register(crate::pusher::CONTROLLER);
+            let translations = informer.start();
+            let shutdown = shutdown_on(stop);
             tasks.spawn(crate::pusher::run(
                 ctx,
-                informer.start(),
+                translations,
                 store,
                 probe,
-                shutdown(),
+                shutdown,
             ));
         }
-        None if shared.is_some() => {
+        None if translators.is_some() => {
             tasks.spawn(informer.run());
         }
         None => {}
@@ -311,14 +353,15 @@ async fn start_controllers(
             authz.clone(),
             &events,
         ));
+        let (workers, shutdown) = (cfg.translator_workers, shutdown_on(stop));
         tasks.spawn(crate::nodeannotator::run(
             ctx,
             health.clone(),
-            cfg.translator_workers,
-            shutdown(),
+            workers,
+            shutdown,
         ));
     }
-    if let (Some(period), Some(backend)) = (cfg.orphan_sweep_period, backend.clone()) {
+    if let (Some(period), Some(backend)) = (cfg.orphan_sweep_period, backend) {
         tracing::info!(
             ?period,
             delete = cfg.orphan_sweep_delete,
@@ -331,55 +374,128 @@ async fn start_controllers(
             period,
             cfg.orphan_sweep_delete,
             registry.clone(),
-            shutdown(),
+            shutdown_on(stop),
         ));
     }
-    if let Some(shared) = shared {
-        let runner = RunnerConfig {
-            workers: cfg.translator_workers,
-            resync: cfg.resync_period,
-        };
-        // Global resources first: every other Translation refers to them. Then they are
-        // kept like any other output (restored when deleted or edited).
-        let mut globals = crate::translate::globals::Globals::new(shared.clone());
-        tokio::select! {
-            _ = globals.ensure() => {}
-            _ = stop.cancelled() => return Ok(tasks),
-        }
-        tasks.spawn(globals.run(runner.resync, shutdown()));
-        // Without the endpoints controller the Service controller translates Services only.
-        let source = if translators.contains(&Controller::Endpoints) {
-            match endpoints_source(&kube, stop).await {
-                Some(source) => source,
-                None => return Ok(tasks),
-            }
-        } else {
-            EndpointsSource::Endpoints
-        };
-        if source != EndpointsSource::Endpoints
-            && translators.contains(&Controller::Endpoints)
-            && !cfg.enabled(Controller::Service)
-        {
-            tracing::warn!(
-                "endpoints come from EndpointSlices, which the service controller translates; it is not enabled, so no endpoints are translated"
-            );
-        }
-        let mut spawn = SpawnTranslators {
-            tasks: &mut tasks,
-            shared,
-            runner,
-            health: health.clone(),
-            shutdown: &shutdown,
-        };
-        for_each_translator(&translators, source, &mut spawn);
+    if let Some(shared) = translators {
+        start_translators(&mut tasks, cfg, &kube, shared, health, stop).await;
     }
     Ok(tasks)
+}
+
+/// The pusher's context over `informer`.
+fn pusher_context(
+    cfg: &Config,
+    kube: Client,
+    backend: BackendClient,
+    registry: &Registry,
+    authz: &Authz,
+    events: &EventPublisher,
+    informer: &mut TranslationInformer,
+) -> Result<Arc<PusherContext>, RunError> {
+    let config = PusherConfig {
+        workers: cfg.pusher_workers,
+        resync: cfg.resync_period,
+        verify_period: cfg.verify_period,
+        verify_rate: cfg.verify_rate,
+        version: cfg.translation_version.clone(),
+        cutover: cfg.bump_cutover,
+        ..PusherConfig::default()
+    };
+    let metrics = PusherMetrics::new(registry)?;
+    let authz = authz.clone();
+    Ok(PusherContext::new(
+        kube, backend, metrics, config, authz, events, informer,
+    ))
+}
+
+/// The translators' context over `informer`, when a translator is enabled.
+fn translator_context(
+    cfg: &Config,
+    kube: &Client,
+    registry: &Registry,
+    authz: &Authz,
+    events: &EventPublisher,
+    informer: &mut TranslationInformer,
+) -> Result<Option<Arc<TranslatorContext>>, RunError> {
+    if !cfg.controllers.iter().any(|c| !c.needs_backend()) {
+        return Ok(None);
+    }
+    let config = midonet_translators::TranslatorConfig {
+        tenant: cfg.tenant.clone(),
+        version: cfg.translation_version.clone(),
+    };
+    let metrics = TranslatorMetrics::new(registry)?;
+    let shared = TranslatorContext::new(
+        kube.clone(),
+        config,
+        metrics,
+        authz.clone(),
+        events,
+        informer,
+    );
+    Ok(Some(shared))
+}
+
+/// Starts the global Translations' controller once the global Translations are written
+/// (every other Translation refers to them), then the enabled translators. Starts nothing
+/// more once `stop` is cancelled.
+async fn start_translators(
+    tasks: &mut JoinSet<()>,
+    cfg: &Config,
+    kube: &Client,
+    shared: Arc<TranslatorContext>,
+    health: &Health,
+    stop: &CancellationToken,
+) {
+    let translators: Vec<Controller> = cfg
+        .controllers
+        .iter()
+        .copied()
+        .filter(|c| !c.needs_backend())
+        .collect();
+    let runner = RunnerConfig {
+        workers: cfg.translator_workers,
+        resync: cfg.resync_period,
+    };
+    let mut globals = crate::translate::globals::Globals::new(shared.clone());
+    tokio::select! {
+        _ = globals.ensure() => {}
+        _ = stop.cancelled() => return,
+    }
+    tasks.spawn(globals.run(runner.resync, shutdown_on(stop)));
+    // Without the endpoints controller the Service controller translates Services only.
+    let source = if translators.contains(&Controller::Endpoints) {
+        match endpoints_source(kube, stop).await {
+            Some(source) => source,
+            None => return,
+        }
+    } else {
+        EndpointsSource::Endpoints
+    };
+    if source != EndpointsSource::Endpoints
+        && translators.contains(&Controller::Endpoints)
+        && !cfg.enabled(Controller::Service)
+    {
+        tracing::warn!(
+            "endpoints come from EndpointSlices, which the service controller translates; it is not enabled, so no endpoints are translated"
+        );
+    }
+    let shutdown = || shutdown_on(stop);
+    let mut spawn = SpawnTranslators {
+        tasks,
+        shared,
+        runner,
+        health: health.clone(),
+        shutdown: &shutdown,
+    };
+    for_each_translator(&translators, source, &mut spawn);
 }
 
 /// Starts each translator it is given, until `shutdown` resolves.
 struct SpawnTranslators<'a, F> {
     tasks: &'a mut JoinSet<()>,
-    shared: Arc<Shared>,
+    shared: Arc<TranslatorContext>,
     runner: RunnerConfig,
     health: Health,
     shutdown: &'a F,

@@ -29,9 +29,9 @@ use tracing::Instrument;
 
 use super::index::{cache_ref, GLOBAL_OWNER};
 use super::sync::{build, up_to_date};
-use super::{sync_translations, RunnerError, Shared, SyncOutcome};
+use super::{sync_translations, RunnerError, SyncOutcome, TranslatorContext};
 use crate::authz::Attempt;
-use crate::crd::Translation;
+use crate::crd::{Translation, TranslationKey};
 use crate::retry::RetryPolicy;
 use crate::scaffold::NextPass;
 
@@ -48,11 +48,8 @@ const RETRY: RetryPolicy = RetryPolicy::new(Duration::from_millis(400), Duration
 const ENSURE_RETRY: RetryPolicy =
     RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(30));
 
-/// (namespace, name) of a Translation.
-type Key = (String, String);
-
 /// The (namespace, name) of the desired global Translations.
-pub fn names(cfg: &TranslatorConfig) -> HashSet<Key> {
+pub fn names(cfg: &TranslatorConfig) -> HashSet<TranslationKey> {
     midonet_translators::global(cfg)
         .into_iter()
         .map(|d| (d.namespace, d.name))
@@ -62,11 +59,10 @@ pub fn names(cfg: &TranslatorConfig) -> HashSet<Key> {
 /// Whether an informer event may change what the globals' controller would write: an
 /// applied or deleted global Translation (by label, or by one of the desired names in case
 /// the label was edited away), or the end of a re-list (a deletion the watch missed).
-pub fn concerns(event: &watcher::Event<Translation>, names: &HashSet<Key>) -> bool {
+pub fn concerns(event: &watcher::Event<Translation>, names: &HashSet<TranslationKey>) -> bool {
     match event {
         watcher::Event::Apply(tr) | watcher::Event::Delete(tr) => {
-            tr.has_label(GLOBAL_LABEL)
-                || names.contains(&(tr.namespace().unwrap_or_default(), tr.name_any()))
+            tr.has_label(GLOBAL_LABEL) || tr.key().is_some_and(|key| names.contains(&key))
         }
         watcher::Event::InitDone => true,
         watcher::Event::Init | watcher::Event::InitApply(_) => false,
@@ -97,7 +93,7 @@ enum Cached {
     Damaged(Damage),
 }
 
-fn cached_state(shared: &Shared, desired: &DesiredTranslation) -> Cached {
+fn cached_state(shared: &TranslatorContext, desired: &DesiredTranslation) -> Cached {
     match shared
         .translations
         .get(&cache_ref(&desired.namespace, &desired.name))
@@ -112,22 +108,22 @@ fn cached_state(shared: &Shared, desired: &DesiredTranslation) -> Cached {
 /// Which global Translations were seen intact, and which are being restored since, so a
 /// restoration is reported once, when the cache shows the restored Translation.
 #[derive(Default)]
-struct Tracker {
-    intact: HashSet<Key>,
-    restoring: HashMap<Key, Damage>,
+struct Restorations {
+    intact: HashSet<TranslationKey>,
+    restoring: HashMap<TranslationKey, Damage>,
 }
 
 /// The controller of the global Translations. One per process running translators.
 pub struct Globals {
-    shared: Arc<Shared>,
-    tracker: Tracker,
+    shared: Arc<TranslatorContext>,
+    restorations: Restorations,
 }
 
 impl Globals {
-    pub fn new(shared: Arc<Shared>) -> Self {
+    pub fn new(shared: Arc<TranslatorContext>) -> Self {
         Globals {
             shared,
-            tracker: Tracker::default(),
+            restorations: Restorations::default(),
         }
     }
 
@@ -205,16 +201,16 @@ impl Globals {
             let key = (d.namespace.clone(), d.name.clone());
             match cached_state(&self.shared, d) {
                 Cached::Damaged(damage) => {
-                    if self.tracker.intact.remove(&key) {
+                    if self.restorations.intact.remove(&key) {
                         tracing::warn!(translation = %d.name, namespace = %d.namespace, damage = damage.as_str(), "global Translation {}: restoring it", damage.as_str());
-                        self.tracker.restoring.insert(key, damage);
+                        self.restorations.restoring.insert(key, damage);
                     }
                 }
                 Cached::Intact(tr) => {
-                    if let Some(damage) = self.tracker.restoring.remove(&key) {
+                    if let Some(damage) = self.restorations.restoring.remove(&key) {
                         self.restored(&tr, damage).await;
                     }
-                    self.tracker.intact.insert(key);
+                    self.restorations.intact.insert(key);
                 }
             }
         }

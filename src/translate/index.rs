@@ -14,7 +14,7 @@ use kube::ResourceExt;
 use midonet_translators::meta::GLOBAL_LABEL;
 use midonet_translators::policy::GROUP_LABEL;
 
-use crate::crd::Translation;
+use crate::crd::{Translation, TranslationKey};
 
 /// Owner key of the global Translations (they have no owner).
 pub const GLOBAL_OWNER: &str = "global";
@@ -31,7 +31,7 @@ type OwnerRefKey = (String, String, String);
 
 /// A Translation's (namespace, name). The index names each Translation in three maps and
 /// each owner in two; one shared allocation apiece keeps it a fraction of its size at scale.
-type Id = Arc<(String, String)>;
+type Id = Arc<TranslationKey>;
 
 /// The Translations filed under one owner: sorted, exactly sized. An owner has one to a
 /// few; a `BTreeSet` would allocate a node for eleven (112 bytes) for each of them.
@@ -46,7 +46,7 @@ impl Ids {
         }
     }
 
-    fn remove(&mut self, id: &(String, String)) {
+    fn remove(&mut self, id: &TranslationKey) {
         if let Ok(at) = self.0.binary_search_by(|probe| (**probe).cmp(id)) {
             self.0.remove(at);
             self.0.shrink_to_fit();
@@ -57,7 +57,7 @@ impl Ids {
         self.0.is_empty()
     }
 
-    fn to_vec(&self) -> Vec<(String, String)> {
+    fn to_vec(&self) -> Vec<TranslationKey> {
         self.0.iter().map(|id| (**id).clone()).collect()
     }
 }
@@ -74,11 +74,11 @@ struct IndexState {
     notifiers: HashMap<String, OwnerNotifier>,
     /// (owner key, namespace, name) of the Translations listed by a (re-)list in progress;
     /// they replace the index when the list is complete.
-    relisted: Vec<(String, Option<OwnerRefKey>, (String, String))>,
+    relisted: Vec<(String, Option<OwnerRefKey>, TranslationKey)>,
 }
 
 impl IndexState {
-    fn file(&mut self, key: String, by_ref: Option<OwnerRefKey>, id: (String, String)) {
+    fn file(&mut self, key: String, by_ref: Option<OwnerRefKey>, id: TranslationKey) {
         self.unfile(&id);
         let id: Id = Arc::new(id);
         let key: Arc<str> = match self.by_owner.get_key_value(key.as_str()) {
@@ -102,7 +102,7 @@ impl IndexState {
         self.filed.insert(id, (key, by_ref));
     }
 
-    fn unfile(&mut self, id: &(String, String)) {
+    fn unfile(&mut self, id: &TranslationKey) {
         let Some((key, by_ref)) = self.filed.remove(id) else {
             return;
         };
@@ -127,11 +127,7 @@ impl IndexState {
 /// Translation's namespace.
 fn owner_ref_key(tr: &Translation) -> Option<OwnerRefKey> {
     let o = tr.owner_references().first()?;
-    Some((
-        o.kind.clone(),
-        tr.namespace().unwrap_or_default(),
-        o.name.clone(),
-    ))
+    Some((o.kind.clone(), tr.namespace()?, o.name.clone()))
 }
 
 /// The index of Translations by owner UID (or [`GLOBAL_OWNER`]).
@@ -164,7 +160,7 @@ impl OwnerIndex {
     }
 
     /// (namespace, name) of the Translations owned by `owner`.
-    pub fn owned_by(&self, owner: &str) -> Vec<(String, String)> {
+    pub fn owned_by(&self, owner: &str) -> Vec<TranslationKey> {
         self.lock()
             .by_owner
             .get(owner)
@@ -174,7 +170,7 @@ impl OwnerIndex {
 
     /// (namespace, name) of the Translations whose first owner is the `kind` object
     /// `namespace/name`.
-    pub fn owned_by_ref(&self, kind: &str, namespace: &str, name: &str) -> Vec<(String, String)> {
+    pub fn owned_by_ref(&self, kind: &str, namespace: &str, name: &str) -> Vec<TranslationKey> {
         let key = (kind.to_string(), namespace.to_string(), name.to_string());
         self.lock()
             .by_owner_ref
@@ -190,8 +186,7 @@ impl OwnerIndex {
             watcher::Event::Delete(tr) => self.remove(tr),
             watcher::Event::Init => self.lock().relisted.clear(),
             watcher::Event::InitApply(tr) => {
-                if let Some(key) = owner_key(tr) {
-                    let id = (tr.namespace().unwrap_or_default(), tr.name_any());
+                if let (Some(key), Some(id)) = (owner_key(tr), tr.key()) {
                     let by_ref = owner_ref_key(tr);
                     self.lock().relisted.push((key, by_ref, id));
                 }
@@ -210,7 +205,10 @@ impl OwnerIndex {
     }
 
     fn insert(&self, tr: &Translation) {
-        let id = (tr.namespace().unwrap_or_default(), tr.name_any());
+        // Every stored Translation has a key (see `Translation::key`).
+        let Some(id) = tr.key() else {
+            return;
+        };
         let mut state = self.lock();
         match owner_key(tr) {
             Some(key) => state.file(key, owner_ref_key(tr), id),
@@ -219,7 +217,9 @@ impl OwnerIndex {
     }
 
     fn remove(&self, tr: &Translation) {
-        let id = (tr.namespace().unwrap_or_default(), tr.name_any());
+        let Some(id) = tr.key() else {
+            return;
+        };
         let mut state = self.lock();
         state.unfile(&id);
         if owner_key(tr).is_none() {
@@ -242,14 +242,14 @@ impl OwnerIndex {
 /// or already at [`Self::wrote`]): kept until the owner's next reconcile instead, every
 /// Translation written would keep one, about 200 bytes each at scale.
 pub struct Recent {
-    writes: Mutex<HashMap<(String, String), RecentWrite>>,
+    writes: Mutex<HashMap<TranslationKey, RecentWrite>>,
     /// The informer's store, updated before its observers (and so [`Self::seen`]) are called.
     cache: Store<Translation>,
 }
 
 struct RecentWrite {
-    /// Fingerprint of what we applied.
-    fingerprint: String,
+    /// Digest of what we applied (see `sync::applied_digest`).
+    digest: String,
     /// The cached object's resourceVersion when we wrote (None: not in the cache).
     cached_rv_before: Option<String>,
     /// True for a deletion.
@@ -271,31 +271,26 @@ impl Recent {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), RecentWrite>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<TranslationKey, RecentWrite>> {
         crate::locks::lock(&self.writes)
     }
 
-    pub fn wrote(
-        &self,
-        key: (String, String),
-        fingerprint: String,
-        cached_rv_before: Option<String>,
-    ) {
+    pub fn wrote(&self, key: TranslationKey, digest: String, cached_rv_before: Option<String>) {
         self.record(
             key,
             RecentWrite {
-                fingerprint,
+                digest,
                 cached_rv_before,
                 deleted: false,
             },
         );
     }
 
-    pub fn deleted(&self, key: (String, String), cached_rv_before: Option<String>) {
+    pub fn deleted(&self, key: TranslationKey, cached_rv_before: Option<String>) {
         self.record(
             key,
             RecentWrite {
-                fingerprint: String::new(),
+                digest: String::new(),
                 cached_rv_before,
                 deleted: true,
             },
@@ -305,7 +300,7 @@ impl Recent {
     /// Records `write` unless the cache has moved past it already (its event came before
     /// the answer to our request). Under the lock [`Self::seen`] takes, so an event cannot
     /// slip between the check and the record.
-    fn record(&self, key: (String, String), write: RecentWrite) {
+    fn record(&self, key: TranslationKey, write: RecentWrite) {
         let mut writes = self.lock();
         let cached = self.cache.get(&cache_ref(&key.0, &key.1));
         let cached_rv = cached
@@ -319,7 +314,7 @@ impl Recent {
     }
 
     /// The cache shows `key` at `cached_rv`: a record written over another version is done.
-    pub fn seen(&self, key: &(String, String), cached_rv: Option<&str>) {
+    pub fn seen(&self, key: &TranslationKey, cached_rv: Option<&str>) {
         let mut writes = self.lock();
         if writes.get(key).is_some_and(|w| w.overtaken(cached_rv)) {
             writes.remove(key);
@@ -329,18 +324,18 @@ impl Recent {
     /// Forgets what was written for `key`: the cache has seen it deleted. Kept until then,
     /// a create's record (written when the cache did not show the name) would look pending
     /// for ever once the name is gone again, and its re-creation would be skipped.
-    pub fn forget(&self, key: &(String, String)) {
+    pub fn forget(&self, key: &TranslationKey) {
         self.lock().remove(key);
     }
 
-    /// True when the cache has not caught up with a write of ours that already produced
-    /// `fingerprint` (or, for `fingerprint == None`, a deletion). Forgets writes the cache
+    /// True when the cache has not caught up with a write of ours of a Translation whose
+    /// digest is `digest` (or, for `digest == None`, a deletion). Forgets writes the cache
     /// has moved past.
     pub fn still_pending(
         &self,
-        key: &(String, String),
+        key: &TranslationKey,
         cached_rv: Option<&str>,
-        fingerprint: Option<&str>,
+        digest: Option<&str>,
     ) -> bool {
         let mut writes = self.lock();
         let Some(w) = writes.get(key) else {
@@ -351,8 +346,8 @@ impl Recent {
             writes.remove(key);
             return false;
         }
-        match fingerprint {
-            Some(f) => !w.deleted && w.fingerprint == f,
+        match digest {
+            Some(d) => !w.deleted && w.digest == d,
             None => w.deleted,
         }
     }
@@ -416,7 +411,7 @@ mod tests {
         for name in ["c", "a", "b", "a"] {
             index.observe(&watcher::Event::Apply(owned(name, "Pod", "p", "p-uid")));
         }
-        let names = |v: Vec<(String, String)>| v.into_iter().map(|(_, n)| n).collect::<Vec<_>>();
+        let names = |v: Vec<TranslationKey>| v.into_iter().map(|(_, n)| n).collect::<Vec<_>>();
         assert_eq!(names(index.owned_by("p-uid")), ["a", "b", "c"]);
         index.observe(&watcher::Event::Delete(owned("b", "Pod", "p", "p-uid")));
         assert_eq!(names(index.owned_by_ref("Pod", "ns", "p")), ["a", "c"]);

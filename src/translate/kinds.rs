@@ -7,7 +7,7 @@ use kube::ResourceExt;
 use midonet_translators::{Translated, TranslatorConfig};
 
 use super::pods::CachedPod;
-use super::{NoDependency, Shared, TranslatorKind};
+use super::{NoDependency, TranslatorContext, TranslatorKind};
 use crate::cache::SharedCache;
 
 pub struct NodeKind;
@@ -34,7 +34,7 @@ impl TranslatorKind for PodKind {
 
     /// The Pod cache is the process's one (see [`super::pods`]), shared with the
     /// NetworkPolicy translator; it keeps what `midonet_translators::pod` reads.
-    fn shared_cache(shared: &Shared) -> Option<SharedCache<CachedPod>> {
+    fn shared_cache(shared: &TranslatorContext) -> Option<SharedCache<CachedPod>> {
         Some(shared.pods.clone())
     }
 

@@ -36,7 +36,7 @@ use tokio::sync::mpsc;
 
 use crate::authz::{Attempt, Authz};
 use crate::cache::{Cached, SharedCache};
-use crate::crd::Translation;
+use crate::crd::{Translation, TranslationKey};
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 use crate::retry::RetryPolicy;
@@ -84,7 +84,7 @@ pub trait TranslatorKind: Send + Sync + 'static {
     /// The process's cache of `Object` when another controller reads it too (trimmed to
     /// what all its readers need, as the Pod cache is); `None` for a cache of the runner's
     /// own, which keeps objects whole (but for their managedFields).
-    fn shared_cache(_shared: &Shared) -> Option<SharedCache<Self::Object>> {
+    fn shared_cache(_shared: &TranslatorContext) -> Option<SharedCache<Self::Object>> {
         None
     }
 
@@ -119,7 +119,7 @@ pub trait TranslatorKind: Send + Sync + 'static {
 
     /// Translations owned by another object that this object's translation takes over:
     /// kept (and re-owned) when desired, pruned otherwise, like its own.
-    fn inherited(_obj: &Self::Object, _index: &index::OwnerIndex) -> Vec<(String, String)> {
+    fn inherited(_obj: &Self::Object, _index: &index::OwnerIndex) -> Vec<TranslationKey> {
         Vec::new()
     }
 }
@@ -171,7 +171,7 @@ impl Resource for NoDependency {
 }
 
 /// What every translator controller shares: clients, caches, config. One per process.
-pub struct Shared {
+pub struct TranslatorContext {
     pub kube: Client,
     pub config: TranslatorConfig,
     pub translations: Store<Translation>,
@@ -188,12 +188,12 @@ pub struct Shared {
     pub events: Events,
     pub metrics: TranslatorMetrics,
     pub authz: Authz,
-    /// Fingerprint of the last warnings published per owner UID, so a repeated translation
-    /// with the same bad input does not publish the same warnings again.
+    /// Digest of the last warnings published per owner UID, so a repeated translation with
+    /// the same bad input does not publish the same warnings again.
     warned: Mutex<HashMap<String, u64>>,
 }
 
-impl Shared {
+impl TranslatorContext {
     /// Builds the context over the process's Translation informer, which keeps the owner
     /// index up to date.
     pub fn new(
@@ -214,12 +214,15 @@ impl Shared {
         informer.observe(Box::new(move |event| {
             observed.observe(event);
             match event {
-                watcher::Event::Apply(tr) => forgotten.seen(
-                    &(tr.namespace().unwrap_or_default(), tr.name_any()),
-                    tr.metadata.resource_version.as_deref(),
-                ),
+                watcher::Event::Apply(tr) => {
+                    if let Some(key) = tr.key() {
+                        forgotten.seen(&key, tr.metadata.resource_version.as_deref());
+                    }
+                }
                 watcher::Event::Delete(tr) => {
-                    forgotten.forget(&(tr.namespace().unwrap_or_default(), tr.name_any()))
+                    if let Some(key) = tr.key() {
+                        forgotten.forget(&key);
+                    }
                 }
                 _ => {}
             }
@@ -228,7 +231,7 @@ impl Shared {
                 changed.notify_one();
             }
         }));
-        Arc::new(Shared {
+        Arc::new(TranslatorContext {
             translations_synced: informer.synced(),
             pods: pods::cache(kube.clone(), &authz),
             events: events.for_controller("midonet-kube-controllers"),
@@ -272,9 +275,9 @@ impl Shared {
     }
 
     /// True when these warnings differ from the last ones published for `uid`.
-    fn warnings_changed(&self, uid: &str, fingerprint: u64) -> bool {
+    fn warnings_changed(&self, uid: &str, digest: u64) -> bool {
         let mut warned = crate::locks::lock(&self.warned);
-        warned.insert(uid.to_string(), fingerprint) != Some(fingerprint)
+        warned.insert(uid.to_string(), digest) != Some(digest)
     }
 }
 
@@ -288,7 +291,7 @@ pub enum RunnerError {
 
 /// The context of kind `K`'s controller: the shared one, and its dependencies' cache.
 struct KindContext<K: TranslatorKind> {
-    shared: Arc<Shared>,
+    shared: Arc<TranslatorContext>,
     dependencies: Dependencies<K>,
 }
 
@@ -374,11 +377,11 @@ async fn reconcile<K: TranslatorKind>(
 /// The end of every translator's reconcile: report the translation's warnings, make the
 /// owner's Translations the translated ones, count the outcome and say when to look again.
 pub(crate) async fn apply_translated(
-    shared: &Shared,
+    shared: &TranslatorContext,
     kind: &str,
     (owner, oref): (OwnerReference, k8s_openapi::api::core::v1::ObjectReference),
     uid: &str,
-    inherited: &[(String, String)],
+    inherited: &[TranslationKey],
     translated: Translated,
 ) -> Result<Action, RunnerError> {
     publish_warnings(shared, kind, uid, &oref, &translated).await;
@@ -407,7 +410,7 @@ pub(crate) async fn apply_translated(
 }
 
 async fn publish_warnings(
-    shared: &Shared,
+    shared: &TranslatorContext,
     kind: &str,
     uid: &str,
     oref: &k8s_openapi::api::core::v1::ObjectReference,
@@ -446,7 +449,7 @@ pub struct RunnerConfig {
 
 /// Runs the controller of kind `K` until `shutdown` resolves.
 pub async fn run<K: TranslatorKind>(
-    shared: Arc<Shared>,
+    shared: Arc<TranslatorContext>,
     config: RunnerConfig,
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -483,7 +486,7 @@ pub async fn run<K: TranslatorKind>(
 /// The owners of `K`'s kind whose Translations disappear: re-triggered, so that what went
 /// is written again (level-triggered repair).
 fn owners_of_gone_translations<K: TranslatorKind>(
-    shared: &Shared,
+    shared: &TranslatorContext,
 ) -> impl futures::Stream<Item = ObjectRef<K::Object>> + Send + 'static {
     let (gone_tx, gone_rx) = mpsc::unbounded_channel::<ObjectRef<K::Object>>();
     shared.index.on_owned_deleted(
@@ -502,7 +505,7 @@ fn owners_of_gone_translations<K: TranslatorKind>(
 /// The cache of `K`'s objects: the process's shared one, or one of its own with the watch
 /// to run beside the controller.
 fn object_cache<K: TranslatorKind>(
-    shared: &Shared,
+    shared: &TranslatorContext,
 ) -> (
     SharedCache<K::Object>,
     Option<impl std::future::Future<Output = ()> + Send + 'static>,
@@ -554,7 +557,7 @@ where
 /// one), and their cache.
 fn with_dependencies<K: TranslatorKind>(
     controller: Controller<K::Object>,
-    shared: &Shared,
+    shared: &TranslatorContext,
     health: &Health,
     objects: Store<K::Object>,
 ) -> (Controller<K::Object>, Dependencies<K>) {
@@ -594,7 +597,7 @@ fn with_dependencies<K: TranslatorKind>(
 /// resourceVersion as preconditions): an object re-created under the same name may have
 /// re-claimed it since, with a new owner.
 async fn delete_orphans<K: TranslatorKind>(
-    shared: Arc<Shared>,
+    shared: Arc<TranslatorContext>,
     deleted: mpsc::UnboundedReceiver<String>,
     workers: u16,
 ) {
@@ -617,7 +620,13 @@ async fn delete_orphans<K: TranslatorKind>(
 
 /// Deletes `namespace/name` if the cache still shows it owned by `owner` and not being
 /// deleted (see [`delete_orphans`]).
-async fn delete_orphan(shared: &Shared, kind: &str, owner: &str, namespace: &str, name: &str) {
+async fn delete_orphan(
+    shared: &TranslatorContext,
+    kind: &str,
+    owner: &str,
+    namespace: &str,
+    name: &str,
+) {
     let Some(cached) = shared.translations.get(&index::cache_ref(namespace, name)) else {
         return;
     };

@@ -55,9 +55,9 @@ use tracing::Instrument;
 
 use super::index::{cache_ref, POLICY_GROUPS_OWNER};
 use super::pods::CachedPod;
-use super::{owner_reference, RunnerConfig, RunnerError, Shared, SyncOutcome};
+use super::{owner_reference, RunnerConfig, RunnerError, SyncOutcome, TranslatorContext};
 use crate::authz::Authz;
-use crate::crd::Translation;
+use crate::crd::{Translation, TranslationKey};
 use crate::health::Health;
 use crate::retry::RetryPolicy;
 use crate::scaffold::{NextPass, Reconciler, Retry, Scaffold};
@@ -104,7 +104,7 @@ pub fn affected(policies: &[Arc<NetworkPolicy>], namespace: &str) -> Vec<ObjectR
 
 /// The context of the policies' controller.
 struct PolicyContext {
-    shared: Arc<Shared>,
+    shared: Arc<TranslatorContext>,
     pods: Store<CachedPod>,
     namespaces: Store<Namespace>,
     /// Whether `pods` and `namespaces` hold their initial lists.
@@ -186,11 +186,11 @@ pub fn policy_translations_in_flight(translations: &[Arc<Translation>]) -> bool 
 /// [`PRUNE_GRACE`] while policy Translations are in flight. `unused_since` remembers when
 /// each was first seen stale (entries of groups no longer stale are dropped).
 pub fn keep_stale(
-    stale: &[(String, String)],
+    stale: &[TranslationKey],
     in_flight: bool,
-    unused_since: &mut HashMap<(String, String), Instant>,
+    unused_since: &mut HashMap<TranslationKey, Instant>,
     now: Instant,
-) -> Vec<(String, String)> {
+) -> Vec<TranslationKey> {
     unused_since.retain(|k, _| stale.contains(k));
     stale
         .iter()
@@ -202,15 +202,38 @@ pub fn keep_stale(
         .collect()
 }
 
+/// A kept group Translation as it is cached: re-desired as it is, it is neither written nor
+/// pruned.
+fn as_cached(
+    shared: &TranslatorContext,
+    (namespace, name): &TranslationKey,
+) -> Option<DesiredTranslation> {
+    let tr = shared.translations.get(&cache_ref(namespace, name))?;
+    Some(DesiredTranslation {
+        name: name.clone(),
+        namespace: namespace.clone(),
+        labels: tr
+            .labels_iter()
+            .filter(|(k, _)| *k == VERSION_LABEL || *k == GROUP_LABEL)
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        resources: tr
+            .spec
+            .as_ref()
+            .map(|s| s.resources.clone())
+            .unwrap_or_default(),
+    })
+}
+
 /// The group pass: makes the group Translations exactly those the cached policies use.
 struct Groups {
-    shared: Arc<Shared>,
+    shared: Arc<TranslatorContext>,
     policies: Store<NetworkPolicy>,
     pods: Store<CachedPod>,
     namespaces: Store<Namespace>,
     /// Whether the policies, pods and namespaces hold their initial lists.
     listed: [Arc<AtomicBool>; 3],
-    unused_since: HashMap<(String, String), Instant>,
+    unused_since: HashMap<TranslationKey, Instant>,
 }
 
 impl Groups {
@@ -224,62 +247,9 @@ impl Groups {
             .reconcile_duration
             .with_label_values(&[GROUPS_NAME])
             .start_timer();
-        let policies = self.policies.state();
-        let pods = self.pods.state();
-        let namespaces = self.namespaces.state();
-        let cluster = PolicyCluster::new(
-            namespaces.iter().map(|n| &**n),
-            pods.iter().map(|p| p.to_pod()),
-        );
-        // A terminating namespace refuses new writes, and its policies go with it: writing
-        // their groups there would fail the whole pass.
-        let terminating: HashSet<String> = namespaces
-            .iter()
-            .filter(|ns| ns.meta().deletion_timestamp.is_some())
-            .map(|ns| ns.name_any())
-            .collect();
-        let mut desired = midonet_translators::address_groups(
-            &shared.config,
-            policies
-                .iter()
-                .filter(|np| np.meta().deletion_timestamp.is_none())
-                .filter(|np| !terminating.contains(&np.namespace().unwrap_or_default()))
-                .map(|np| &**np),
-            &cluster,
-        );
-        let wanted: HashSet<(String, String)> = desired
-            .iter()
-            .map(|d| (d.namespace.clone(), d.name.clone()))
-            .collect();
-        let stale: Vec<(String, String)> = shared
-            .index
-            .owned_by(POLICY_GROUPS_OWNER)
-            .into_iter()
-            .filter(|k| !wanted.contains(k))
-            .collect();
-        let in_flight =
-            !stale.is_empty() && policy_translations_in_flight(&shared.translations.state());
-        let kept = keep_stale(&stale, in_flight, &mut self.unused_since, Instant::now());
-        // A kept group stays exactly as cached: re-desired as it is, it is neither written
-        // nor pruned.
-        for (namespace, name) in &kept {
-            if let Some(tr) = shared.translations.get(&cache_ref(namespace, name)) {
-                desired.push(DesiredTranslation {
-                    name: name.clone(),
-                    namespace: namespace.clone(),
-                    labels: tr
-                        .labels_iter()
-                        .filter(|(k, _)| *k == VERSION_LABEL || *k == GROUP_LABEL)
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                    resources: tr
-                        .spec
-                        .as_ref()
-                        .map(|s| s.resources.clone())
-                        .unwrap_or_default(),
-                });
-            }
-        }
+        let mut desired = self.used_groups();
+        let kept = self.kept_stale_groups(&desired);
+        desired.extend(kept.iter().filter_map(|key| as_cached(&shared, key)));
         let outcome = super::sync_translations(
             &shared,
             GROUPS_NAME,
@@ -301,6 +271,57 @@ impl Groups {
             _ if !kept.is_empty() => Some(Duration::from_secs(1)),
             _ => None,
         })
+    }
+
+    /// The group Translations the cached policies use.
+    fn used_groups(&self) -> Vec<DesiredTranslation> {
+        let policies = self.policies.state();
+        let pods = self.pods.state();
+        let namespaces = self.namespaces.state();
+        let cluster = PolicyCluster::new(
+            namespaces.iter().map(|n| &**n),
+            pods.iter().map(|p| p.to_pod()),
+        );
+        // A terminating namespace refuses new writes, and its policies go with it: writing
+        // their groups there would fail the whole pass.
+        let terminating: HashSet<String> = namespaces
+            .iter()
+            .filter(|ns| ns.meta().deletion_timestamp.is_some())
+            .map(|ns| ns.name_any())
+            .collect();
+        let in_terminating = |np: &NetworkPolicy| {
+            np.meta()
+                .namespace
+                .as_ref()
+                .is_some_and(|ns| terminating.contains(ns))
+        };
+        midonet_translators::address_groups(
+            &self.shared.config,
+            policies
+                .iter()
+                .filter(|np| np.meta().deletion_timestamp.is_none() && !in_terminating(np))
+                .map(|np| &**np),
+            &cluster,
+        )
+    }
+
+    /// The group Translations no policy uses any more that are kept for now (see
+    /// [`keep_stale`]).
+    fn kept_stale_groups(&mut self, used: &[DesiredTranslation]) -> Vec<TranslationKey> {
+        let wanted: HashSet<TranslationKey> = used
+            .iter()
+            .map(|d| (d.namespace.clone(), d.name.clone()))
+            .collect();
+        let stale: Vec<TranslationKey> = self
+            .shared
+            .index
+            .owned_by(POLICY_GROUPS_OWNER)
+            .into_iter()
+            .filter(|k| !wanted.contains(k))
+            .collect();
+        let in_flight =
+            !stale.is_empty() && policy_translations_in_flight(&self.shared.translations.state());
+        keep_stale(&stale, in_flight, &mut self.unused_since, Instant::now())
     }
 
     /// Runs a pass whenever `wake` is notified, on every resync and when a pass asks to
@@ -344,7 +365,7 @@ const GROUPS_RETRY: RetryPolicy =
 
 /// Runs the NetworkPolicy controller, and its group pass, until `shutdown` resolves.
 pub async fn run(
-    shared: Arc<Shared>,
+    shared: Arc<TranslatorContext>,
     config: RunnerConfig,
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
@@ -432,7 +453,7 @@ fn waker<T>(wake: &Arc<Notify>) -> impl FnMut(&T) + Send + Sync + 'static {
 /// policy's or group's Translation gone also wakes the group pass (it may be what held back
 /// the pruning of a group).
 fn policies_of_gone_translations(
-    shared: &Shared,
+    shared: &TranslatorContext,
     wake: &Arc<Notify>,
 ) -> impl futures::Stream<Item = ObjectRef<NetworkPolicy>> + Send + 'static {
     let (gone_tx, gone_rx) = mpsc::unbounded_channel::<ObjectRef<NetworkPolicy>>();
@@ -499,7 +520,7 @@ mod tests {
         assert_eq!(hit, vec!["z"]);
     }
 
-    fn key(name: &str) -> (String, String) {
+    fn key(name: &str) -> TranslationKey {
         ("ns".to_string(), name.to_string())
     }
 

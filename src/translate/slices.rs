@@ -205,7 +205,7 @@ impl<S: Slice> TranslatorKind for ServiceSlicesKind<S> {
     fn translate_all(cfg: &TranslatorConfig, svc: &Service, slices: &[Arc<S>]) -> Translated {
         translate_with_slices(cfg, svc, slices.iter().map(|s| s.view()))
     }
-    fn inherited(svc: &Service, index: &OwnerIndex) -> Vec<(String, String)> {
+    fn inherited(svc: &Service, index: &OwnerIndex) -> Vec<crate::crd::TranslationKey> {
         match svc.namespace() {
             Some(ns) => index.owned_by_ref("Endpoints", &ns, &svc.name_any()),
             None => Vec::new(),

@@ -22,8 +22,8 @@ use midonet_translators::DesiredTranslation;
 use sha2::{Digest, Sha256};
 
 use super::index::cache_ref;
-use super::{RunnerError, Shared};
-use crate::crd::{Translation, TranslationSpec};
+use super::{RunnerError, TranslatorContext};
+use crate::crd::{Translation, TranslationKey, TranslationSpec};
 use crate::events::reason;
 
 /// Field manager of the translators' writes.
@@ -76,8 +76,9 @@ pub fn build(desired: &DesiredTranslation, owner: Option<&OwnerReference>) -> Tr
     tr
 }
 
-/// Fingerprint of what we apply (spec, labels, owner, finalizer).
-fn fingerprint(tr: &Translation) -> String {
+/// Digest of what the translators apply (spec, labels, owner), to recognise their own
+/// write in the cache.
+fn applied_digest(tr: &Translation) -> String {
     let mut h = Sha256::new();
     h.update(serde_json::to_vec(&tr.spec).unwrap_or_default());
     h.update(serde_json::to_vec(&tr.labels_map()).unwrap_or_default());
@@ -186,9 +187,11 @@ pub enum WriteOp {
 /// A Translation to write.
 #[derive(Debug)]
 pub struct Write {
+    /// Where `want` is written.
+    pub key: TranslationKey,
     pub want: Translation,
-    /// [`fingerprint`] of `want`, to recognise our own write in the cache.
-    pub fingerprint: String,
+    /// [`applied_digest`] of `want`, to recognise our own write in the cache.
+    pub digest: String,
     pub op: WriteOp,
 }
 
@@ -215,7 +218,7 @@ pub struct Delete {
 
 /// What to do to make one owner's Translations exactly the desired ones.
 #[derive(Debug, Default)]
-pub struct SyncPlan {
+pub struct SyncDecision {
     pub writes: Vec<Write>,
     pub deletes: Vec<Delete>,
     /// A desired name is still held by a Translation being deleted.
@@ -224,8 +227,8 @@ pub struct SyncPlan {
     pub handing_over: bool,
 }
 
-impl SyncPlan {
-    /// The outcome once the plan has been carried out.
+impl SyncDecision {
+    /// The outcome once the decision has been carried out.
     pub fn outcome(&self) -> SyncOutcome {
         if self.waiting_for_deletion {
             SyncOutcome::WaitingForDeletion
@@ -243,14 +246,14 @@ impl SyncPlan {
 pub trait View {
     /// The cached Translation, if any.
     fn cached(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Translation>>;
-    /// True when the cache has not caught up with our own write that produced
-    /// `fingerprint` (`None`: our deletion) of the object whose cached resourceVersion is
-    /// `cached_rv`.
+    /// True when the cache has not caught up with our own write of a Translation whose
+    /// [`applied_digest`] is `digest` (`None`: our deletion) over the object whose cached
+    /// resourceVersion is `cached_rv`.
     fn still_pending(
         &self,
-        key: &(String, String),
+        key: &TranslationKey,
         cached_rv: Option<&str>,
-        fingerprint: Option<&str>,
+        digest: Option<&str>,
     ) -> bool;
 }
 
@@ -260,69 +263,40 @@ pub trait View {
 /// one: a version bump keeps them until the new version has taken over, and then the
 /// pusher deletes them (see `pusher::rollout`). An owner with none in this version (a pod
 /// that has finished, say) has nothing to hand over to: its old ones go at once.
-pub fn plan_sync(
+pub fn decide_sync(
     view: &impl View,
     version: &str,
     desired: Vec<Translation>,
-    owned: std::collections::BTreeSet<(String, String)>,
+    owned: std::collections::BTreeSet<TranslationKey>,
     now: k8s_openapi::jiff::Timestamp,
-) -> SyncPlan {
-    let mut plan = SyncPlan::default();
-    let hand_over = !desired.is_empty();
-    let key_of = |tr: &Translation| (tr.namespace().unwrap_or_default(), tr.name_any());
-    let wanted: HashSet<(String, String)> = desired.iter().map(key_of).collect();
+) -> SyncDecision {
+    // `build` names every desired Translation.
+    let desired: Vec<(TranslationKey, Translation)> = desired
+        .into_iter()
+        .filter_map(|want| Some((want.key()?, want)))
+        .collect();
+    let wanted: HashSet<TranslationKey> = desired.iter().map(|(key, _)| key.clone()).collect();
     // The wanted Translations' versions, and the objects as cached (None: not yet), for
     // the handover of a replaced generation.
     let replacements: Vec<(Option<String>, Option<std::sync::Arc<Translation>>)> = desired
         .iter()
-        .map(|want| {
-            let (namespace, name) = key_of(want);
-            (
-                version_of(want).map(str::to_string),
-                view.cached(&namespace, &name),
-            )
+        .map(|(key, want)| {
+            let version = version_of(want).map(str::to_string);
+            (version, view.cached(&key.0, &key.1))
         })
         .collect();
-    for want in desired {
-        let key = key_of(&want);
-        let cached = view.cached(&key.0, &key.1);
-        if let Some(c) = &cached {
-            if c.metadata.deletion_timestamp.is_some() {
-                // A finalizer cannot be added to an object being deleted; the name frees up
-                // once the pusher has cleaned the backend.
-                plan.waiting_for_deletion = true;
-                continue;
-            }
-            if up_to_date(c, &want) {
-                continue;
-            }
-        }
-        let print = fingerprint(&want);
-        let cached_rv = cached.as_ref().and_then(|c| c.resource_version());
-        if view.still_pending(&key, cached_rv.as_deref(), Some(&print)) {
-            continue;
-        }
-        let op = match &cached {
-            None => WriteOp::Create,
-            Some(c) => WriteOp::Update {
-                cached_rv,
-                patch: update_patch(c, &want),
-            },
-        };
-        plan.writes.push(Write {
-            want,
-            fingerprint: print,
-            op,
-        });
-    }
+    let hand_over = !desired.is_empty();
+    let (writes, waiting_for_deletion) = writes_to_make(view, desired);
     let replacements: Vec<(Option<&str>, Option<std::sync::Arc<Translation>>)> = replacements
         .iter()
         .map(|(version, cached)| (version.as_deref(), cached.clone()))
         .collect();
-    for key in owned {
-        if wanted.contains(&key) {
-            continue;
-        }
+    let mut decision = SyncDecision {
+        writes,
+        waiting_for_deletion,
+        ..SyncDecision::default()
+    };
+    for key in owned.into_iter().filter(|key| !wanted.contains(key)) {
         let Some(cached) = view.cached(&key.0, &key.1) else {
             continue;
         };
@@ -333,25 +307,71 @@ pub fn plan_sync(
             continue;
         }
         if keep_for_handover(&cached, &replacements, now) {
-            plan.handing_over = true;
+            decision.handing_over = true;
             continue;
         }
-        let cached_rv = cached.resource_version();
-        if view.still_pending(&key, cached_rv.as_deref(), None) {
+        decision.deletes.extend(delete_to_make(view, key, &cached));
+    }
+    decision
+}
+
+/// The writes that make the cache show `desired`, and whether a desired name is still held
+/// by a Translation being deleted.
+fn writes_to_make(
+    view: &impl View,
+    desired: Vec<(TranslationKey, Translation)>,
+) -> (Vec<Write>, bool) {
+    let mut writes = Vec::new();
+    let mut waiting_for_deletion = false;
+    for (key, want) in desired {
+        let cached = view.cached(&key.0, &key.1);
+        if let Some(c) = &cached {
+            if c.metadata.deletion_timestamp.is_some() {
+                // A finalizer cannot be added to an object being deleted; the name frees up
+                // once the pusher has cleaned the backend.
+                waiting_for_deletion = true;
+                continue;
+            }
+            if up_to_date(c, &want) {
+                continue;
+            }
+        }
+        let digest = applied_digest(&want);
+        let cached_rv = cached.as_ref().and_then(|c| c.resource_version());
+        if view.still_pending(&key, cached_rv.as_deref(), Some(&digest)) {
             continue;
         }
-        // Every stored object has a UID; one without is not the apiserver's to delete.
-        let Some(uid) = cached.uid() else {
-            continue;
+        let op = match &cached {
+            None => WriteOp::Create,
+            Some(c) => WriteOp::Update {
+                cached_rv,
+                patch: update_patch(c, &want),
+            },
         };
-        plan.deletes.push(Delete {
-            namespace: key.0,
-            name: key.1,
-            uid,
-            cached_rv,
+        writes.push(Write {
+            key,
+            want,
+            digest,
+            op,
         });
     }
-    plan
+    (writes, waiting_for_deletion)
+}
+
+/// The deletion of the stale `cached` Translation `key`, unless ours is pending already.
+fn delete_to_make(view: &impl View, key: TranslationKey, cached: &Translation) -> Option<Delete> {
+    let cached_rv = cached.resource_version();
+    if view.still_pending(&key, cached_rv.as_deref(), None) {
+        return None;
+    }
+    // Every stored object has a UID; one without is not the apiserver's to delete.
+    let uid = cached.uid()?;
+    Some(Delete {
+        namespace: key.0,
+        name: key.1,
+        uid,
+        cached_rv,
+    })
 }
 
 /// Creates `want`; when the name exists after all (not in the cache yet), applies it
@@ -377,19 +397,19 @@ async fn create(api: &Api<Translation>, want: &Translation) -> Result<(), Runner
 }
 
 /// The runner's view: the shared informer's cache and its own recent writes.
-struct SharedView<'a>(&'a Shared);
+struct CacheView<'a>(&'a TranslatorContext);
 
-impl View for SharedView<'_> {
+impl View for CacheView<'_> {
     fn cached(&self, namespace: &str, name: &str) -> Option<std::sync::Arc<Translation>> {
         self.0.translations.get(&cache_ref(namespace, name))
     }
     fn still_pending(
         &self,
-        key: &(String, String),
+        key: &TranslationKey,
         cached_rv: Option<&str>,
-        fingerprint: Option<&str>,
+        digest: Option<&str>,
     ) -> bool {
-        self.0.recent.still_pending(key, cached_rv, fingerprint)
+        self.0.recent.still_pending(key, cached_rv, digest)
     }
 }
 
@@ -397,11 +417,11 @@ impl View for SharedView<'_> {
 /// Translations, owned by another object, are treated as the owner's own: re-owned when
 /// desired (the apply replaces the owner reference), pruned otherwise.
 pub async fn sync_translations(
-    shared: &Shared,
+    shared: &TranslatorContext,
     kind: &str,
     owner: Option<(OwnerReference, ObjectReference)>,
     owner_key: &str,
-    inherited: &[(String, String)],
+    inherited: &[TranslationKey],
     desired: Vec<DesiredTranslation>,
 ) -> Result<SyncOutcome, RunnerError> {
     let (owner_ref, owner_obj) = match owner {
@@ -412,63 +432,41 @@ pub async fn sync_translations(
         .iter()
         .map(|d| build(d, owner_ref.as_ref()))
         .collect();
-    let mut owned: std::collections::BTreeSet<(String, String)> =
+    let mut owned: std::collections::BTreeSet<TranslationKey> =
         shared.index.owned_by(owner_key).into_iter().collect();
     owned.extend(inherited.iter().cloned());
-    let plan = plan_sync(
-        &SharedView(shared),
+    let decision = decide_sync(
+        &CacheView(shared),
         &shared.config.version,
         desired,
         owned,
         k8s_openapi::jiff::Timestamp::now(),
     );
-    let outcome = plan.outcome();
-
-    for write in plan.writes {
+    let outcome = decision.outcome();
+    for write in decision.writes {
         let cached_rv = write.cached_rv().map(str::to_string);
         let Write {
+            key,
             want,
-            fingerprint,
+            digest,
             op,
         } = write;
-        let (namespace, name) = (want.namespace().unwrap_or_default(), want.name_any());
-        let api: Api<Translation> = Api::namespaced(shared.kube.clone(), &namespace);
-        let (op, reason) = match op {
-            WriteOp::Create => {
-                create(&api, &want).await?;
-                ("create", reason::TRANSLATION_CREATED)
-            }
-            WriteOp::Update { patch, .. } => {
-                let params = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PatchParams::default()
-                };
-                match api.patch(&name, &params, &Patch::Merge(&patch)).await {
-                    Ok(_) => ("update", reason::TRANSLATION_UPDATED),
-                    // Gone since the cache saw it (deleted by hand, say): created again.
-                    Err(kube::Error::Api(e)) if e.code == 404 => {
-                        create(&api, &want).await?;
-                        ("create", reason::TRANSLATION_CREATED)
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        };
+        let done = written(shared, &key, &want, op).await?;
+        let (namespace, name) = &key;
+        shared.recent.wrote(key.clone(), digest, cached_rv);
         shared
-            .recent
-            .wrote((namespace.clone(), name.clone()), fingerprint, cached_rv);
-        shared.metrics.writes.with_label_values(&[kind, op]).inc();
+            .metrics
+            .writes
+            .with_label_values(&[kind, done.op])
+            .inc();
         // The caller's span names the owner object and the controller.
-        tracing::info!(translation = %name, namespace = %namespace, op, "Translation written");
+        tracing::info!(translation = %name, namespace = %namespace, op = done.op, "Translation written");
         if let Some(o) = &owner_obj {
-            shared
-                .events
-                .normal(o, reason, format!("Translation {namespace}/{name}"))
-                .await;
+            let note = format!("Translation {namespace}/{name}");
+            shared.events.normal(o, done.reason, note).await;
         }
     }
-
-    for delete in plan.deletes {
+    for delete in decision.deletes {
         let Delete {
             namespace,
             name,
@@ -479,24 +477,58 @@ pub async fn sync_translations(
         shared
             .recent
             .deleted((namespace.clone(), name.clone()), cached_rv);
-        shared
-            .metrics
-            .writes
-            .with_label_values(&[kind, "delete"])
-            .inc();
+        let writes = &shared.metrics.writes;
+        writes.with_label_values(&[kind, "delete"]).inc();
         tracing::info!(translation = %name, namespace = %namespace, "stale Translation deleted");
         if let Some(o) = &owner_obj {
+            let note = format!("Translation {namespace}/{name}");
             shared
                 .events
-                .normal(
-                    o,
-                    reason::TRANSLATION_DELETED,
-                    format!("Translation {namespace}/{name}"),
-                )
+                .normal(o, reason::TRANSLATION_DELETED, note)
                 .await;
         }
     }
     Ok(outcome)
+}
+
+/// A write done: the operation (for the metrics) and the event's reason.
+struct Written {
+    op: &'static str,
+    reason: &'static str,
+}
+
+/// Writes `want` (named `key`) as `op` says.
+async fn written(
+    shared: &TranslatorContext,
+    (namespace, name): &TranslationKey,
+    want: &Translation,
+    op: WriteOp,
+) -> Result<Written, RunnerError> {
+    const CREATED: Written = Written {
+        op: "create",
+        reason: reason::TRANSLATION_CREATED,
+    };
+    let api: Api<Translation> = Api::namespaced(shared.kube.clone(), namespace);
+    let WriteOp::Update { patch, .. } = op else {
+        create(&api, want).await?;
+        return Ok(CREATED);
+    };
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match api.patch(name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(Written {
+            op: "update",
+            reason: reason::TRANSLATION_UPDATED,
+        }),
+        // Gone since the cache saw it (deleted by hand, say): created again.
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            create(&api, want).await?;
+            Ok(CREATED)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 #[cfg(test)]
@@ -614,14 +646,14 @@ mod tests {
                 "Chain", "", "{}",
             )],
         });
-        let plan = plan_sync(
+        let decision = decide_sync(
             &view,
             "1",
             vec![current, changed, desired("new", "1")],
             Default::default(),
             Timestamp::now(),
         );
-        let written: Vec<(String, Option<&str>)> = plan
+        let written: Vec<(String, Option<&str>)> = decision
             .writes
             .iter()
             .map(|w| (w.want.name_any(), w.cached_rv()))
@@ -630,9 +662,9 @@ mod tests {
             written,
             [("changed".into(), Some("7")), ("new".into(), None)]
         );
-        assert_eq!(plan.writes[1].op, WriteOp::Create);
-        assert!(plan.deletes.is_empty());
-        assert_eq!(plan.outcome(), SyncOutcome::Written);
+        assert_eq!(decision.writes[1].op, WriteOp::Create);
+        assert!(decision.deletes.is_empty());
+        assert_eq!(decision.outcome(), SyncOutcome::Written);
     }
 
     fn owner(uid: &str) -> OwnerReference {
@@ -701,9 +733,9 @@ mod tests {
         going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         view.cache.insert(key("going"), Arc::new(going));
         let owned = [key("stale"), key("going"), key("uncached")].into();
-        let plan = plan_sync(&view, "1", vec![], owned, Timestamp::now());
+        let decision = decide_sync(&view, "1", vec![], owned, Timestamp::now());
         assert_eq!(
-            plan.deletes,
+            decision.deletes,
             [Delete {
                 namespace: "ns".into(),
                 name: "stale".into(),
@@ -720,9 +752,9 @@ mod tests {
         let mut going = (*cached_as(&want, "old")).clone();
         going.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
         view.cache.insert(key("a"), Arc::new(going));
-        let plan = plan_sync(&view, "1", vec![want], Default::default(), Timestamp::now());
-        assert!(plan.writes.is_empty());
-        assert_eq!(plan.outcome(), SyncOutcome::WaitingForDeletion);
+        let decision = decide_sync(&view, "1", vec![want], Default::default(), Timestamp::now());
+        assert!(decision.writes.is_empty());
+        assert_eq!(decision.outcome(), SyncOutcome::WaitingForDeletion);
     }
 
     #[test]
@@ -731,15 +763,15 @@ mod tests {
             pending: [key("a"), key("stale")].into(),
             ..FakeView::default()
         };
-        let plan = plan_sync(
+        let decision = decide_sync(
             &view,
             "1",
             vec![desired("a", "1")],
             Default::default(),
             Timestamp::now(),
         );
-        assert!(plan.writes.is_empty());
-        assert_eq!(plan.outcome(), SyncOutcome::Unchanged);
+        assert!(decision.writes.is_empty());
+        assert_eq!(decision.outcome(), SyncOutcome::Unchanged);
     }
 
     #[test]
@@ -747,16 +779,16 @@ mod tests {
         let mut view = FakeView::default();
         let old = desired("gen-a", "1");
         view.cache.insert(key("gen-a"), cached_as(&old, "u-old"));
-        let plan = plan_sync(
+        let decision = decide_sync(
             &view,
             "1",
             vec![desired("gen-b", "1")],
             [key("gen-a")].into(),
             Timestamp::now(),
         );
-        assert_eq!(plan.writes.len(), 1);
-        assert!(plan.deletes.is_empty());
-        assert_eq!(plan.outcome(), SyncOutcome::WaitingForPush);
+        assert_eq!(decision.writes.len(), 1);
+        assert!(decision.deletes.is_empty());
+        assert_eq!(decision.outcome(), SyncOutcome::WaitingForPush);
     }
 
     #[test]
@@ -764,36 +796,36 @@ mod tests {
         let mut view = FakeView::default();
         let old = desired("pod.1.a", "1");
         view.cache.insert(key("pod.1.a"), cached_as(&old, "u-old"));
-        let plan = plan_sync(
+        let decision = decide_sync(
             &view,
             "2",
             vec![desired("pod.2.a", "2")],
             [key("pod.1.a")].into(),
             Timestamp::now(),
         );
-        assert_eq!(plan.writes.len(), 1);
-        assert!(plan.deletes.is_empty(), "{:?}", plan.deletes);
+        assert_eq!(decision.writes.len(), 1);
+        assert!(decision.deletes.is_empty(), "{:?}", decision.deletes);
         // An owner with nothing in the new version hands nothing over.
-        let plan = plan_sync(
+        let decision = decide_sync(
             &view,
             "2",
             vec![],
             [key("pod.1.a")].into(),
             Timestamp::now(),
         );
-        assert_eq!(plan.deletes.len(), 1);
+        assert_eq!(decision.deletes.len(), 1);
         // Unlabelled ones (written by hand, by the original controller) are pruned.
         let mut legacy = (*cached_as(&old, "u-legacy")).clone();
         legacy.metadata.labels = None;
         legacy.cached_labels = Default::default();
         view.cache.insert(key("pod.1.a"), Arc::new(legacy));
-        let plan = plan_sync(
+        let decision = decide_sync(
             &view,
             "2",
             vec![desired("pod.2.a", "2")],
             [key("pod.1.a")].into(),
             Timestamp::now(),
         );
-        assert_eq!(plan.deletes.len(), 1);
+        assert_eq!(decision.deletes.len(), 1);
     }
 }
