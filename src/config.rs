@@ -642,6 +642,34 @@ fn with_legacy<T>(
     }
 }
 
+/// The MidoNet API password: the password file's content (which counts as the password
+/// given: the original variable is then ignored), else the setting or the original
+/// variable, else none.
+fn password(
+    file: Option<&std::path::Path>,
+    given: Option<Secret>,
+    env: &dyn Fn(&str) -> Option<String>,
+    deprecated: &mut Vec<DeprecatedUse>,
+) -> Result<Secret, ConfigError> {
+    let legacy = LEGACY_ENV[1];
+    let Some(path) = file else {
+        let given = with_legacy(given, legacy, env, deprecated, |old| Ok(Secret::new(old)))?;
+        return Ok(given.unwrap_or_default());
+    };
+    if env(legacy.old).is_some() {
+        deprecated.push(DeprecatedUse::Ignored(legacy));
+    }
+    std::fs::read_to_string(path)
+        .map(|s| Secret::new(s.trim_end_matches(['\r', '\n']).to_string()))
+        .map_err(|e| {
+            bad(
+                "--password-file",
+                "MIDONETKUBE_PASSWORD_FILE",
+                format!("cannot read {}: {e}", path.display()),
+            )
+        })
+}
+
 impl RunArgs {
     /// Completes the settings, reading the original controller's variables from the
     /// process environment.
@@ -655,34 +683,15 @@ impl RunArgs {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
         let mut deprecated = Vec::new();
-        let [legacy_username, legacy_password, legacy_project, legacy_controllers] = LEGACY_ENV;
+        let [legacy_username, _, legacy_project, legacy_controllers] = LEGACY_ENV;
         let username = with_legacy(self.username, legacy_username, env, &mut deprecated, Ok)?
             .unwrap_or_else(|| "admin".into());
-        // A password file counts as the password given.
-        let password = match &self.password_file {
-            Some(path) => {
-                if env(legacy_password.old).is_some() {
-                    deprecated.push(DeprecatedUse::Ignored(legacy_password));
-                }
-                std::fs::read_to_string(path)
-                    .map(|s| Secret::new(s.trim_end_matches(['\r', '\n']).to_string()))
-                    .map_err(|e| {
-                        bad(
-                            "--password-file",
-                            "MIDONETKUBE_PASSWORD_FILE",
-                            format!("cannot read {}: {e}", path.display()),
-                        )
-                    })?
-            }
-            None => with_legacy(
-                self.password,
-                legacy_password,
-                env,
-                &mut deprecated,
-                |old| Ok(Secret::new(old)),
-            )?
-            .unwrap_or_default(),
-        };
+        let password = password(
+            self.password_file.as_deref(),
+            self.password,
+            env,
+            &mut deprecated,
+        )?;
         let project = with_legacy(self.project, legacy_project, env, &mut deprecated, Ok)?
             .unwrap_or_else(|| "admin".into());
         let controllers = with_legacy(

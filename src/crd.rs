@@ -398,12 +398,8 @@ fn resource_entry_schema() -> JSONSchemaProps {
     )
 }
 
-fn openapi_schema() -> JSONSchemaProps {
-    let resources = array_schema(
-        "Backend resources in push order (parents first); deleted in reverse order.",
-        resource_entry_schema(),
-    );
-    let condition = object_schema(
+fn condition_schema() -> JSONSchemaProps {
+    object_schema(
         "A status condition.",
         vec![
             ("type", string_schema("Condition type, e.g. Ready.", None)),
@@ -423,8 +419,11 @@ fn openapi_schema() -> JSONSchemaProps {
             ),
         ],
         &["type", "status"],
-    );
-    let pushed = object_schema(
+    )
+}
+
+fn pushed_resource_schema() -> JSONSchemaProps {
+    object_schema(
         "A backend resource created for this Translation.",
         vec![
             ("kind", string_schema("Backend kind name.", None)),
@@ -438,8 +437,11 @@ fn openapi_schema() -> JSONSchemaProps {
             ),
         ],
         &["kind", "path"],
-    );
-    let status = object_schema(
+    )
+}
+
+fn status_schema() -> JSONSchemaProps {
+    object_schema(
         "What the pusher applied to the backend.",
         vec![
             (
@@ -458,10 +460,13 @@ fn openapi_schema() -> JSONSchemaProps {
                 "pushed",
                 array_schema(
                     "Backend resources that exist because of this Translation, in creation order.",
-                    pushed,
+                    pushed_resource_schema(),
                 ),
             ),
-            ("conditions", array_schema("Conditions (Ready).", condition)),
+            (
+                "conditions",
+                array_schema("Conditions (Ready).", condition_schema()),
+            ),
             (
                 "lastPushTime",
                 JSONSchemaProps {
@@ -474,7 +479,15 @@ fn openapi_schema() -> JSONSchemaProps {
             ),
         ],
         &[],
+    )
+}
+
+fn openapi_schema() -> JSONSchemaProps {
+    let resources = array_schema(
+        "Backend resources in push order (parents first); deleted in reverse order.",
+        resource_entry_schema(),
     );
+    let status = status_schema();
     object_schema(
         "An ordered list of MidoNet backend resources made from one Kubernetes object.",
         vec![

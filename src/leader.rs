@@ -297,22 +297,11 @@ impl Inner {
                     holder: String::new(),
                 });
             }
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(cfg.lease_name.clone()),
-                    namespace: Some(cfg.lease_namespace.clone()),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(cfg.identity.clone()),
-                    lease_duration_seconds: Some(cfg.lease_duration_seconds()),
-                    acquire_time: Some(now()),
-                    renew_time: Some(now()),
-                    lease_transitions: Some(0),
-                    ..LeaseSpec::default()
-                }),
-            };
-            return match self.api.create(&PostParams::default(), &lease).await {
+            return match self
+                .api
+                .create(&PostParams::default(), &self.new_lease())
+                .await
+            {
                 Ok(_) => Ok(Attempt::Held { sent_at }),
                 Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
                 Err(err) => Err(err),
@@ -349,17 +338,7 @@ impl Inner {
             _ => {}
         }
 
-        let mut new_spec = spec.clone();
-        let stamp = now();
-        if !ours {
-            new_spec.acquire_time = Some(stamp.clone());
-            new_spec.lease_transitions =
-                Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
-        }
-        new_spec.holder_identity = Some(cfg.identity.clone());
-        new_spec.lease_duration_seconds = Some(cfg.lease_duration_seconds());
-        new_spec.renew_time = Some(stamp);
-        lease.spec = Some(new_spec);
+        lease.spec = Some(self.held_spec(&spec, ours));
         // `lease.metadata.resourceVersion` is the one just read: a concurrent writer makes
         // this fail with 409 instead of being overwritten.
         match self
@@ -371,6 +350,43 @@ impl Inner {
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
             Err(err) => Err(err),
         }
+    }
+
+    /// The Lease this candidate creates when there is none: held by it.
+    fn new_lease(&self) -> Lease {
+        let cfg = &self.cfg;
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(cfg.lease_name.clone()),
+                namespace: Some(cfg.lease_namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(cfg.identity.clone()),
+                lease_duration_seconds: Some(cfg.lease_duration_seconds()),
+                acquire_time: Some(now()),
+                renew_time: Some(now()),
+                lease_transitions: Some(0),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    /// `spec` renewed by this candidate (`ours`) or taken over by it: a takeover sets
+    /// `acquireTime` and counts a transition.
+    fn held_spec(&self, spec: &LeaseSpec, ours: bool) -> LeaseSpec {
+        let cfg = &self.cfg;
+        let mut new_spec = spec.clone();
+        let stamp = now();
+        if !ours {
+            new_spec.acquire_time = Some(stamp.clone());
+            new_spec.lease_transitions =
+                Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+        }
+        new_spec.holder_identity = Some(cfg.identity.clone());
+        new_spec.lease_duration_seconds = Some(cfg.lease_duration_seconds());
+        new_spec.renew_time = Some(stamp);
+        new_spec
     }
 
     /// Gives the Lease up if we still hold it: no holder, a 1 s duration, so a standby

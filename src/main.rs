@@ -200,9 +200,11 @@ fn exit_on(err: clap::Error) -> ! {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-fn main() -> ExitCode {
+/// The command line, as `midonet-kube-controllers` or as the kubectl plugin; exits on a
+/// command-line error.
+fn parsed_cli() -> Cli {
     let mut argv = std::env::args_os();
-    let cli = if invoked_as_plugin(argv.next().as_deref()) {
+    if invoked_as_plugin(argv.next().as_deref()) {
         let matches = Cli::command()
             .name(KUBECTL_PLUGIN)
             .bin_name("kubectl midonet")
@@ -214,8 +216,47 @@ fn main() -> ExitCode {
         }
     } else {
         Cli::try_parse().unwrap_or_else(|err| exit_on(err))
+    }
+}
+
+/// `backend-sim`: the simulator until Ctrl-C or SIGTERM.
+fn backend_sim(args: midonet_sim::SimArgs) -> ExitCode {
+    // The simulator serves many clients at once (the demo, tests, benchmarks).
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
     };
-    match cli.command {
+    match rt.block_on(midonet_sim::run_cli(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `crd`: the CustomResourceDefinition as YAML.
+fn crd() -> ExitCode {
+    match midonet_kube_controllers::crd::crd_yaml() {
+        Ok(yaml) => {
+            print!("{yaml}");
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("error: cannot render the CRD: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match parsed_cli().command {
         None => {
             // `run` with settings from the environment only.
             match Cli::try_parse_from(["midonet-kube-controllers", "run"]) {
@@ -258,36 +299,8 @@ fn main() -> ExitCode {
                 }
             },
         ),
-        Some(Command::BackendSim(args)) => {
-            // The simulator serves many clients at once (the demo, tests, benchmarks).
-            let rt = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(err) => {
-                    eprintln!("error: cannot start the async runtime: {err}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match rt.block_on(midonet_sim::run_cli(*args)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(err) => {
-                    eprintln!("error: {err}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Some(Command::Crd) => match midonet_kube_controllers::crd::crd_yaml() {
-            Ok(yaml) => {
-                print!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(err) => {
-                eprintln!("error: cannot render the CRD: {err}");
-                ExitCode::FAILURE
-            }
-        },
+        Some(Command::BackendSim(args)) => backend_sim(*args),
+        Some(Command::Crd) => crd(),
     }
 }
 

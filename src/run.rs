@@ -361,26 +361,35 @@ async fn start_controllers(
             shutdown,
         ));
     }
-    if let (Some(period), Some(backend)) = (cfg.orphan_sweep_period, backend) {
-        tracing::info!(
-            ?period,
-            delete = cfg.orphan_sweep_delete,
-            "starting the orphan sweep"
-        );
-        tasks.spawn(crate::sweep::sweep_loop(
-            kube.clone(),
-            backend,
-            cfg.tenant.clone(),
-            period,
-            cfg.orphan_sweep_delete,
-            registry.clone(),
-            shutdown_on(stop),
-        ));
+    if let Some(sweep) = orphan_sweep(cfg, &kube, backend, registry, stop) {
+        tasks.spawn(sweep);
     }
     if let Some(shared) = translators {
         start_translators(&mut tasks, cfg, &kube, shared, health, stop).await;
     }
     Ok(tasks)
+}
+
+/// The periodic orphan sweep, when configured.
+fn orphan_sweep(
+    cfg: &Config,
+    kube: &Client,
+    backend: Option<BackendClient>,
+    registry: &Registry,
+    stop: &CancellationToken,
+) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
+    let (period, backend) = (cfg.orphan_sweep_period?, backend?);
+    let delete = cfg.orphan_sweep_delete;
+    tracing::info!(?period, delete, "starting the orphan sweep");
+    Some(crate::sweep::sweep_loop(
+        kube.clone(),
+        backend,
+        cfg.tenant.clone(),
+        period,
+        delete,
+        registry.clone(),
+        shutdown_on(stop),
+    ))
 }
 
 /// The pusher's context over `informer`.

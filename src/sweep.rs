@@ -164,6 +164,25 @@ async fn list_backend(
     backend: &BackendClient,
     tenant: &str,
 ) -> Result<(Vec<Found>, Vec<Found>), SweepError> {
+    let parents = listed_parents(backend, tenant).await?;
+    let mut children = Vec::new();
+    for p in &parents {
+        let Some(id) = p.id else { continue };
+        match listed_children(backend, p, id).await {
+            Ok(items) => children.extend(items.into_iter().map(|mut f: Found| {
+                f.parent = Some(p.path.clone());
+                f
+            })),
+            // A parent deleted since it was listed has no children left to worry about.
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok((parents, children))
+}
+
+/// The tenant's top-level devices and chains, and the NetworkPolicy groups.
+async fn listed_parents(backend: &BackendClient, tenant: &str) -> Result<Vec<Found>, SweepError> {
     let devices = list_tenant_devices(backend, tenant).await?;
     let mut parents = Vec::new();
     for b in devices.bridges {
@@ -190,70 +209,61 @@ async fn list_backend(
             parents.push(found(Kind::IpAddrGroup, "ip_addr_groups", g.id, what));
         }
     }
-    let mut children = Vec::new();
-    for p in &parents {
-        let Some(id) = p.id else { continue };
-        // A parent deleted since it was listed has no children left to worry about.
-        let listed = match p.kind {
-            Kind::Bridge => backend.list_bridge_ports(id).await.map(|ports| {
-                ports
+    Ok(parents)
+}
+
+/// The children of `p` (whose ID is `id`) that the sweep looks at.
+async fn listed_children(
+    backend: &BackendClient,
+    p: &Found,
+    id: Uuid,
+) -> Result<Vec<Found>, crate::backend::BackendError> {
+    // A parent deleted since it was listed has no children left to worry about.
+    match p.kind {
+        Kind::Bridge => backend.list_bridge_ports(id).await.map(|ports| {
+            ports
+                .into_iter()
+                .map(|x| found(Kind::Port, "ports", x.id, format!("port of {}", p.path)))
+                .collect::<Vec<_>>()
+        }),
+        Kind::Router => {
+            let ports = backend.list_router_ports(id).await;
+            let routes = backend.list_routes(id).await;
+            match (ports, routes) {
+                (Ok(ports), Ok(routes)) => Ok(ports
                     .into_iter()
                     .map(|x| found(Kind::Port, "ports", x.id, format!("port of {}", p.path)))
-                    .collect::<Vec<_>>()
-            }),
-            Kind::Router => {
-                let ports = backend.list_router_ports(id).await;
-                let routes = backend.list_routes(id).await;
-                match (ports, routes) {
-                    (Ok(ports), Ok(routes)) => Ok(ports
-                        .into_iter()
-                        .map(|x| found(Kind::Port, "ports", x.id, format!("port of {}", p.path)))
-                        .chain(
-                            routes
-                                .into_iter()
-                                .filter(|r| r.route_type != Some(RouteType::Local))
-                                .map(|x| {
-                                    found(
-                                        Kind::Route,
-                                        "routes",
-                                        x.id,
-                                        format!("route of {}", p.path),
-                                    )
-                                }),
-                        )
-                        .collect()),
-                    (Err(e), _) | (_, Err(e)) => Err(e),
-                }
+                    .chain(
+                        routes
+                            .into_iter()
+                            .filter(|r| r.route_type != Some(RouteType::Local))
+                            .map(|x| {
+                                found(Kind::Route, "routes", x.id, format!("route of {}", p.path))
+                            }),
+                    )
+                    .collect()),
+                (Err(e), _) | (_, Err(e)) => Err(e),
             }
-            Kind::PortGroup => backend.list_port_group_ports(id).await.map(|members| {
-                members
-                    .into_iter()
-                    .map(|m| member(Resource::PortGroupPort(m), &p.path))
-                    .collect()
-            }),
-            Kind::IpAddrGroup => backend.list_ip_addr_group_addrs(id).await.map(|addrs| {
-                addrs
-                    .into_iter()
-                    .map(|a| member(Resource::IpAddrGroupAddr(a), &p.path))
-                    .collect()
-            }),
-            _ => backend.list_rules(id).await.map(|rules| {
-                rules
-                    .into_iter()
-                    .map(|x| found(Kind::Rule, "rules", x.id, format!("rule of {}", p.path)))
-                    .collect()
-            }),
-        };
-        match listed {
-            Ok(items) => children.extend(items.into_iter().map(|mut f: Found| {
-                f.parent = Some(p.path.clone());
-                f
-            })),
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
         }
+        Kind::PortGroup => backend.list_port_group_ports(id).await.map(|members| {
+            members
+                .into_iter()
+                .map(|m| member(Resource::PortGroupPort(m), &p.path))
+                .collect()
+        }),
+        Kind::IpAddrGroup => backend.list_ip_addr_group_addrs(id).await.map(|addrs| {
+            addrs
+                .into_iter()
+                .map(|a| member(Resource::IpAddrGroupAddr(a), &p.path))
+                .collect()
+        }),
+        _ => backend.list_rules(id).await.map(|rules| {
+            rules
+                .into_iter()
+                .map(|x| found(Kind::Rule, "rules", x.id, format!("rule of {}", p.path)))
+                .collect()
+        }),
     }
-    Ok((parents, children))
 }
 
 fn found(kind: Kind, collection: &str, id: Uuid, description: String) -> Found {

@@ -198,19 +198,10 @@ pub fn resolve(
             name,
             port,
         } => {
-            let pod = cluster
-                .pods
-                .iter()
-                .find(|p| {
-                    p.metadata.namespace.as_deref() == Some(namespace)
-                        && p.metadata.name.as_deref() == Some(name)
-                })
-                .ok_or_else(|| format!("pod {namespace}/{name} not found"))?;
-            let ip = pod_ip(pod)
-                .ok_or_else(|| format!("pod {namespace}/{name} has no IPv4 status.podIP"))?;
+            let address = pod_address(cluster, namespace, name, *port)?;
             Ok(Destination {
                 target: text.to_string(),
-                address: SocketV4::new(ip, *port),
+                address,
                 protocol: protocol.unwrap_or(Protocol::Tcp),
                 pod: Some(midonet_dataplane::cluster::pod_name(namespace, name)),
                 service: None,
@@ -230,47 +221,9 @@ pub fn resolve(
                         && s.metadata.name.as_deref() == Some(name)
                 })
                 .ok_or_else(|| format!("service {namespace}/{name} not found"))?;
-            let spec = svc
-                .spec
-                .as_ref()
-                .ok_or_else(|| format!("service {namespace}/{name} has no spec"))?;
-            let cluster_ip = spec
-                .cluster_ip
-                .as_deref()
-                .into_iter()
-                .chain(spec.cluster_ips.iter().flatten().map(String::as_str))
-                .find_map(|s| s.parse::<Ipv4Addr>().ok())
-                .ok_or_else(|| format!("service {namespace}/{name} has no IPv4 cluster IP"))?;
-            let (ip, kind) = service_addresses(svc, cluster_ip)
-                .into_iter()
-                .find(|(ip, kind)| match via {
-                    Via::ClusterIp => *kind == ServiceAddressKind::ClusterIp,
-                    Via::ExternalIp => *kind == ServiceAddressKind::ExternalIp,
-                    Via::LoadBalancer => *kind == ServiceAddressKind::LoadBalancerIngress,
-                    Via::Address(want) => *ip == want,
-                })
-                .ok_or_else(|| format!("service {namespace}/{name} has no {}", via.describe()))?;
-            let found = spec
-                .ports
-                .iter()
-                .flatten()
-                .filter(|p| match port {
-                    PortRef::Number(n) => i32::from(*n) == p.port,
-                    PortRef::Name(n) => p.name.as_deref() == Some(n.as_str()),
-                })
-                .filter_map(|p| {
-                    let proto = Protocol::from_name(p.protocol.as_deref().unwrap_or("TCP"))?;
-                    Some((u16::try_from(p.port).ok()?, proto))
-                })
-                .find(|(_, proto)| protocol.is_none_or(|want| want == *proto));
-            let (number, proto) = found.ok_or_else(|| {
-                let which = match port {
-                    PortRef::Number(n) => n.to_string(),
-                    PortRef::Name(n) => format!("{n:?}"),
-                };
-                let proto = protocol.map(|p| format!(" ({p})")).unwrap_or_default();
-                format!("service {namespace}/{name} has no port {which}{proto}")
-            })?;
+            let which = format!("service {namespace}/{name}");
+            let (ip, kind) = service_address(svc, &which, via)?;
+            let (number, proto) = service_port(svc, &which, port, protocol)?;
             Ok(Destination {
                 target: text.to_string(),
                 address: SocketV4::new(ip, number),
@@ -281,6 +234,86 @@ pub fn resolve(
             })
         }
     }
+}
+
+/// The address of port `port` of the pod `namespace/name`.
+fn pod_address(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+    port: u16,
+) -> Result<SocketV4, String> {
+    let pod = cluster
+        .pods
+        .iter()
+        .find(|p| {
+            p.metadata.namespace.as_deref() == Some(namespace)
+                && p.metadata.name.as_deref() == Some(name)
+        })
+        .ok_or_else(|| format!("pod {namespace}/{name} not found"))?;
+    let ip =
+        pod_ip(pod).ok_or_else(|| format!("pod {namespace}/{name} has no IPv4 status.podIP"))?;
+    Ok(SocketV4::new(ip, port))
+}
+
+/// The Service's address `via` picks, and which of its addresses it is. `service` names it
+/// in errors.
+fn service_address(
+    svc: &k8s_openapi::api::core::v1::Service,
+    service: &str,
+    via: Via,
+) -> Result<(Ipv4Addr, ServiceAddressKind), String> {
+    let spec = svc
+        .spec
+        .as_ref()
+        .ok_or_else(|| format!("{service} has no spec"))?;
+    let cluster_ip = spec
+        .cluster_ip
+        .as_deref()
+        .into_iter()
+        .chain(spec.cluster_ips.iter().flatten().map(String::as_str))
+        .find_map(|s| s.parse::<Ipv4Addr>().ok())
+        .ok_or_else(|| format!("{service} has no IPv4 cluster IP"))?;
+    service_addresses(svc, cluster_ip)
+        .into_iter()
+        .find(|(ip, kind)| match via {
+            Via::ClusterIp => *kind == ServiceAddressKind::ClusterIp,
+            Via::ExternalIp => *kind == ServiceAddressKind::ExternalIp,
+            Via::LoadBalancer => *kind == ServiceAddressKind::LoadBalancerIngress,
+            Via::Address(want) => *ip == want,
+        })
+        .ok_or_else(|| format!("{service} has no {}", via.describe()))
+}
+
+/// The number and protocol of the Service's port `port` (of `protocol`, when given).
+/// `service` names it in errors.
+fn service_port(
+    svc: &k8s_openapi::api::core::v1::Service,
+    service: &str,
+    port: &PortRef,
+    protocol: Option<Protocol>,
+) -> Result<(u16, Protocol), String> {
+    let found = svc
+        .spec
+        .iter()
+        .flat_map(|spec| spec.ports.iter().flatten())
+        .filter(|p| match port {
+            PortRef::Number(n) => i32::from(*n) == p.port,
+            PortRef::Name(n) => p.name.as_deref() == Some(n.as_str()),
+        })
+        .filter_map(|p| {
+            let proto = Protocol::from_name(p.protocol.as_deref().unwrap_or("TCP"))?;
+            Some((u16::try_from(p.port).ok()?, proto))
+        })
+        .find(|(_, proto)| protocol.is_none_or(|want| want == *proto));
+    found.ok_or_else(|| {
+        let which = match port {
+            PortRef::Number(n) => n.to_string(),
+            PortRef::Name(n) => format!("{n:?}"),
+        };
+        let proto = protocol.map(|p| format!(" ({p})")).unwrap_or_default();
+        format!("{service} has no port {which}{proto}")
+    })
 }
 
 fn pod_ip(pod: &Pod) -> Option<Ipv4Addr> {
