@@ -6,6 +6,7 @@ pub mod backend;
 pub mod cache;
 pub mod clients;
 pub mod config;
+mod conventions;
 pub mod crd;
 pub mod events;
 pub mod health;

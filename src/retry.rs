@@ -13,8 +13,7 @@
 //! the start-up retries (writing the global Translations, API discovery), the MidoNet login
 //! of the readiness probe, the watches' relists ([`RetryPolicy::backoff`]) and the backend
 //! client's request retries ([`RetryPolicy::exponential`], the `backoff` crate's schedule).
-//! A test (`every_backoff_in_the_crate_is_a_retry_policy`) fails on a delay doubled by hand
-//! anywhere else in `src/`.
+//! A test (`crate::conventions`) fails on a delay doubled by hand anywhere else in `src/`.
 //!
 //! **Not retries, and so not here**: fixed periods (resyncs, drift verification, the
 //! orphan sweep) and the leader election's retry period, which client-go's semantics
@@ -140,70 +139,6 @@ mod tests {
         }
         let none = POLICY.with_jitter(0.0);
         assert_eq!(none.delay(3), Duration::from_millis(400));
-    }
-
-    /// Hand-rolled backoffs look like one of these: a delay doubled and capped, or the
-    /// `backoff` crate's schedule built by hand.
-    const HAND_ROLLED: [&str; 7] = [
-        "* 2).min(",
-        "*= 2",
-        "saturating_mul(2)",
-        "checked_mul(2)",
-        "mul_f64(2.0)",
-        "ExponentialBackoffBuilder",
-        "ExponentialBackoff {",
-    ];
-
-    /// The lines of `text` before its test module, with their numbers.
-    fn non_test_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-        text.lines()
-            .enumerate()
-            .take_while(|(_, l)| l.trim() != "#[cfg(test)]")
-            .filter(|(_, l)| !l.trim_start().starts_with("//"))
-    }
-
-    fn rust_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        for entry in std::fs::read_dir(dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-
-    #[test]
-    fn every_backoff_in_the_crate_is_a_retry_policy() {
-        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        assert!(files.len() > 20, "{src:?}: {} files", files.len());
-        let mut found = Vec::new();
-        for file in files.iter().filter(|f| !f.ends_with("retry.rs")) {
-            let text = std::fs::read_to_string(file).unwrap();
-            for (n, line) in non_test_lines(&text) {
-                let squeezed: String = line.split_whitespace().collect::<Vec<_>>().join(" ");
-                if HAND_ROLLED.iter().any(|p| squeezed.contains(p)) {
-                    found.push(format!("{}:{}: {}", file.display(), n + 1, line.trim()));
-                }
-            }
-        }
-        assert!(
-            found.is_empty(),
-            "a backoff outside crate::retry (use a RetryPolicy):\n{}",
-            found.join("\n")
-        );
-    }
-
-    #[test]
-    fn the_guard_sees_a_hand_rolled_backoff() {
-        let text = "fn f() {\n    delay = (delay * 2).min(cap);\n}\n#[cfg(test)]\nx *= 2;";
-        let hits: Vec<usize> = non_test_lines(text)
-            .filter(|(_, l)| HAND_ROLLED.iter().any(|p| l.contains(p)))
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(hits, [1]);
     }
 
     #[test]

@@ -275,11 +275,7 @@ async fn translators_update_reowns_and_keeps_what_is_not_theirs() {
             .map(|o| o.uid.as_str())
             .collect();
         assert_eq!(owner_uids, [owner_refs[1].uid.as_str()], "{name}");
-        let labels: Vec<(&str, &str)> = got
-            .labels()
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
+        let labels: Vec<(&str, &str)> = got.labels_iter().collect();
         assert_eq!(
             labels,
             [

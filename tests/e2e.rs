@@ -296,7 +296,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
             let list = trs.list(&ListParams::default()).await.ok()?;
             list.items
                 .iter()
-                .all(|t| t.labels().get(VERSION_LABEL).is_none_or(|v| v == "2"))
+                .all(|t| t.label(VERSION_LABEL).is_none_or(|v| v == "2"))
                 .then_some(())
         },
     )

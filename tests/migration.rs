@@ -133,10 +133,10 @@ fn original_name(tr: &Translation) -> String {
 /// The Translation as the original wrote it.
 fn original_form(tr: &Translation) -> Value {
     let mut labels = serde_json::Map::new();
-    if let Some(uid) = tr.labels().get(OWNER_UID_LABEL) {
+    if let Some(uid) = tr.label(OWNER_UID_LABEL) {
         labels.insert(OWNER_UID_LABEL.into(), json!(uid));
     }
-    if tr.labels().contains_key(GLOBAL_LABEL) {
+    if tr.has_label(GLOBAL_LABEL) {
         labels.insert(GLOBAL_LABEL.into(), json!(""));
     }
     let owners: Vec<Value> = tr
@@ -242,7 +242,7 @@ async fn upgrading_a_live_deployment_of_the_original_controller() {
         "some Translations were named by content"
     );
     assert!(
-        pushed.iter().any(|t| t.labels().contains_key(GLOBAL_LABEL))
+        pushed.iter().any(|t| t.has_label(GLOBAL_LABEL))
             && pushed.iter().any(|t| !t.owner_references().is_empty()),
         "global and owned Translations"
     );
@@ -352,7 +352,7 @@ async fn upgrading_a_live_deployment_of_the_original_controller() {
     // may be the original's.
     let version_independent: BTreeSet<String> = now
         .iter()
-        .filter(|t| !t.labels().contains_key(VERSION_LABEL))
+        .filter(|t| !t.has_label(VERSION_LABEL))
         .flat_map(Translation::desired_paths)
         .collect();
     for p in state.translation_paths().intersection(&original_paths) {

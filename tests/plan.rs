@@ -85,7 +85,7 @@ async fn only_version(client: &kube::Client, version: &str) -> Option<()> {
     let items = all.list(&ListParams::default()).await.ok()?.items;
     items
         .iter()
-        .all(|t| t.labels().get(VERSION_LABEL).map(String::as_str) == Some(version))
+        .all(|t| t.label(VERSION_LABEL) == Some(version))
         .then_some(())
 }
 
@@ -325,7 +325,7 @@ async fn unrecorded_updatable(
     let all: Api<Translation> = Api::all(client.clone());
     let mut n = 0;
     for t in all.list(&ListParams::default()).await.unwrap().items {
-        if t.labels().get(VERSION_LABEL).map(String::as_str) != Some(version) {
+        if t.label(VERSION_LABEL) != Some(version) {
             continue;
         }
         let recorded: Vec<&str> = t
@@ -362,7 +362,7 @@ async fn half_built(
     }
     let of_version: Vec<&Translation> = items
         .iter()
-        .filter(|t| t.labels().get(VERSION_LABEL).map(String::as_str) == Some(version))
+        .filter(|t| t.label(VERSION_LABEL) == Some(version))
         .collect();
     let ready = of_version.iter().filter(|t| t.is_ready()).count();
     (ready * 4 >= expected && ready < expected).then_some((ready, of_version.len()))

@@ -28,7 +28,7 @@ impl Tracked {
     fn of(t: &Translation) -> Tracked {
         Tracked {
             ready: t.is_ready(),
-            version: t.labels().get(VERSION_LABEL).cloned(),
+            version: t.label(VERSION_LABEL).map(str::to_string),
             paths: t.desired_paths().collect(),
         }
     }

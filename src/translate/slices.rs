@@ -166,6 +166,8 @@ impl Slice for EndpointSliceV1Beta1 {
 
 /// The Service of a slice: the `kubernetes.io/service-name` label, same namespace.
 fn service_of<S: Slice>(slice: &S) -> Option<ObjectRef<Service>> {
+    // An EndpointSlice, not a Translation: its labels are in its metadata.
+    #[allow(clippy::disallowed_methods)]
     let name = slice.labels().get(SERVICE_NAME_LABEL)?;
     Some(ObjectRef::new(name).within(&slice.namespace()?))
 }

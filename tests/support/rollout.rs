@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube::api::{Api, ListParams};
-use kube::ResourceExt;
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::meta::VERSION_LABEL;
 
@@ -33,7 +32,7 @@ pub async fn versions(client: &kube::Client) -> BTreeMap<String, usize> {
     let all: Api<Translation> = Api::all(client.clone());
     let mut out = BTreeMap::new();
     for t in all.list(&ListParams::default()).await.unwrap().items {
-        let v = t.labels().get(VERSION_LABEL).cloned().unwrap_or_default();
+        let v = t.label(VERSION_LABEL).unwrap_or_default().to_string();
         *out.entry(v).or_default() += 1;
     }
     out

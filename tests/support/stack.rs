@@ -270,9 +270,8 @@ pub async fn expected_from_cluster(client: &Client) -> Result<Expected, String> 
         .unwrap_or_default()
         .iter()
         .filter_map(|t| {
-            kube::ResourceExt::labels(t)
-                .get(midonet_translators::meta::VERSION_LABEL)
-                .cloned()
+            t.label(midonet_translators::meta::VERSION_LABEL)
+                .map(str::to_string)
         })
         .collect();
     let mut cfg = TranslatorConfig::default();
