@@ -164,6 +164,34 @@ impl TranslationInformer {
     }
 }
 
+#[cfg(test)]
+impl TranslationInformer {
+    /// Hands `events` to the store and the observers as the watch would (labels compacted),
+    /// then counts as synced: unit tests seed the Translations this way, without a watch.
+    pub(crate) fn replay(&mut self, events: Vec<watcher::Event<Translation>>) {
+        for event in events {
+            let event = match event {
+                watcher::Event::Apply(mut tr) => {
+                    tr.compact_labels();
+                    watcher::Event::Apply(tr)
+                }
+                watcher::Event::InitApply(mut tr) => {
+                    tr.compact_labels();
+                    watcher::Event::InitApply(tr)
+                }
+                watcher::Event::Delete(mut tr) => {
+                    tr.compact_labels();
+                    watcher::Event::Delete(tr)
+                }
+                other => other,
+            };
+            self.writer.apply_watcher_event(&event);
+            self.observers.iter().for_each(|observe| observe(&event));
+        }
+        self.synced_tx.send_replace(true);
+    }
+}
+
 /// A started informer: what the pusher's controller reads.
 pub struct Started<S> {
     /// Translations created or changed, and those of the first list.

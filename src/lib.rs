@@ -9,6 +9,8 @@ pub mod config;
 mod conventions;
 pub mod crd;
 pub mod events;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub mod health;
 pub mod http;
 pub mod informer;

@@ -207,3 +207,134 @@ pub async fn run(
     let controller = scaffold.controller(nodes, store, workers, shutdown);
     scaffold.run(controller, ctx).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::BackendConfig;
+    use crate::fixtures::{answer_all, mock_apiserver, ApiServer, Exchange};
+    use http::Method;
+    use serde_json::json;
+
+    const HOST: uuid::Uuid = uuid::Uuid::from_u128(0x1d);
+
+    /// The annotator over a mocked apiserver and a simulator knowing `hosts`.
+    async fn context(
+        hosts: &[(&str, uuid::Uuid)],
+    ) -> (Arc<AnnotatorContext>, ApiServer, midonet_sim::SimHandle) {
+        let sim = midonet_sim::start(midonet_sim::SimConfig {
+            hosts: hosts.iter().map(|(n, id)| (n.to_string(), *id)).collect(),
+            ..midonet_sim::SimConfig::default()
+        })
+        .await
+        .unwrap();
+        let registry = prometheus::Registry::new();
+        let backend = BackendClient::new(
+            BackendConfig {
+                url: sim.api_url(),
+                username: "admin".into(),
+                password: midonet_translators::Secret::new("admin"),
+                project: "admin".into(),
+                ca_file: None,
+                timeout: Duration::from_secs(2),
+                retry_max_elapsed: Duration::from_millis(100),
+            },
+            &registry,
+        )
+        .unwrap();
+        let (kube, apiserver) = mock_apiserver();
+        let authz = Authz::new(&registry).unwrap();
+        let limits = crate::events::EventLimits {
+            qps: 100.0,
+            burst: 100,
+        };
+        let events = EventPublisher::start(answer_all(), authz.clone(), limits, &registry).unwrap();
+        let ctx = Arc::new(AnnotatorContext::new(kube, backend, authz, &events));
+        (ctx, apiserver, sim)
+    }
+
+    fn node(annotations: serde_json::Value) -> Arc<Node> {
+        Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "n1", "resourceVersion": "5", "annotations": annotations},
+                "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]},
+            }))
+            .unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_node_whose_host_is_known_gets_every_missing_annotation_once() {
+        let (ctx, apiserver, sim) = context(&[("n1", HOST)]).await;
+        let played = apiserver.play(vec![Exchange::new(Method::PATCH, "/api/v1/nodes/n1")
+            .with(
+                "/metadata/annotations/midonet.org~1host-id",
+                json!(HOST.to_string()),
+            )
+            .with(
+                "/metadata/annotations/midonet.org~1tunnel-zone-id",
+                json!(""),
+            )
+            .with(
+                "/metadata/annotations/midonet.org~1tunnel-endpoint-ip",
+                json!("10.0.0.1"),
+            )
+            // Fails rather than overwrite what someone set meanwhile.
+            .with("/metadata/resourceVersion", json!("5"))]);
+        let action = reconcile(node(json!({})), ctx.clone()).await.unwrap();
+        assert_eq!(action, Action::await_change());
+        // Annotated already: nothing to write.
+        let done = node(json!({
+            "midonet.org/host-id": HOST.to_string(),
+            "midonet.org/tunnel-zone-id": "",
+            "midonet.org/tunnel-endpoint-ip": "10.0.0.2",
+        }));
+        assert_eq!(reconcile(done, ctx).await.unwrap(), Action::await_change());
+        played.done().await;
+        sim.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_node_without_its_host_gets_the_rest_and_is_retried() {
+        let (ctx, apiserver, sim) = context(&[]).await;
+        let played = apiserver.play(vec![Exchange::new(Method::PATCH, "/api/v1/nodes/n1")
+            .without("/metadata/annotations/midonet.org~1host-id")
+            .with(
+                "/metadata/annotations/midonet.org~1tunnel-zone-id",
+                json!(""),
+            )]);
+        let action = reconcile(node(json!({})), ctx).await.unwrap();
+        assert_ne!(
+            action,
+            Action::await_change(),
+            "retried until the host registers"
+        );
+        played.done().await;
+        sim.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_conflicting_write_fails_and_the_error_policy_backs_off() {
+        let (ctx, apiserver, sim) = context(&[("n1", HOST)]).await;
+        let played = apiserver.play(vec![
+            Exchange::new(Method::PATCH, "/api/v1/nodes/n1").fail(409, "Conflict"),
+            Exchange::new(Method::PATCH, "/api/v1/nodes/n1").fail(409, "Conflict"),
+        ]);
+        let n1 = node(json!({}));
+        let err = reconcile(n1.clone(), ctx.clone()).await.unwrap_err();
+        let first = Reconciler::failed(&*ctx, &n1, &err).after;
+        let err = reconcile(n1.clone(), ctx.clone()).await.unwrap_err();
+        let retry = Reconciler::failed(&*ctx, &n1, &err);
+        played.done().await;
+        // 1 s, then 2 s (each ±20 %).
+        assert!(first < Duration::from_millis(1300), "{first:?}");
+        assert!(
+            retry.after > Duration::from_millis(1500),
+            "{:?}",
+            retry.after
+        );
+        let (attempt, _) = retry.refused.expect("reported if RBAC refused it");
+        assert_eq!((attempt.verb, attempt.resource), ("patch", "nodes"));
+        sim.shutdown().await;
+    }
+}

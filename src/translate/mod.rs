@@ -10,6 +10,8 @@
 pub mod dispatch;
 pub mod globals;
 pub mod index;
+#[cfg(test)]
+mod io_tests;
 pub mod kinds;
 mod metrics;
 pub mod netpol;
