@@ -11,8 +11,8 @@
 //! default): at most a page of full objects is held before trimming. A list from the
 //! apiserver's watch cache (`resourceVersion=0`, as client-go's informers list) would spare
 //! etcd, but the apiserver (v1.20) serves it whole, whatever the page size, and kube-core
-//! sends `resourceVersion=0` only without a page size: a Pod list at the 30,000-Translation
-//! scale would arrive as one response of all 13,360 Pods, held at once.
+//! sends `resourceVersion=0` only without a page size: every Pod of the cluster would
+//! arrive in one response, held at once.
 //!
 //! A kind that several controllers read is watched once, in a [`SharedCache`]: one store,
 //! and each controller subscribes to the changes it applies. (kube-runtime's shared store
@@ -386,8 +386,8 @@ pub const WATCH_RETRY: RetryPolicy = RetryPolicy::new(
 /// Trims a cached object's metadata to its identity (name, namespace, uid, resourceVersion,
 /// generation, timestamps), its labels when `labels`, and the annotations named in
 /// `annotations`: for a controller that reads nothing else of it. Owner references,
-/// finalizers and the other annotations of a Pod are a large part of its metadata at scale
-/// (a `BTreeMap` node alone is half a kilobyte).
+/// finalizers and the other annotations of a Pod are a large part of its metadata (each
+/// map is a `BTreeMap` node of room for eleven entries).
 pub fn trim_metadata(meta: &mut ObjectMeta, labels: bool, annotations: &[&str]) {
     meta.managed_fields = None;
     meta.owner_references = None;

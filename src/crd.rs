@@ -5,6 +5,12 @@
 //! watch must never fail to decode such an object. Every field therefore has a default.
 //! The CRD's structural schema is built next to the type in [`crd`] and printed by the
 //! `crd` subcommand into `crds/translation.yaml`.
+//!
+//! A Translation in the informer's cache keeps its labels outside `metadata.labels`
+//! ([`CachedLabels`]): read them with [`Translation::label`] and
+//! [`Translation::labels_iter`], never `ResourceExt::labels` (`clippy.toml` refuses it).
+//! Its identity is [`Translation::key`]. Every controller deletes a Translation with
+//! [`delete_translation`], which deletes only the very object it names.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -60,9 +66,9 @@ pub struct Translation {
     pub cached_labels: CachedLabels,
 }
 
-/// Labels as the informer caches them: a `BTreeMap` allocates a node for eleven entries,
-/// 760 bytes for a Translation's two labels, a quarter of a pod's cached Translation;
-/// this list takes about 140. The keys the controllers read are not copied.
+/// Labels as the informer caches them: a `BTreeMap` allocates a node of room for eleven
+/// entries for a Translation's two or three labels, where this list holds just them. The
+/// keys the controllers read are not copied.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CachedLabels(Box<[(Cow<'static, str>, Box<str>)]>);
 

@@ -7,19 +7,22 @@
 //!
 //! Event writes are rate limited (`--event-qps`, `--event-burst`): on a busy apiserver
 //! they would otherwise compete with the writes that matter (Translations and their
-//! status); at scale S an initial sync queues two events per Translation, and writing them
-//! as fast as they come made the sync take a quarter longer. The queue is bounded; when it
-//! is full, events are dropped (events are best effort by design), counted in
-//! `midonet_kube_controllers_events_dropped_total`, and the drop is logged.
+//! status), and an initial sync queues two events per Translation. The queue is bounded;
+//! when it is full, events are dropped (events are best effort by design), counted in
+//! `midonet_kube_controllers_events_dropped_total`, and the drop is logged. Warnings have
+//! a queue of their own and go first.
 //!
 //! Only warnings go through a recorder that remembers what it published, so that a
 //! failure repeated on every retry becomes a count on one event (`series`) instead of a
 //! new event each time. kube-rs's recorder keeps every event it published for six
-//! minutes to do that; at scale an initial sync publishes thousands of routine events,
-//! and that memory was a seventh of the controllers' heap at scale S. A routine event
-//! is published without that memory: each one is its own event, with its own note (a
-//! repeat folded into a series would keep the first note, e.g. the first push's count
-//! of changes).
+//! minutes to do that, which for the thousands of routine events of an initial sync would
+//! be a large part of the heap. A routine event is published without that memory: each
+//! one is its own event, with its own note (a repeat folded into a series would keep the
+//! first note, e.g. the first push's count of changes).
+//!
+//! **Caveat**: an event is never a guarantee (dropped when the queue is full, lost when
+//! the process stops first); what must be seen is also logged, counted or in a status.
+//! Every reason is named once, in [`reason`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -12,9 +12,13 @@
 //! loop that no longer moves: a reconcile that has not returned far beyond the time its
 //! requests' own timeouts allow, a loop that has work queued but neither starts nor finishes
 //! any reconcile, or a loop that ended while the process is not shutting down (its task
-//! panicked). Each controller loop reports to a [`LoopProbe`]; [`Liveness::wedges`] tells
-//! what is wedged, and `/healthz` fails while anything is, so the liveness probe restarts
-//! the pod.
+//! panicked). Each controller run on the scaffold ([`crate::scaffold`]) reports to a
+//! [`LoopProbe`]; [`Liveness::wedges`] tells what is wedged, and `/healthz` fails while
+//! anything is, so the liveness probe restarts the pod.
+//!
+//! **Caveat**: the pass loops without objects (the global Translations', the NetworkPolicy
+//! groups') have no probe: the groups' pass runs inside the NetworkPolicy controller's task
+//! (it ends with it), but a global Translations' loop that ended would go unnoticed here.
 
 use std::collections::BTreeMap;
 use std::fmt;

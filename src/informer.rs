@@ -2,9 +2,9 @@
 //!
 //! The translators (no-op detection, pruning by owner) and the pusher (its work queue) read
 //! the same Translations, so they share one watch and one reflector store instead of each
-//! keeping a copy: at scale that copy is most of the process's memory. Observers (the
-//! translators' owner index, the pusher's dependency index, readiness) see every watch event
-//! after the store has applied it.
+//! keeping a copy: the Translations are the largest part of the process's memory.
+//! Observers (the translators' owner index, the pusher's dependency index, readiness) see
+//! every watch event after the store has applied it.
 //!
 //! The watch is built by [`crate::cache::reflected_trimmed`]: managedFields trimmed, labels
 //! kept in a compact list ([`Translation::compact_labels`]: read them with
@@ -12,7 +12,7 @@
 //!
 //! The pusher's queue does not get the echo of its own status write (the Translation as it
 //! was reconciled, with the status that reconcile wrote): reconciling it again would find
-//! nothing to do, and at scale that is a second reconcile per push. Every other event
+//! nothing to do, a second reconcile for every push. Every other event
 //! reaches it, and every observer sees every event.
 //!
 //! A re-list (after the watch expired, say during an apiserver outage) is stored only once

@@ -193,9 +193,9 @@ fn exit_on(err: clap::Error) -> ! {
 
 /// jemalloc: the process holds hundreds of thousands of small allocations (the cached
 /// Translations' strings), which glibc's and musl's allocators round up and pad more than
-/// jemalloc's size classes do (about 7 % less peak RSS at 10,000 Translations,
-/// `docs/benchmark.md`). Its settings can be changed with `_RJEM_MALLOC_CONF`. Without the
-/// `jemalloc` feature the system allocator is used (for a heap profiler).
+/// jemalloc's size classes do (`docs/benchmark.md` measures it). Its settings can be
+/// changed with `_RJEM_MALLOC_CONF`. Without the `jemalloc` feature the system allocator
+/// is used (for a heap profiler).
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -1,10 +1,16 @@
 //! The nodeannotator: gives each Node the annotations its translation needs.
 //!
-//! For a Node lacking them it sets `midonet.org/host-id` (the backend Host whose name is the
-//! Node's name), `midonet.org/tunnel-zone-id` (`""`: the default zone) and
-//! `midonet.org/tunnel-endpoint-ip` (the first InternalIP). Existing annotations are never
-//! overwritten. A Node whose Host is not (yet) known to the backend is retried with backoff
-//! and reported with a Warning event.
+//! **Guaranteed**: for a Node lacking them it sets `midonet.org/host-id` (the backend Host
+//! whose name is the Node's name), `midonet.org/tunnel-zone-id` (`""`: the default zone)
+//! and `midonet.org/tunnel-endpoint-ip` (the first InternalIP), in one merge patch with
+//! the Node's resourceVersion as precondition: existing annotations are never overwritten,
+//! and a Node changed meanwhile fails the patch and is reconciled again. A Node whose Host
+//! is not (yet) known to the backend, or whose hosts cannot be listed, gets the other
+//! annotations, a Warning event ([`crate::events::reason`]) and a retry with backoff
+//! (`RETRY`, per Node, reset once annotated).
+//!
+//! **Assumed**: a Host is registered under the Node's name when the MidoNet agent starts
+//! on it. Runs on the controller scaffold ([`crate::scaffold`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

@@ -1,5 +1,21 @@
 //! `midonet-kube-controllers run`: wires configuration, clients, leader election, the
-//! operations endpoints and the enabled controllers together, and shuts down cleanly.
+//! operations endpoints and the enabled controllers together, and stops them.
+//!
+//! **Guaranteed**: the operations endpoints serve from the start (a standby is ready: it
+//! can take over); controllers run only while this instance leads (or without election),
+//! on one Translation informer and one event publisher, the global Translations written
+//! before any other translator starts. Two ways to stop, deliberately different:
+//! - **SIGTERM** (or the embedder's `stop` token) drains: every controller stops taking
+//!   work and finishes its reconciles in flight, for at most `SHUTDOWN_GRACE`; then the
+//!   lease is released, so a standby takes over at once;
+//! - **a lost lease** aborts every controller task at once, in flight or not, also while
+//!   they are still starting, and `run` returns an error: another replica may lead
+//!   already, and a write finished now would race it. Tasks a controller starts are owned
+//!   by it ([`crate::scaffold::OwnedTask`]) and go with it.
+//!
+//! **Caveat**: an abort stops a reconcile between two requests, not a request in flight:
+//! one apiserver or MidoNet request may still land after the lease is lost, which the
+//! pusher's recorded status and the next leader's resync make good.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,9 +1,19 @@
 //! The translators' view of existing Translations: an index by owner over the shared
 //! informer's cache (see [`crate::informer`]), plus the controller's own recent writes.
 //!
-//! Pruning and no-op detection read only this (never an uncached LIST/GET per event). The
-//! cache can lag behind our own writes (seed 004): `Recent` remembers what we wrote until the
-//! cache shows it, so a second event for the same object does not write again.
+//! **Guaranteed**: [`OwnerIndex`] files every cached Translation under its owner key (its
+//! first owner's UID, [`POLICY_GROUPS_OWNER`] for a NetworkPolicy group, [`GLOBAL_OWNER`]
+//! for a global one; a Translation with none of these is not filed) and under its first
+//! owner's kind and name; it follows every informer event, and a re-list replaces it whole
+//! once complete. When a filed Translation is deleted, the notifier registered for its
+//! owner's kind is called, so that owner is reconciled again. [`Recent`] remembers each
+//! write of the runner until the cache shows the object past the version written over, so
+//! a second event for the same owner does not write again.
+//!
+//! **Assumed**: pruning and no-op detection read only this, never an uncached LIST or GET
+//! per event; so the cache may lag behind the runner's own writes, which is what `Recent`
+//! covers. An owner's Translations are in its namespace (owner references cannot cross
+//! namespaces).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,11 +40,11 @@ pub type OwnerNotifier = Box<dyn Fn(&str, &str) + Send + Sync>;
 type OwnerRefKey = (String, String, String);
 
 /// A Translation's (namespace, name). The index names each Translation in three maps and
-/// each owner in two; one shared allocation apiece keeps it a fraction of its size at scale.
+/// each owner in two: one shared allocation apiece, not one per map.
 type Id = Arc<TranslationKey>;
 
 /// The Translations filed under one owner: sorted, exactly sized. An owner has one to a
-/// few; a `BTreeSet` would allocate a node for eleven (112 bytes) for each of them.
+/// few, which a `BTreeSet` would give a node of room for eleven.
 #[derive(Default)]
 struct Ids(Vec<Id>);
 
@@ -240,7 +250,7 @@ impl OwnerIndex {
 /// What the runner wrote, per (namespace, name), until the cache catches up. A record goes
 /// as soon as the cache shows another version than the one written over ([`Self::seen`],
 /// or already at [`Self::wrote`]): kept until the owner's next reconcile instead, every
-/// Translation written would keep one, about 200 bytes each at scale.
+/// Translation written would keep one for as long as its owner is unchanged.
 pub struct Recent {
     writes: Mutex<HashMap<TranslationKey, RecentWrite>>,
     /// The informer's store, updated before its observers (and so [`Self::seen`]) are called.

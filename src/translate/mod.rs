@@ -1,11 +1,26 @@
-//! The translator controllers: one generic, level-triggered runner drives every kind.
+//! The translator controllers: one generic, level-triggered runner ([`run`]) drives every
+//! kind but NetworkPolicy ([`netpol`]), on the controller scaffold ([`crate::scaffold`]).
 //!
-//! For each object of a kind it computes the desired Translations with the pure translators
-//! (`midonet-translators`), writes them (created, or updated with a merge patch, see
-//! `sync.rs`; owner-referenced, labelled with the owner's UID, with the `midonet.org/deleter`
-//! finalizer), and prunes the owner's Translations that are no longer desired. Deleting a
-//! Kubernetes object is left to garbage collection through the ownerReferences, which also
-//! works when the controllers were offline at the time.
+//! **Guaranteed**, for each object of a kind ([`TranslatorKind`]):
+//! - its desired Translations are computed with the pure translators
+//!   (`midonet-translators`) and written (created, or updated with a merge patch, see
+//!   [`sync`]): owner-referenced, labelled with the owner's UID and the Translation
+//!   version, with the `midonet.org/deleter` finalizer; its Translations no longer desired
+//!   are pruned;
+//! - it is translated again when it changes, when what its translation reads (its
+//!   [`Dependency`]) changes, when one of its Translations disappears, and on every resync;
+//! - when the watch shows it deleted, its Translations are deleted at once
+//!   ([`delete_orphans`]), each only if the cache still shows it owned by that object and
+//!   unchanged (its UID and resourceVersion as preconditions). Garbage collection through
+//!   the owner references deletes them too, and is what deletes them when the controllers
+//!   were not running at the time;
+//! - a translation's warnings are logged, counted and published as Warning events on the
+//!   object, once per distinct set of warnings;
+//! - a failed reconcile is retried soon (`RETRY`) and counted.
+//!
+//! **Assumed**: no object is translated before the Translation informer and the object's
+//! dependency cache hold their initial lists (the runner waits for both); the global
+//! Translations ([`globals`]) are written before any other.
 
 pub mod dispatch;
 pub mod globals;

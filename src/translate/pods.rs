@@ -3,10 +3,10 @@
 //! The Pod translator and the NetworkPolicy translator both read every Pod, so they share
 //! one watch and one store ([`crate::cache::SharedCache`]) instead of each keeping a copy.
 //! The pods are most of the cached objects after the Translations, and a `k8s_openapi`
-//! `Pod` weighs over two kilobytes in memory before any field is set (its `PodSpec` alone
-//! 1.4 KiB, each `Container` 2 KiB). So the watch deserializes each Pod straight into a
-//! [`CachedPod`]: the fields either translator reads and nothing else, about a quarter of
-//! that. The translators, which take a `Pod`, get one built from it ([`CachedPod::to_pod`]).
+//! `Pod` is large in memory before any field is set (its `PodSpec` and each `Container`
+//! hold every field of the API). So the watch deserializes each Pod straight into a
+//! [`CachedPod`]: the fields either translator reads and nothing else. The translators,
+//! which take a `Pod`, get one built from it ([`CachedPod::to_pod`]).
 
 use std::borrow::Cow;
 

@@ -1,15 +1,27 @@
 //! Making one owner's Translations match the desired set: write what differs, prune the rest.
 //!
-//! A Translation not in the cache is created (POST), one in the cache but different is
-//! updated with a JSON merge patch of what the translators own (spec, their labels, the
-//! owner reference, the finalizer). Both are Kubernetes' plain writes: at scale S a
-//! server-side apply cost the apiserver about a tenth more CPU than a create, and an initial
-//! sync is one write per Translation, bound by the apiserver's CPU. A merge patch replaces
-//! lists whole, so a re-owned Translation (an Endpoints generation taken over by its
-//! Service) loses its old owner reference, whoever created it. A create refused because the
-//! name exists after all (the cache had not seen it yet) falls back to a server-side apply,
-//! which adds what is ours and keeps what is not; an update that finds the name gone
-//! creates it again.
+//! [`decide_sync`] decides, purely, from the cache and the runner's recent writes;
+//! [`sync_translations`] performs the decision. **Guaranteed**:
+//! - a Translation not in the cache is created (POST); one in the cache but different is
+//!   updated with a JSON merge patch of what the translators own (spec, their labels, the
+//!   owner reference, the finalizer), and nothing else of it changes. Both are plain
+//!   writes, which cost the apiserver less than a server-side apply, and an initial sync
+//!   is one write per Translation. A merge patch replaces lists whole, so a re-owned
+//!   Translation (an Endpoints generation taken over by its Service) loses its old owner
+//!   reference, whoever created it;
+//! - a create refused because the name exists after all (the cache had not seen it yet)
+//!   falls back to a server-side apply, which adds what is ours and keeps what is not; an
+//!   update that finds the name gone creates it again;
+//! - an owned Translation no longer desired is deleted with its UID as precondition
+//!   ([`crate::crd::delete_translation`]: a same-named successor is never deleted), unless
+//!   it is another version's while the owner has Translations of this one (a version bump
+//!   retires those, see `pusher::rollout`), or it is a replaced generation whose
+//!   replacement is not pushed yet ([`keep_for_handover`], at most [`HANDOVER_MAX`]);
+//! - a desired name held by a Translation being deleted is not written: the outcome says
+//!   to look again ([`SyncOutcome::WaitingForDeletion`]).
+//!
+//! **Caveat**: the writes are made one after the other and the first failure ends the
+//! sync with an error; what was written before stays (the retry finds it up to date).
 
 use std::collections::{BTreeMap, HashSet};
 
