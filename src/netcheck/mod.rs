@@ -216,10 +216,7 @@ pub fn resolve(
             let svc = cluster
                 .services
                 .iter()
-                .find(|s| {
-                    s.metadata.namespace.as_deref() == Some(namespace)
-                        && s.metadata.name.as_deref() == Some(name)
-                })
+                .find(|s| is_named(&s.metadata, namespace, name))
                 .ok_or_else(|| format!("service {namespace}/{name} not found"))?;
             let which = format!("service {namespace}/{name}");
             let (ip, kind) = service_address(svc, &which, via)?;
@@ -236,6 +233,15 @@ pub fn resolve(
     }
 }
 
+/// Whether `meta` is of the object `namespace/name`.
+fn is_named(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    namespace: &str,
+    name: &str,
+) -> bool {
+    meta.namespace.as_deref() == Some(namespace) && meta.name.as_deref() == Some(name)
+}
+
 /// The address of port `port` of the pod `namespace/name`.
 fn pod_address(
     cluster: &Cluster,
@@ -246,10 +252,7 @@ fn pod_address(
     let pod = cluster
         .pods
         .iter()
-        .find(|p| {
-            p.metadata.namespace.as_deref() == Some(namespace)
-                && p.metadata.name.as_deref() == Some(name)
-        })
+        .find(|p| is_named(&p.metadata, namespace, name))
         .ok_or_else(|| format!("pod {namespace}/{name} not found"))?;
     let ip =
         pod_ip(pod).ok_or_else(|| format!("pod {namespace}/{name} has no IPv4 status.podIP"))?;
