@@ -12,7 +12,7 @@ use std::str::FromStr;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::values::{Ipv4Cidr, MacAddr};
+use super::values::{Ipv4Cidr, MacAddr, MacMask};
 use super::ModelError;
 
 /// Members of a body that the typed fields do not carry.
@@ -221,7 +221,7 @@ macro_rules! wire_as_text {
         }
     )+};
 }
-wire_as_text!(Ipv4Addr => ipv4, MacAddr => mac, Ipv4Cidr => cidr);
+wire_as_text!(Ipv4Addr => ipv4, MacAddr => mac, Ipv4Cidr => cidr, MacMask => mac_mask);
 
 /// Unsigned integers over their whole range; narrower ranges use a `via` parser.
 macro_rules! wire_uint {
@@ -315,6 +315,11 @@ pub(crate) fn mac(v: Value) -> Result<MacAddr, String> {
     MacAddr::parse_canonical(&s).ok_or_else(|| {
         format!("{s:?} is not a MAC address in lowercase colon form (aa:bb:cc:dd:ee:ff)")
     })
+}
+
+pub(crate) fn mac_mask(v: Value) -> Result<MacMask, String> {
+    let s = string(v)?;
+    s.parse::<MacMask>().map_err(|e| e.to_string())
 }
 
 pub(crate) fn cidr(v: Value) -> Result<Ipv4Cidr, String> {

@@ -70,7 +70,8 @@ pub use objects::{
 pub use objects::{IpAddrGroup, IpAddrGroupAddr, PortGroup, PortGroupPort};
 pub use referents::Referent;
 pub use values::{
-    BadCidr, BadMac, FlowAction, Ipv4Cidr, MacAddr, PortType, RouteType, RuleType, TunnelZoneType,
+    BadCidr, BadMac, BadMacMask, FlowAction, FragmentPolicy, Ipv4Cidr, MacAddr, MacMask, PortType,
+    RouteType, RuleType, TunnelZoneType,
 };
 
 /// Why a Translation entry is not a valid backend resource.

@@ -20,7 +20,10 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::json::{self, Extra, Ordered, Reader, Wire, Writer};
-use super::values::{FlowAction, Ipv4Cidr, MacAddr, PortType, RouteType, RuleType, TunnelZoneType};
+use super::values::{
+    FlowAction, FragmentPolicy, Ipv4Cidr, MacAddr, MacMask, PortType, RouteType, RuleType,
+    TunnelZoneType,
+};
 use super::{Kind, ModelError};
 
 /// What every typed backend object provides.
@@ -641,7 +644,9 @@ impl NatTarget {
 
 body_struct! {
     /// The condition fields of a Rule beyond the L3/L4 match of [`Rule`], named as MidoNet's
-    /// REST `Condition` names them. An absent flag is `false`, an absent set is empty.
+    /// REST `Condition` names them (`rest_api/models/Condition.java`): together with
+    /// [`Rule`]'s own they are every member of it. An absent flag is `false`, an absent set
+    /// is empty.
     #[derive(Clone, Debug, Default, PartialEq)]
     pub struct ConditionExtras {
         /// `condInvert`: the whole condition is negated.
@@ -667,6 +672,45 @@ body_struct! {
         inv_nw_dst: opt bool = "invNwDst";
         inv_tp_src: opt bool = "invTpSrc";
         inv_tp_dst: opt bool = "invTpDst";
+        // The members below complete MidoNet's REST `Condition`; every one is optional,
+        // so a body without them is written exactly as before.
+        /// Matches when the port the packet entered the current device through is in
+        /// this group.
+        in_port_group: opt Uuid = "inPortGroup";
+        inv_in_port_group: opt bool = "invInPortGroup";
+        /// Matches when the port the packet leaves the current device through is in
+        /// this group.
+        out_port_group: opt Uuid = "outPortGroup";
+        inv_out_port_group: opt bool = "invOutPortGroup";
+        /// Matches when the packet has traversed this device (port, bridge, router or
+        /// chain) so far.
+        traversed_device: opt Uuid = "traversedDevice";
+        inv_traversed_device: opt bool = "invTraversedDevice";
+        /// Matches untagged frames only.
+        no_vlan: opt bool = "noVlan";
+        /// Matches frames whose outer VLAN tag is this one (0: no condition).
+        vlan: opt u16 = "vlan";
+        dl_src: opt MacAddr = "dlSrc";
+        /// The bits of `dlSrc` compared; absent: all of them.
+        dl_src_mask: opt MacMask = "dlSrcMask";
+        inv_dl_src: opt bool = "invDlSrc";
+        dl_dst: opt MacAddr = "dlDst";
+        dl_dst_mask: opt MacMask = "dlDstMask";
+        inv_dl_dst: opt bool = "invDlDst";
+        /// The IP TOS byte.
+        nw_tos: opt u8 = "nwTos";
+        inv_nw_tos: opt bool = "invNwTos";
+        /// Matches when a rule on this device rewrote the destination address.
+        match_nw_dst_rewritten: opt bool = "matchNwDstRewritten";
+        fragment_policy: opt FragmentPolicy = "fragmentPolicy";
+        /// The source address inside the data of an ICMP error, with its prefix length.
+        icmp_data_src_ip_address: opt Ipv4Addr = "icmpDataSrcIpAddress";
+        icmp_data_src_ip_length: opt u8 = "icmpDataSrcIpLength", via json::prefix_len;
+        inv_icmp_data_src_ip: opt bool = "invIcmpDataSrcIp";
+        /// The destination address inside the data of an ICMP error.
+        icmp_data_dst_ip_address: opt Ipv4Addr = "icmpDataDstIpAddress";
+        icmp_data_dst_ip_length: opt u8 = "icmpDataDstIpLength", via json::prefix_len;
+        inv_icmp_data_dst_ip: opt bool = "invIcmpDataDstIp";
     }
 }
 
@@ -694,8 +738,8 @@ backend_object! {
         tp_dst: opt PortRange = "tpDst";
         nat_targets: opt Vec<NatTarget> = "natTargets";
         /// The rest of MidoNet's rule condition (`condInvert`, inversions, ports, groups,
-        /// connection direction). None of the current translators sets them; the data-plane
-        /// model evaluates them.
+        /// connection direction, L2, TOS, fragments, VLAN, ICMP data). The translators set
+        /// few of them; the data-plane model evaluates every one.
         condition: flat ConditionExtras;
         extra: extra Extra;
     }

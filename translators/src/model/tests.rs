@@ -302,6 +302,44 @@ fn typed_construction_matches_the_wire_names() {
     assert_eq!(link.to_entry().parent, P);
 }
 
+/// Every member of MidoNet's REST `Condition` (`rest_api/models/Condition.java`) is a typed
+/// field: none is left in `extra`, where the data-plane model would refuse it.
+#[test]
+fn every_rest_condition_member_is_typed() {
+    let text = r#"{"id": "P", "type": "drop",
+        "condInvert": true, "matchForwardFlow": true, "matchReturnFlow": false,
+        "inPorts": ["Q"], "invInPorts": true, "outPorts": ["Q"], "invOutPorts": false,
+        "portGroup": "Q", "invPortGroup": true, "inPortGroup": "Q", "invInPortGroup": false,
+        "outPortGroup": "Q", "invOutPortGroup": true,
+        "ipAddrGroupSrc": "Q", "invIpAddrGroupSrc": false, "ipAddrGroupDst": "Q",
+        "invIpAddrGroupDst": true, "traversedDevice": "Q", "invTraversedDevice": true,
+        "noVlan": true, "vlan": 10, "dlType": 2048, "invDlType": false,
+        "dlSrc": "02:11:33:00:11:01", "dlSrcMask": "ffff.ff00.0000", "invDlSrc": true,
+        "dlDst": "02:11:aa:ee:22:05", "dlDstMask": "ffff.ffff.ffff", "invDlDst": false,
+        "nwTos": 34, "invNwTos": true, "nwProto": 6, "invNwProto": false,
+        "nwSrcAddress": "10.0.20.0", "nwSrcLength": 24, "invNwSrc": true,
+        "nwDstAddress": "10.0.11.34", "nwDstLength": 32, "invNwDst": false,
+        "matchNwDstRewritten": true, "fragmentPolicy": "header",
+        "tpSrc": {"start": 1, "end": 100}, "tpDst": {"start": 80, "end": 80},
+        "invTpSrc": true, "invTpDst": false,
+        "icmpDataSrcIpAddress": "10.0.11.0", "icmpDataSrcIpLength": 22,
+        "invIcmpDataSrcIp": true, "icmpDataDstIpAddress": "192.160.0.0",
+        "icmpDataDstIpLength": 12, "invIcmpDataDstIp": false}"#
+        .replace("\"P\"", &format!("{P:?}"))
+        .replace("\"Q\"", &format!("{Q:?}"));
+    let body: Value = serde_json::from_str(&text).unwrap();
+    let Resource::Rule(rule) = parsed("Rule", B, body.clone()) else {
+        panic!("not a rule")
+    };
+    assert!(rule.extra.is_empty(), "untyped members: {:?}", rule.extra);
+    let c = &rule.condition;
+    assert_eq!(c.dl_src_mask, Some(MacMask(0xffff_ff00_0000)));
+    assert_eq!(c.fragment_policy, Some(FragmentPolicy::Header));
+    assert_eq!(c.icmp_data_src_ip_length, Some(22));
+    assert_eq!(c.vlan, Some(10));
+    assert_round_trip(&entry("Rule", B, body));
+}
+
 #[test]
 fn rejections_have_clear_messages() {
     let cases: Vec<(TranslationResource, &str)> = vec![

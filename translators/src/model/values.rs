@@ -25,6 +25,16 @@ impl MacAddr {
         hex::encode(self.0)
     }
 
+    /// The address as a 48-bit number (the first byte most significant).
+    pub fn to_u64(&self) -> u64 {
+        self.0.iter().fold(0, |acc, b| (acc << 8) | u64::from(*b))
+    }
+
+    /// A multicast (or broadcast) address: the group bit of the first byte is set.
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] & 1 == 1
+    }
+
     /// The form MidoNet uses inside URL paths: dashes instead of colons.
     pub fn to_dashed(&self) -> String {
         self.to_string().replace(':', "-")
@@ -242,6 +252,71 @@ wire_enum! {
     FlowAction { Accept => "accept", Continue => "continue", Return => "return" }
 }
 
+wire_enum! {
+    /// `Condition.fragmentPolicy`: which IP fragments a rule matches (`any`: all;
+    /// `header`: unfragmented packets and first fragments; `nonheader`: later fragments
+    /// only; `unfragmented`: unfragmented packets only).
+    FragmentPolicy {
+        Any => "any",
+        Nonheader => "nonheader",
+        Header => "header",
+        Unfragmented => "unfragmented",
+    }
+}
+
+/// A MAC address mask of a rule condition (`dlSrcMask`, `dlDstMask`): 48 bits, written
+/// as three groups of four hex digits, e.g. `ffff.ff00.0000`. A bit set is a bit compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MacMask(pub u64);
+
+impl MacMask {
+    /// Every bit compared (MidoNet's default when no mask is given).
+    pub const ALL: MacMask = MacMask(0xffff_ffff_ffff);
+
+    /// Whether `a` and `b` agree on every bit of the mask.
+    pub fn same(self, a: MacAddr, b: MacAddr) -> bool {
+        (a.to_u64() ^ b.to_u64()) & self.0 == 0
+    }
+}
+
+impl fmt::Display for MacMask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.0;
+        write!(
+            f,
+            "{:04x}.{:04x}.{:04x}",
+            (m >> 32) & 0xffff,
+            (m >> 16) & 0xffff,
+            m & 0xffff
+        )
+    }
+}
+
+/// Why a string is not a MAC mask.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a MAC mask (three groups of four hex digits, e.g. ffff.ff00.0000)")]
+pub struct BadMacMask(pub String);
+
+impl FromStr for MacMask {
+    type Err = BadMacMask;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let words: Vec<&str> = s.split('.').collect();
+        if words.len() != 3 {
+            return Err(BadMacMask(s.to_string()));
+        }
+        let mut mask = 0u64;
+        for w in words {
+            if w.len() != 4 || !w.chars().all(|c| c.is_ascii_hexdigit()) {
+                return Err(BadMacMask(s.to_string()));
+            }
+            let v = u64::from_str_radix(w, 16).map_err(|_| BadMacMask(s.to_string()))?;
+            mask = (mask << 16) | v;
+        }
+        Ok(MacMask(mask))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,6 +377,25 @@ mod tests {
     }
 
     #[test]
+    fn mac_masks() {
+        let m: MacMask = "ffff.ff00.0000".parse().unwrap();
+        assert_eq!(m, MacMask(0xffff_ff00_0000));
+        assert_eq!(m.to_string(), "ffff.ff00.0000");
+        let a: MacAddr = "02:11:33:00:11:01".parse().unwrap();
+        let b: MacAddr = "02:11:33:ff:ff:ff".parse().unwrap();
+        assert!(m.same(a, b));
+        assert!(!MacMask::ALL.same(a, b));
+        for bad in [
+            "ffff.ff00",
+            "ffff.ff00.000",
+            "fffff.f00.0000",
+            "ffff.ff00.00g0",
+        ] {
+            assert!(bad.parse::<MacMask>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn wire_enums() {
         assert_eq!(RuleType::from_wire("rev_dnat"), Some(RuleType::RevDnat));
         assert_eq!(RuleType::from_wire("DNAT"), None);
@@ -329,4 +423,4 @@ macro_rules! serde_as_text {
         }
     )+};
 }
-serde_as_text!(MacAddr, Ipv4Cidr);
+serde_as_text!(MacAddr, Ipv4Cidr, MacMask);
