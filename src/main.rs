@@ -274,7 +274,11 @@ fn main() -> ExitCode {
             move |cfg| netcheck::run_trace(cfg, trace),
             |v| match v {
                 midonet_dataplane::Verdict::Delivered => ExitCode::SUCCESS,
-                midonet_dataplane::Verdict::Dropped => ExitCode::FAILURE,
+                midonet_dataplane::Verdict::Dropped | midonet_dataplane::Verdict::Rejected => {
+                    ExitCode::FAILURE
+                }
+                // The model cannot tell: like an error, not a verdict on the network.
+                midonet_dataplane::Verdict::Unsupported => ExitCode::from(3),
             },
         ),
         Some(Command::Check { check, run }) => run_read_only(

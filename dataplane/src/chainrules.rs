@@ -36,6 +36,9 @@ pub(crate) struct ChainRules {
     unindexed: Vec<usize>,
     /// What the first rule returns on, if it is a guard.
     guard: Option<Guard>,
+    /// Why the model cannot evaluate a rule, by position (see
+    /// `engine::condition::rule_refusal`).
+    refused: FxHashMap<usize, String>,
 }
 
 /// A chain's first rule when it is `return` unless one membership holds (and nothing
@@ -67,6 +70,11 @@ impl ChainRules {
 
     pub(crate) fn len(&self) -> usize {
         self.rules.len()
+    }
+
+    /// Why the model cannot evaluate the rule at `at`, if it cannot.
+    pub(crate) fn refusal(&self, at: usize) -> Option<&str> {
+        self.refused.get(&at).map(String::as_str)
     }
 
     /// The chain's guard, if its first rule is one.
@@ -125,6 +133,9 @@ impl ChainRules {
     }
 
     fn index(&mut self, at: usize, rule: &Rule) {
+        if let Some(why) = crate::engine::rule_refusal(rule) {
+            self.refused.insert(at, why);
+        }
         match only_destination(rule) {
             Some(dst) => self.by_dst.entry(dst).or_default().push(at),
             None => self.unindexed.push(at),
@@ -134,6 +145,7 @@ impl ChainRules {
     fn reindex(&mut self) {
         self.by_dst.clear();
         self.unindexed.clear();
+        self.refused.clear();
         self.guard = self.rules.first().and_then(guard_of);
         let rules = std::mem::take(&mut self.rules);
         for (at, rule) in rules.iter().enumerate() {

@@ -564,12 +564,7 @@ fn class_bridge(topo: &Topology, a: &Attachment) -> Option<Uuid> {
 /// Evaluates `flow` and, when its source stands for a class, the same flow from each
 /// member the trace cannot stand for.
 fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> Outcome {
-    let probe = Probe {
-        from: flow.from.clone(),
-        to: flow.to,
-        protocol: flow.protocol,
-        src_port: CLIENT_PORT,
-    };
+    let probe = Probe::new(flow.from.clone(), flow.to, flow.protocol, CLIENT_PORT);
     let (t, consulted) = match trace_consulting(topo, &probe, false, true) {
         Ok(t) => t,
         Err(e) => {
@@ -577,11 +572,11 @@ fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> 
             // from it fails.
             let empty = Trace {
                 from: probe.from,
-                sent: crate::packet::FlowTuple {
-                    protocol: probe.protocol,
-                    src: SocketV4::new(Ipv4Addr::UNSPECIFIED, CLIENT_PORT),
-                    dst: probe.to,
-                },
+                sent: crate::packet::FlowTuple::new(
+                    probe.protocol,
+                    SocketV4::new(Ipv4Addr::UNSPECIFIED, CLIENT_PORT),
+                    probe.to,
+                ),
                 paths: Vec::new(),
                 truncated: false,
             };
@@ -874,6 +869,7 @@ mod tests {
                 ips: vec![Ipv4Addr::new(10, 0, 0, 10 + i)],
                 subnet: None,
                 gateway: None,
+                networks: Vec::new(),
             });
         }
         let mut topo = Topology::new(resources, crate::RuleOrder::Listed, atts.clone());

@@ -331,6 +331,7 @@ fn node_attachment(node: &Node) -> Option<Attachment> {
         ips,
         subnet: Some(subnet.subnet),
         gateway: Some(subnet.gateway),
+        networks: Vec::new(),
     })
 }
 
@@ -362,6 +363,7 @@ fn pod_attachment(pod: &Pod, node: &Node) -> Option<Attachment> {
         ips: vec![ip],
         subnet: Some(subnet.subnet),
         gateway: Some(subnet.gateway),
+        networks: Vec::new(),
     })
 }
 

@@ -25,7 +25,7 @@ pub use check::{check, Failure, FlowKind, Report, Tally};
 pub use cluster::Cluster;
 pub use engine::{Hop, Step};
 pub use live::{LiveTopology, RecordChange};
-pub use packet::{FlowTuple, Protocol, SocketV4, ETHERTYPE_IPV4};
+pub use packet::{icmp, FlowTuple, IcmpMessage, Protocol, Quoted, SocketV4, ETHERTYPE_IPV4};
 pub use topology::{contains, prefix_mask, Attachment, BuildProblem, RuleOrder, Topology};
 pub use trace::{
     trace, trace_without_hops, Leg, Path, Probe, Trace, TraceError, Verdict, MAX_PATHS,

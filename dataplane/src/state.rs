@@ -1,20 +1,25 @@
 //! The flow state one simulated connection builds up: NAT bindings and connection
-//! tracking, both keyed per device as in midolman, and the MACs bridges learn.
+//! tracking, both keyed per device as in midolman, the MACs bridges learn, and the ARP
+//! caches of routers and workloads.
 //!
 //! midolman `state/NatState.scala`: a NAT key is (type, source, source port, destination,
 //! destination port, protocol, device), the device being the bridge or router the rule
-//! ran on. A forward DNAT stores `FWD_DNAT(tuple) → new destination` and the return key
-//! `REV_DNAT(new destination, original source) → original destination`; SNAT likewise with
-//! `REV_SNAT(destination, new source) → original source`. A reverse rule only finds state
-//! on the device that made it. `state/ConnTrackState.scala`: a packet is a *return* packet
-//! when its tuple, on the device it entered through, was recorded when the forward flow
-//! left the virtual network.
+//! ran on; for ICMP echo the ports are the identifier, and an ICMP error is keyed by the
+//! packet it quotes, reversed (`NatKey.processIcmp`). A forward DNAT stores
+//! `FWD_DNAT(tuple) → new destination` and the return key `REV_DNAT(new destination,
+//! original source) → original destination`; SNAT likewise with `REV_SNAT(destination,
+//! new source) → original source`. A reverse rule only finds state on the device that
+//! made it. `state/ConnTrackState.scala`: a packet is a *return* packet when its tuple,
+//! on the device it entered through, was recorded when the forward flow left the virtual
+//! network.
+
+use std::net::Ipv4Addr;
 
 use midonet_translators::model::MacAddr;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use uuid::Uuid;
 
-use crate::packet::{FlowTuple, SocketV4};
+use crate::packet::{FlowTuple, Quoted, SocketV4};
 
 /// Which translation a NAT key records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -28,8 +33,24 @@ pub(crate) enum NatKeyType {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct NatKey {
     pub ty: NatKeyType,
-    pub tuple: FlowTuple,
+    pub tuple: Quoted,
     pub device: Uuid,
+}
+
+impl NatKey {
+    /// The key of `tuple` on `device`: its addresses and ports, or for an ICMP error the
+    /// quoted packet reversed (`NatKey.processIcmp`).
+    pub(crate) fn of(ty: NatKeyType, tuple: &FlowTuple, device: Uuid) -> NatKey {
+        let tuple = match tuple.icmp_error().and_then(|m| m.about) {
+            Some(q) => Quoted {
+                protocol: q.protocol,
+                src: q.dst,
+                dst: q.src,
+            },
+            None => tuple.key(),
+        };
+        NatKey { ty, tuple, device }
+    }
 }
 
 /// Everything one connection leaves behind in the agents.
@@ -37,9 +58,13 @@ pub(crate) struct NatKey {
 pub struct FlowState {
     nat: HashMap<NatKey, SocketV4>,
     /// Return keys: (tuple of the expected reply, device it will enter through).
-    conntrack: HashSet<(FlowTuple, Uuid)>,
+    conntrack: HashSet<(Quoted, Uuid)>,
     /// (bridge, MAC) → the port the MAC was last seen entering through.
     learned: HashMap<(Uuid, MacAddr), Uuid>,
+    /// (router, address) → MAC, from ARP requests it answered and replies it received.
+    router_arp: HashMap<(Uuid, Ipv4Addr), MacAddr>,
+    /// (workload MAC, address) → MAC, from ARP replies it received and requests for it.
+    host_arp: HashMap<(MacAddr, Ipv4Addr), MacAddr>,
 }
 
 impl FlowState {
@@ -50,24 +75,25 @@ impl FlowState {
     /// Records a forward binding and its return key. `new` is the translated endpoint:
     /// the destination for DNAT, the source for SNAT.
     pub(crate) fn nat_put(&mut self, key: NatKey, new: SocketV4) {
+        let t = key.tuple;
         let (ret_ty, ret_tuple, original) = match key.ty {
             NatKeyType::FwdDnat => (
                 NatKeyType::RevDnat,
-                FlowTuple {
-                    protocol: key.tuple.protocol,
+                Quoted {
+                    protocol: t.protocol,
                     src: new,
-                    dst: key.tuple.src,
+                    dst: t.src,
                 },
-                key.tuple.dst,
+                t.dst,
             ),
             NatKeyType::FwdSnat => (
                 NatKeyType::RevSnat,
-                FlowTuple {
-                    protocol: key.tuple.protocol,
-                    src: key.tuple.dst,
+                Quoted {
+                    protocol: t.protocol,
+                    src: t.dst,
                     dst: new,
                 },
-                key.tuple.src,
+                t.src,
             ),
             NatKeyType::RevDnat | NatKeyType::RevSnat => return,
         };
@@ -82,12 +108,18 @@ impl FlowState {
         );
     }
 
-    pub(crate) fn is_tracked_return(&self, tuple: FlowTuple, ingress_device: Uuid) -> bool {
+    pub(crate) fn is_tracked_return(&self, tuple: Quoted, ingress_device: Uuid) -> bool {
         self.conntrack.contains(&(tuple, ingress_device))
     }
 
-    pub(crate) fn track(&mut self, emitted: FlowTuple, egress_device: Uuid) {
-        self.conntrack.insert((emitted.reversed(), egress_device));
+    /// `ConnTrackState.trackConnection`: the return key of the packet as it leaves.
+    pub(crate) fn track(&mut self, emitted: Quoted, egress_device: Uuid) {
+        let ret = Quoted {
+            protocol: emitted.protocol,
+            src: emitted.dst,
+            dst: emitted.src,
+        };
+        self.conntrack.insert((ret, egress_device));
     }
 
     pub(crate) fn learn(&mut self, bridge: Uuid, mac: MacAddr, port: Uuid) {
@@ -96,5 +128,21 @@ impl FlowState {
 
     pub(crate) fn learned(&self, bridge: Uuid, mac: MacAddr) -> Option<Uuid> {
         self.learned.get(&(bridge, mac)).copied()
+    }
+
+    pub(crate) fn router_arp_set(&mut self, router: Uuid, ip: Ipv4Addr, mac: MacAddr) {
+        self.router_arp.insert((router, ip), mac);
+    }
+
+    pub(crate) fn router_arp(&self, router: Uuid, ip: Ipv4Addr) -> Option<MacAddr> {
+        self.router_arp.get(&(router, ip)).copied()
+    }
+
+    pub(crate) fn host_arp_set(&mut self, host: MacAddr, ip: Ipv4Addr, mac: MacAddr) {
+        self.host_arp.insert((host, ip), mac);
+    }
+
+    pub(crate) fn host_arp(&self, host: MacAddr, ip: Ipv4Addr) -> Option<MacAddr> {
+        self.host_arp.get(&(host, ip)).copied()
     }
 }

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 
 use crate::chainrules::ChainRules;
 use midonet_translators::model::{
-    Bridge, Chain, Ipv4Cidr, MacAddr, Port, PortType, Resource, Route, Router, Rule,
+    Bridge, Chain, Ipv4Cidr, MacAddr, Port, PortType, Resource, Route, RouteType, Router, Rule,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,11 @@ pub struct Attachment {
     /// The on-link network; destinations outside it go to `gateway`.
     pub subnet: Option<Ipv4Cidr>,
     pub gateway: Option<Ipv4Addr>,
+    /// Networks it receives packets for besides its own addresses: a router or gateway
+    /// host standing for what lies behind it (e.g. `0.0.0.0/0` for the outside world
+    /// behind an uplink). A trace may start from any address in them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<Ipv4Cidr>,
 }
 
 impl Attachment {
@@ -43,8 +48,14 @@ impl Attachment {
         self.ips.first().copied()
     }
 
+    /// Whether `ip` is one of its own addresses (it answers ARP for those).
     pub fn owns(&self, ip: Ipv4Addr) -> bool {
         self.ips.contains(&ip)
+    }
+
+    /// Whether it takes a packet addressed to `ip`: its own, or in a network behind it.
+    pub fn accepts(&self, ip: Ipv4Addr) -> bool {
+        self.owns(ip) || self.networks.iter().any(|n| contains(*n, ip))
     }
 
     /// The next hop it sends a packet for `dst` to.
@@ -163,6 +174,14 @@ impl Topology {
                 if let Some(peer) = peer_of(&p) {
                     self.link(p.id, peer);
                 }
+                if p.vlan_id.unwrap_or(0) != 0 {
+                    self.problems.push(BuildProblem {
+                        resource: format!("/ports/{}", p.id),
+                        problem: "a VLAN-tagged port (a VLAN-aware bridge) is not modelled; \
+                                  a trace through it is refused"
+                            .into(),
+                    });
+                }
                 let (id, parent) = (p.id, p.parent);
                 if let Some(old) = self.ports.insert(id, p) {
                     if old.parent != parent {
@@ -183,12 +202,15 @@ impl Topology {
                     self.bind(b.port_id, b.parent, iface);
                 }
             }
-            Resource::MacPort(m) => {
+            // A tagged entry serves frames of its VLAN only; the model's frames are
+            // untagged, so only the untagged table (VLAN 0) applies to them.
+            Resource::MacPort(m) if m.vlan_id.unwrap_or(0) == 0 => {
                 self.mac_tables
                     .entry(m.parent)
                     .or_default()
                     .insert(m.mac_addr, m.port_id);
             }
+            Resource::MacPort(_) => {}
             Resource::Ipv4MacPair(a) => {
                 self.arp_tables
                     .entry(a.parent)
@@ -401,37 +423,6 @@ impl Topology {
         }
     }
 
-    /// The ports of `bridge`, in id order, bound to the interface of one of `keys`.
-    fn bridge_ports_bound_to<'k>(
-        &'k self,
-        bridge: Uuid,
-        keys: Option<&'k BTreeSet<(Uuid, String)>>,
-    ) -> impl Iterator<Item = &'k Port> + 'k {
-        let mut ports: Vec<&Port> = keys
-            .into_iter()
-            .flatten()
-            .filter_map(|k| self.bound.get(k))
-            .flatten()
-            .filter_map(|id| self.ports.get(id))
-            .filter(|p| p.parent == bridge && p.port_type == PortType::Bridge)
-            .collect();
-        ports.sort_by_key(|p| p.id);
-        ports.into_iter()
-    }
-
-    /// The first port of `bridge` (in id order) but `except` whose attachment uses `mac`:
-    /// where a flooded frame for `mac` is taken.
-    pub(crate) fn bridge_port_of_mac(
-        &self,
-        bridge: Uuid,
-        mac: MacAddr,
-        except: Uuid,
-    ) -> Option<Uuid> {
-        self.bridge_ports_bound_to(bridge, self.by_mac.get(&mac))
-            .find(|p| p.id != except)
-            .map(|p| p.id)
-    }
-
     /// The attachment named `name` (`pod/NS/NAME`, `node/NAME`).
     pub fn attachment_named(&self, name: &str) -> Option<&Attachment> {
         self.attachments.get(self.by_name.get(name)?)
@@ -593,23 +584,118 @@ pub(crate) fn contains_len(addr: Option<Ipv4Addr>, len: Option<u8>, ip: Ipv4Addr
 }
 
 impl Topology {
-    /// What ARP on `bridge` answers for `ip`: the bridge's ARP table, a linked router
-    /// port's address, or (the request flooded) the workload on the bridge that owns it.
-    pub(crate) fn arp_on_bridge(&self, bridge: Uuid, ip: Ipv4Addr) -> Option<MacAddr> {
-        if let Some(mac) = self.arp_tables.get(&bridge).and_then(|t| t.get(&ip)) {
-            return Some(*mac);
+    /// The IPv4 address and prefix length of a router port: `portAddress` with the length
+    /// of its network (`networkLength`, else the first `portSubnet`'s), else the first
+    /// `portSubnet` entry (midolman `Port.routerPort`: `portAddress4`).
+    pub(crate) fn port_ipv4(port: &Port) -> Option<(Ipv4Addr, u8)> {
+        let first = port.port_subnet.as_ref().and_then(|s| s.first());
+        match (port.port_address, port.network_length, first) {
+            (Some(a), Some(len), _) => Some((a, len)),
+            (Some(a), None, Some(net)) => Some((a, net.prefix_len)),
+            (Some(a), None, None) => Some((a, 32)),
+            (None, _, Some(net)) => Some((net.addr, net.prefix_len)),
+            (None, _, None) => None,
         }
+    }
+
+    /// Whether `ip` is in the subnet of router port `port`.
+    pub(crate) fn port_subnet_contains(port: &Port, ip: Ipv4Addr) -> bool {
+        Topology::port_ipv4(port).is_some_and(|(a, len)| contains_len(Some(a), Some(len), ip))
+    }
+
+    /// Whether a port is plugged in: linked to a peer (interior), or bound to an
+    /// interface with a workload behind it (exterior and active).
+    pub(crate) fn is_plugged(&self, port: Uuid) -> bool {
+        self.peers.contains_key(&port) || self.attachment_at(port).is_some()
+    }
+
+    /// Whether a route is in its router's routing table: midolman publishes the routes of
+    /// a port while the port is interior, or exterior and active (`RouterMapper`,
+    /// `portUpdated`); routes without a next-hop port (black-hole, reject) always.
+    pub(crate) fn route_published(&self, router: Uuid, route: &Route) -> bool {
+        match route.next_hop_port {
+            None => true,
+            Some(p) => {
+                self.ports.get(&p).is_some_and(|port| port.parent == router) && self.is_plugged(p)
+            }
+        }
+    }
+
+    /// The `Local` routes MidoNet creates with each router port (one to each of its
+    /// addresses, weight 0), for the ports whose `Local` route the resources do not
+    /// list: Translations never list them, the simulator's dump does.
+    pub(crate) fn implicit_local_routes(&self, router: Uuid) -> Vec<Route> {
+        let listed = self.routes.get(&router);
+        let mut out = Vec::new();
+        for p in self.router_ports(router) {
+            let Some((addr, _)) = Topology::port_ipv4(p) else {
+                continue;
+            };
+            let is_listed = listed.into_iter().flatten().any(|r| {
+                r.route_type == Some(RouteType::Local)
+                    && r.next_hop_port == Some(p.id)
+                    && r.dst_network_addr == Some(addr)
+                    && r.dst_network_length == Some(32)
+            });
+            if !is_listed {
+                let mut r = Route::normal(
+                    router,
+                    p.id,
+                    Ipv4Cidr {
+                        addr,
+                        prefix_len: 32,
+                    },
+                    p.id,
+                );
+                r.route_type = Some(RouteType::Local);
+                r.weight = Some(0);
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    /// The bridge's interior port linked to a router port with MAC `mac`
+    /// (`Bridge.macToLogicalPortId`).
+    pub(crate) fn logical_port_of_mac(&self, bridge: Uuid, mac: MacAddr) -> Option<Uuid> {
+        self.bridge_ports(bridge)
+            .find(|p| {
+                self.peers
+                    .get(&p.id)
+                    .and_then(|peer| self.ports.get(peer))
+                    .is_some_and(|rp| rp.port_type == PortType::Router && rp.port_mac == Some(mac))
+            })
+            .map(|p| p.id)
+    }
+
+    /// What `bridge` knows of `ip` without asking anyone: the address of a router port
+    /// linked to it (`Bridge.ipToMac`), else its ARP table (`ip4MacMap`). This is what a
+    /// bridge answers an ARP request with, and what a router peeks at before it sends
+    /// one (`Router.peekBridge`).
+    pub(crate) fn bridge_knows(&self, bridge: Uuid, ip: Ipv4Addr) -> Option<MacAddr> {
         for p in self.bridge_ports(bridge) {
             if let Some(rp) = self.peers.get(&p.id).and_then(|peer| self.ports.get(peer)) {
-                if rp.port_type == PortType::Router && rp.port_address == Some(ip) {
-                    return rp.port_mac;
+                if rp.port_type == PortType::Router
+                    && Topology::port_ipv4(rp).is_some_and(|(a, _)| a == ip)
+                {
+                    if let Some(mac) = rp.port_mac {
+                        return Some(mac);
+                    }
                 }
             }
         }
-        self.bridge_ports_bound_to(bridge, self.by_ip.get(&ip))
-            .filter(|p| p.admin_state_up != Some(false))
-            .filter_map(|p| self.attachment_at(p.id))
-            .find(|a| a.owns(ip))
-            .map(|a| a.mac)
+        self.arp_tables
+            .get(&bridge)
+            .and_then(|t| t.get(&ip))
+            .copied()
+    }
+
+    /// The exterior (bound) ports of a bridge, in id order: where it floods
+    /// (`Bridge.floodAction` over `BridgeMapper.exteriorPorts`).
+    pub(crate) fn exterior_ports(&self, bridge: Uuid) -> Vec<Uuid> {
+        self.bridge_ports(bridge)
+            .filter(|p| self.bindings.contains_key(&p.id))
+            .map(|p| p.id)
+            .collect()
     }
 }

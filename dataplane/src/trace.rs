@@ -1,13 +1,16 @@
 //! Tracing a connection: the forward packet from a workload to an address, every path a
-//! random choice (a NAT target, an equal-cost route) could send it on, and for each
-//! delivered path the reply followed back to the client.
+//! random choice (a NAT target, an equal-cost route) could send it on, and for each path
+//! what comes back to the client: the reply of the workload that received it, or what a
+//! device answered instead (an ICMP error, a router's echo reply), walked back through
+//! the network.
 
 use std::net::Ipv4Addr;
 
+use midonet_translators::model::MacAddr;
 use serde::{Deserialize, Serialize};
 
-use crate::engine::{Choices, Consulted, End, Hop, Walk};
-use crate::packet::{FlowTuple, Packet, Protocol, SocketV4};
+use crate::engine::{resolve_from_workload, Choices, Consulted, End, Hop, Shared, Walk};
+use crate::packet::{icmp, FlowTuple, IcmpMessage, Packet, Protocol, Quoted, SocketV4};
 use crate::state::FlowState;
 use crate::topology::{Attachment, Topology};
 
@@ -20,9 +23,39 @@ pub struct Probe {
     /// The attachment (by name) the connection starts from.
     pub from: String,
     pub to: SocketV4,
+    /// `Icmp`: a ping (echo request with identifier `src_port`; `to`'s port unused).
     pub protocol: Protocol,
     /// The client's source port.
     pub src_port: u16,
+    /// The source address, if not the attachment's first: one of its addresses or an
+    /// address in the networks behind it (a client outside, behind an uplink).
+    pub src_ip: Option<Ipv4Addr>,
+    /// The IP TOS byte of the packets sent.
+    pub tos: u8,
+    /// Sends the first frame to this MAC as given, without resolving the next hop.
+    pub dst_mac: Option<MacAddr>,
+    /// Sends the first frame from this MAC instead of the attachment's.
+    pub src_mac: Option<MacAddr>,
+    /// The receiving workload answers with an ICMP destination unreachable of this code
+    /// instead of replying (e.g. 3, port unreachable: nothing listens there).
+    pub answer_unreachable: Option<u8>,
+}
+
+impl Probe {
+    /// A connection from `from` to `to` with the attachment's own addresses and MAC.
+    pub fn new(from: impl Into<String>, to: SocketV4, protocol: Protocol, src_port: u16) -> Probe {
+        Probe {
+            from: from.into(),
+            to,
+            protocol,
+            src_port,
+            src_ip: None,
+            tos: 0,
+            dst_mac: None,
+            src_mac: None,
+            answer_unreachable: None,
+        }
+    }
 }
 
 /// Why a trace could not be run at all.
@@ -34,6 +67,8 @@ pub enum TraceError {
     NoAddress(String),
     #[error("{0} is not bound to any port (no HostInterfacePort names its interface)")]
     Unbound(String),
+    #[error("{0} cannot send from {1}: it is neither its address nor in a network behind it")]
+    NotItsAddress(String, Ipv4Addr),
 }
 
 /// The verdict of one leg.
@@ -42,13 +77,18 @@ pub enum TraceError {
 pub enum Verdict {
     Delivered,
     Dropped,
+    /// Dropped, and a router answered with an ICMP error (`answered_with`).
+    Rejected,
+    /// The model met something it does not simulate (`unsupported` says what): it
+    /// cannot tell what happens.
+    Unsupported,
 }
 
 /// One direction of one path.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Leg {
     pub verdict: Verdict,
-    /// The workload that received it.
+    /// The workload that received it (or the router a ping to it answered).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivered_to: Option<String>,
     /// The packet as received (after every NAT on the way).
@@ -59,19 +99,26 @@ pub struct Leg {
     /// The packet as it was when dropped (after every NAT on the way).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dropped_packet: Option<FlowTuple>,
+    /// What a device sent back instead: an ICMP error, a router's echo reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_with: Option<FlowTuple>,
+    /// What the model does not simulate, naming the rule or device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsupported: Option<String>,
     pub hops: Vec<Hop>,
 }
 
-/// One path a connection can take: the forward leg and, if it was delivered, the reply.
+/// One path a connection can take: the forward leg and what came back.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Path {
     pub forward: Leg,
+    /// The reply of the receiving workload, or the walk of what a device answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reply: Option<Leg>,
     /// True when the forward packet was delivered and its reply reached the client from
     /// the address the client sent to: the connection works.
     pub works: bool,
-    /// The source address the client sees on the reply.
+    /// The source address of what reached the client back (a reply or an ICMP error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_sees: Option<SocketV4>,
 }
@@ -110,6 +157,14 @@ impl Trace {
     pub fn all_work(&self) -> bool {
         !self.paths.is_empty() && self.paths.iter().all(|p| p.works)
     }
+
+    /// The first thing the model could not simulate on any leg, if any.
+    pub fn unsupported(&self) -> Option<&str> {
+        self.paths
+            .iter()
+            .flat_map(|p| std::iter::once(&p.forward).chain(p.reply.as_ref()))
+            .find_map(|l| l.unsupported.as_deref())
+    }
 }
 
 /// Traces `probe` on `topo`, exploring every random choice.
@@ -136,17 +191,21 @@ pub(crate) fn trace_consulting(
     let client = topo
         .attachment_named(&probe.from)
         .ok_or_else(|| TraceError::UnknownSource(probe.from.clone()))?;
-    let src_ip = client
-        .primary_ip()
-        .ok_or_else(|| TraceError::NoAddress(client.name.clone()))?;
+    let src_ip = match probe.src_ip {
+        Some(ip) if client.accepts(ip) => ip,
+        Some(ip) => return Err(TraceError::NotItsAddress(client.name.clone(), ip)),
+        None => client
+            .primary_ip()
+            .ok_or_else(|| TraceError::NoAddress(client.name.clone()))?,
+    };
     if topo.port_of(client).is_none() {
         return Err(TraceError::Unbound(client.name.clone()));
     }
-    let sent = FlowTuple {
-        protocol: probe.protocol,
-        src: SocketV4::new(src_ip, probe.src_port),
-        dst: probe.to,
-    };
+    let sent = FlowTuple::new(
+        probe.protocol,
+        SocketV4::new(src_ip, probe.src_port),
+        probe.to,
+    );
     let mut paths = Vec::new();
     let mut pending: Vec<Vec<usize>> = vec![Vec::new()];
     let mut truncated = false;
@@ -157,13 +216,14 @@ pub(crate) fn trace_consulting(
         }
         let mut state = FlowState::default();
         let mut choices = Choices::new(script.clone());
-        let mut walked = Walked {
+        let mut sh = Shared {
+            topo,
             state: &mut state,
             choices: &mut choices,
-            consulted: &mut consulted,
             record,
+            consulted: &mut consulted,
         };
-        let path = run_path(topo, &mut walked, client, sent);
+        let path = run_path(&mut sh, probe, client, sent);
         // Every choice met past the script was taken as its first option; queue the
         // others, each with the choices before it fixed.
         let picks: Vec<usize> = choices.met.iter().map(|(p, _)| *p).collect();
@@ -185,48 +245,109 @@ pub(crate) fn trace_consulting(
     Ok((t, consulted))
 }
 
-/// What the legs of one path share: the flow state, the choices, what they consulted,
-/// whether they record hops.
-struct Walked<'w> {
-    state: &'w mut FlowState,
-    choices: &'w mut Choices,
-    consulted: &'w mut Consulted,
-    record: bool,
+/// What a leg led to, besides the leg itself.
+enum Next {
+    /// A workload received the packet.
+    Received(Attachment, FlowTuple),
+    /// A device answered it: this packet leaves from this port.
+    Answered(crate::engine::Answer),
+    Nothing,
 }
 
-fn run_path(topo: &Topology, w: &mut Walked<'_>, client: &Attachment, sent: FlowTuple) -> Path {
-    let forward = send(topo, w, client, sent);
-    let Some((server, received)) = forward.1.clone() else {
-        return Path {
-            forward: forward.0,
-            reply: None,
-            works: false,
-            client_sees: None,
-        };
+fn run_path(sh: &mut Shared<'_, '_>, probe: &Probe, client: &Attachment, sent: FlowTuple) -> Path {
+    let first = Frame {
+        tos: probe.tos,
+        dst_mac: probe.dst_mac,
+        src_mac: probe.src_mac,
     };
-    let reply_tuple = received.reversed();
-    let reply = send(topo, w, &server, reply_tuple);
-    let back = reply.1.as_ref().filter(|(a, _)| a.name == client.name);
-    let client_sees = back.map(|(_, t)| t.src);
-    let works = back.is_some_and(|(_, t)| t.dst == sent.src && t.src == sent.dst);
+    let (forward, next) = send(sh, client, sent, first);
+    let reply = match next {
+        Next::Received(server, received) => {
+            let answer = reply_to(probe, received);
+            send(sh, &server, answer, Frame::plain(probe.tos)).0
+        }
+        Next::Answered(answer) => {
+            let mut walk = Walk::new(sh, answer.packet);
+            let end = walk.emit_generated(answer.from_port);
+            let hops = std::mem::take(&mut walk.hops);
+            leg(end, hops, None).0
+        }
+        Next::Nothing => {
+            return Path {
+                forward,
+                reply: None,
+                works: false,
+                client_sees: None,
+            }
+        }
+    };
+    let back = reply
+        .received
+        .filter(|_| reply.delivered_to.as_deref() == Some(client.name.as_str()))
+        .filter(|t| t.dst.ip == sent.src.ip);
+    let client_sees = back.map(|t| t.src);
+    let works = forward.verdict == Verdict::Delivered
+        && back.is_some_and(|t| {
+            t.icmp_error().is_none() && t.src.ip == sent.dst.ip && same_port(&t, &sent)
+        });
     Path {
-        forward: forward.0,
-        reply: Some(reply.0),
+        forward,
+        reply: Some(reply),
         works,
         client_sees,
     }
 }
 
+/// A reply comes from the port the client sent to (an ICMP reply has no ports).
+fn same_port(reply: &FlowTuple, sent: &FlowTuple) -> bool {
+    sent.protocol == Protocol::Icmp || reply.src.port == sent.dst.port
+}
+
+/// What the receiving workload sends back: the reply, or an ICMP unreachable quoting what
+/// it received.
+fn reply_to(probe: &Probe, received: FlowTuple) -> FlowTuple {
+    match probe.answer_unreachable {
+        None => received.reversed(),
+        Some(code) => FlowTuple {
+            protocol: Protocol::Icmp,
+            src: SocketV4::new(received.dst.ip, 0),
+            dst: SocketV4::new(received.src.ip, 0),
+            icmp: Some(IcmpMessage {
+                icmp_type: icmp::UNREACH,
+                code,
+                about: Some(Quoted {
+                    protocol: received.protocol,
+                    src: received.src,
+                    dst: received.dst,
+                }),
+            }),
+        },
+    }
+}
+
+/// How the first frame of a leg is built.
+#[derive(Clone, Copy)]
+struct Frame {
+    tos: u8,
+    dst_mac: Option<MacAddr>,
+    src_mac: Option<MacAddr>,
+}
+
+impl Frame {
+    fn plain(tos: u8) -> Frame {
+        Frame {
+            tos,
+            dst_mac: None,
+            src_mac: None,
+        }
+    }
+}
+
 /// Sends `tuple` from `from` as its host stack would (to the destination if on-link,
-/// else to its gateway) and walks it. Returns the leg and, when delivered, the receiving
-/// attachment with the tuple it received.
-fn send(
-    topo: &Topology,
-    w: &mut Walked<'_>,
-    from: &Attachment,
-    tuple: FlowTuple,
-) -> (Leg, Option<(Attachment, FlowTuple)>) {
-    let dropped = |reason: String| {
+/// else to its gateway, resolving its MAC by ARP) and walks it.
+fn send(sh: &mut Shared<'_, '_>, from: &Attachment, tuple: FlowTuple, frame: Frame) -> (Leg, Next) {
+    let mut hops = Vec::new();
+    let no_packet = |reason: String| {
         (
             Leg {
                 verdict: Verdict::Dropped,
@@ -234,81 +355,121 @@ fn send(
                 received: None,
                 drop_reason: Some(reason),
                 dropped_packet: Some(tuple),
+                answered_with: None,
+                unsupported: None,
                 hops: Vec::new(),
             },
-            None,
+            Next::Nothing,
         )
     };
+    let topo = sh.topo;
     let Some(port) = topo.port_of(from) else {
-        return dropped(format!("{} is not bound to a port", from.name));
+        return no_packet(format!("{} is not bound to a port", from.name));
     };
-    let Some(next_hop) = from.next_hop(tuple.dst.ip) else {
-        return dropped(format!("{} has no route to {}", from.name, tuple.dst.ip));
+    let mac = match frame.dst_mac {
+        Some(mac) => mac,
+        None => {
+            let Some(next_hop) = from.next_hop(tuple.dst.ip) else {
+                return no_packet(format!("{} has no route to {}", from.name, tuple.dst.ip));
+            };
+            match resolve_from_workload(sh, from, port, next_hop, &mut hops) {
+                Ok(mac) => mac,
+                Err(end) => {
+                    let (mut l, _) = leg(end, Vec::new(), Some(tuple));
+                    if sh.record {
+                        l.hops = hops;
+                    }
+                    return (l, Next::Nothing);
+                }
+            }
+        }
     };
-    let Some(bridge) = topo.ports.get(&port).map(|p| p.parent) else {
-        return dropped(format!("the port of {} does not exist", from.name));
-    };
-    let Some(mac) = resolve_from(topo, bridge, from, next_hop) else {
-        return dropped(format!(
-            "{}: ARP for {next_hop} is not answered on its bridge",
-            from.name
-        ));
-    };
-    let pkt = Packet {
-        eth_src: from.mac,
-        eth_dst: mac,
-        protocol: tuple.protocol,
-        src: tuple.src,
-        dst: tuple.dst,
-    };
-    let mut walk = Walk::new(topo, w.state, w.choices, pkt);
-    walk.record = w.record;
-    walk.consulted.off = w.consulted.off;
+    if !sh.record {
+        hops.clear();
+    }
+    let src_mac = frame.src_mac.unwrap_or(from.mac);
+    let mut walk = Walk::new(sh, Packet::ip(src_mac, mac, tuple, frame.tos));
     let end = walk.inject(port);
-    let hops = std::mem::take(&mut walk.hops);
-    let consulted = std::mem::take(&mut walk.consulted);
-    drop(walk);
-    w.consulted.extend(consulted);
-    match end {
+    hops.append(&mut walk.hops);
+    let (mut l, next) = leg(end, hops, None);
+    let next = match next {
+        Next::Nothing if l.verdict == Verdict::Delivered => {
+            let server = l
+                .delivered_to
+                .as_deref()
+                .and_then(|n| topo.attachment_named(n));
+            match (server, l.received) {
+                (Some(a), Some(t)) => Next::Received(a.clone(), t),
+                _ => Next::Nothing,
+            }
+        }
+        Next::Answered(a) => {
+            // A router answered the ping itself: name it.
+            if l.verdict == Verdict::Delivered {
+                let router = topo.ports.get(&a.from_port).map(|p| p.parent);
+                let name = router.and_then(|r| topo.name_of(r));
+                if let (Some(name), Some(t)) = (name, l.received) {
+                    l.delivered_to = Some(format!("{name} ({})", t.dst.ip));
+                }
+            }
+            Next::Answered(a)
+        }
+        n => n,
+    };
+    (l, next)
+}
+
+/// The leg a walk's end makes, and what it leads to. `sent` replaces the dropped packet
+/// when the walk never started (an ARP that failed).
+fn leg(end: End, hops: Vec<Hop>, sent: Option<FlowTuple>) -> (Leg, Next) {
+    let mut l = Leg {
+        verdict: Verdict::Dropped,
+        delivered_to: None,
+        received: None,
+        drop_reason: None,
+        dropped_packet: None,
+        answered_with: None,
+        unsupported: None,
+        hops,
+    };
+    let next = match end {
         End::Delivered {
             attachment, packet, ..
         } => {
-            let server = topo.attachment_named(&attachment).cloned();
-            (
-                Leg {
-                    verdict: Verdict::Delivered,
-                    delivered_to: Some(attachment),
-                    received: Some(packet.tuple()),
-                    drop_reason: None,
-                    dropped_packet: None,
-                    hops,
-                },
-                server.map(|s| (s, packet.tuple())),
-            )
+            l.verdict = Verdict::Delivered;
+            l.delivered_to = Some(attachment);
+            l.received = Some(packet.tuple());
+            Next::Nothing
         }
-        End::Dropped { reason, packet } => (
-            Leg {
-                verdict: Verdict::Dropped,
-                delivered_to: None,
-                received: None,
-                drop_reason: Some(reason),
-                dropped_packet: Some(packet.tuple()),
-                hops,
-            },
-            None,
-        ),
-    }
-}
-
-/// ARP from a workload on its own bridge; it never resolves its own address.
-fn resolve_from(
-    topo: &Topology,
-    bridge: uuid::Uuid,
-    from: &Attachment,
-    ip: Ipv4Addr,
-) -> Option<midonet_translators::model::MacAddr> {
-    if from.owns(ip) {
-        return Some(from.mac);
-    }
-    topo.arp_on_bridge(bridge, ip)
+        End::Dropped { reason, packet } | End::Consumed { reason, packet } => {
+            l.drop_reason = Some(reason);
+            l.dropped_packet = Some(sent.unwrap_or(packet.tuple()));
+            Next::Nothing
+        }
+        End::Unsupported { reason, packet } => {
+            l.verdict = Verdict::Unsupported;
+            l.unsupported = Some(reason);
+            l.dropped_packet = Some(sent.unwrap_or(packet.tuple()));
+            Next::Nothing
+        }
+        End::Answered {
+            reason,
+            packet,
+            answer,
+            rejected,
+        } => {
+            l.answered_with = Some(answer.packet.tuple());
+            if rejected {
+                l.verdict = Verdict::Rejected;
+                l.drop_reason = Some(reason);
+                l.dropped_packet = Some(packet.tuple());
+            } else {
+                l.verdict = Verdict::Delivered;
+                l.delivered_to = Some(format!("router ({})", packet.tuple().dst.ip));
+                l.received = Some(packet.tuple());
+            }
+            Next::Answered(answer)
+        }
+    };
+    (l, next)
 }

@@ -405,12 +405,12 @@ fn a_node_reaches_its_own_isolated_pods_only() {
     // From the other node: refused, like any address no policy admits.
     for s in all_pods().into_iter().filter(|p| p.ns == "x") {
         let other = if s.node() == "n1" { "n2" } else { "n1" };
-        let probe = midonet_dataplane::Probe {
-            from: format!("node/{other}"),
-            to: midonet_dataplane::SocketV4::new(s.ip(), 80),
-            protocol: midonet_dataplane::Protocol::Tcp,
-            src_port: 40000,
-        };
+        let probe = midonet_dataplane::Probe::new(
+            format!("node/{other}"),
+            midonet_dataplane::SocketV4::new(s.ip(), 80),
+            midonet_dataplane::Protocol::Tcp,
+            40000,
+        );
         let t = midonet_dataplane::trace(&topo, &probe).unwrap();
         assert!(!t.all_work(), "node/{other} -> {}", s.name());
     }

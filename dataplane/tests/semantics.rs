@@ -71,6 +71,7 @@ fn workload(
             ips: ips.iter().map(|s| ip(s)).collect(),
             subnet: Some(net.parse().unwrap()),
             gateway: Some(ip(gw)),
+            networks: Vec::new(),
         },
     )
 }
@@ -146,12 +147,7 @@ impl Net {
     fn trace(&self, from: &str, to: &str, port: u16, protocol: Protocol) -> Trace {
         trace(
             &self.topo(),
-            &Probe {
-                from: from.into(),
-                to: SocketV4::new(ip(to), port),
-                protocol,
-                src_port: 40000,
-            },
+            &Probe::new(from, SocketV4::new(ip(to), port), protocol, 40000),
         )
         .unwrap()
     }
@@ -289,13 +285,14 @@ fn inversion_of_a_field_and_of_the_whole_condition() {
     // Condition.matches: `invNwDst` negates one field, `condInvert` the conjunction.
     let mut net = Net::new();
     let mut r = rule(100, 101, RuleType::Drop);
+    r.dl_type = Some(0x0800);
     r.nw_dst_address = Some(ip("10.0.2.0"));
     r.nw_dst_length = Some(24);
     r.condition.inv_nw_dst = Some(true);
     net.chain(100, vec![r]);
     net.bridge_mut(B1).inbound_filter_id = Some(id(100));
     let t = net.tcp("a", "10.0.2.10", 80);
-    assert!(t.delivered());
+    assert!(t.delivered(), "{t:#?}");
     // The filter is stateless: the reply, to a 10.0.1.x address, is dropped on its way
     // back into B1.
     assert!(!t.all_work());
@@ -307,24 +304,61 @@ fn inversion_of_a_field_and_of_the_whole_condition() {
     r.condition.cond_invert = Some(true);
     net.chain(100, vec![r]);
     net.bridge_mut(B1).inbound_filter_id = Some(id(100));
-    assert!(net.tcp("a", "10.0.2.10", 80).delivered());
-    assert!(!net.tcp("a", "10.0.2.10", 81).delivered());
+    // The inverted condition holds for ARP too (no port 80 there): a cannot even
+    // resolve its gateway.
+    let t = net.tcp("a", "10.0.2.10", 80);
+    assert!(reason(&t).contains("ARP for 10.0.1.1"), "{}", reason(&t));
 }
 
 #[test]
-fn in_ports_are_not_seen_by_port_filters() {
-    // Condition.matches(pktCtx, isPortFilter): in a port filter the in/out port is null.
+fn arp_crosses_filters_like_any_frame() {
+    // Bridge.scala: ARP requests pass the bridge's inbound filter before the bridge
+    // answers them; a rule without `dlType` sees them (nwDst = the target address).
+    let mut net = Net::new();
+    let mut r = rule(100, 101, RuleType::Drop);
+    r.nw_dst_address = Some(ip("10.0.1.1"));
+    r.nw_dst_length = Some(32);
+    net.chain(100, vec![r]);
+    net.bridge_mut(B1).inbound_filter_id = Some(id(100));
+    let t = net.tcp("a", "10.0.2.10", 80);
+    assert!(!t.delivered());
+    assert!(reason(&t).contains("ARP for 10.0.1.1"), "{}", reason(&t));
+    // Restricted to IPv4, the rule leaves ARP alone.
+    let mut net = Net::new();
+    let mut r = rule(100, 101, RuleType::Drop);
+    r.dl_type = Some(0x0800);
+    r.nw_dst_address = Some(ip("10.0.1.1"));
+    r.nw_dst_length = Some(32);
+    net.chain(100, vec![r]);
+    net.bridge_mut(B1).inbound_filter_id = Some(id(100));
+    assert!(net.tcp("a", "10.0.2.10", 80).all_work());
+}
+
+#[test]
+fn port_filters_see_their_own_port() {
+    // Port.scala: a port sets the packet's in-port before its inbound filter (and its
+    // out-port before its outbound filter).
     let mut net = Net::new();
     let mut r = rule(100, 101, RuleType::Drop);
     r.condition.in_ports = Some(vec![id(PA)]);
     net.chain(100, vec![r]);
     net.port_mut(PA).inbound_filter_id = Some(id(100));
-    assert!(net.tcp("a", "10.0.2.10", 80).all_work());
-    // The same rule on the bridge sees the ingress port.
+    let t = net.tcp("a", "10.0.2.10", 80);
+    assert!(!t.delivered());
+    assert!(reason(&t).contains("port inbound filter"), "{}", reason(&t));
+    // The same rule on the bridge sees the ingress port too.
     net.port_mut(PA).inbound_filter_id = None;
     net.bridge_mut(B1).inbound_filter_id = Some(id(100));
     assert!(!net.tcp("a", "10.0.2.10", 80).delivered());
     assert!(net.tcp("c", "10.0.2.10", 80).all_work());
+    // An outbound filter sees its port as the out-port.
+    let mut net = Net::new();
+    let mut r = rule(100, 101, RuleType::Drop);
+    r.dl_type = Some(0x0800);
+    r.condition.out_ports = Some(vec![id(PB)]);
+    net.chain(100, vec![r]);
+    net.port_mut(PB).outbound_filter_id = Some(id(100));
+    assert!(!net.tcp("a", "10.0.2.10", 80).delivered());
 }
 
 #[test]
@@ -334,7 +368,9 @@ fn jump_and_return() {
     let mut net = Net::new();
     let mut ret = rule(200, 201, RuleType::Return);
     ret.tp_dst = Some(PortRange::single(80));
-    net.chain(200, vec![ret, rule(200, 202, RuleType::Drop)]);
+    let mut drop_ip = rule(200, 202, RuleType::Drop);
+    drop_ip.dl_type = Some(0x0800);
+    net.chain(200, vec![ret, drop_ip]);
     net.chain(
         100,
         vec![
@@ -447,13 +483,27 @@ fn reverse_nat_state_belongs_to_the_device_that_translated() {
 
 #[test]
 fn match_return_flow_lets_replies_of_tracked_connections_through() {
-    // ConnTrackState: the return key is recorded where the forward flow leaves the
-    // network; Condition.matchReturnFlow matches the reply only.
+    // ConnTrackState: a connection is tracked only once a condition asked for its
+    // direction (`isForwardFlow`); its return key is recorded where the forward flow
+    // leaves the network; Condition.matchReturnFlow matches the reply only.
     let mut net = Net::new();
     let mut replies = rule(400, 401, RuleType::Accept);
     replies.condition.match_return_flow = Some(true);
-    net.chain(400, vec![replies, rule(400, 402, RuleType::Drop)]);
+    // Restricted to IPv4: ARP is not a tracked connection and would be dropped.
+    let mut others = rule(400, 402, RuleType::Drop);
+    others.dl_type = Some(0x0800);
+    net.chain(400, vec![replies, others]);
     net.port_mut(PB).inbound_filter_id = Some(id(400));
+    // Nothing on a's way to b asks whether it is a forward flow: not tracked, so b's
+    // reply is not a return flow and is dropped.
+    let t = net.tcp("a", "10.0.2.10", 80);
+    assert!(t.delivered() && !t.all_work(), "{t:#?}");
+    // A forward-flow condition on the way out (b's port outbound filter) starts
+    // tracking: the reply comes back.
+    let mut fwd = rule(410, 411, RuleType::Accept);
+    fwd.condition.match_forward_flow = Some(true);
+    net.chain(410, vec![fwd]);
+    net.port_mut(PB).outbound_filter_id = Some(id(410));
     assert!(net.tcp("a", "10.0.2.10", 80).all_work(), "b answers a");
     assert!(
         !net.tcp("b", "10.0.1.10", 80).delivered(),
@@ -472,11 +522,13 @@ fn port_groups_and_ip_address_groups() {
     net.bridge_mut(B2).inbound_filter_id = Some(id(500));
     let mut topo = net.topo();
     topo.add_port_group_member(id(0x600), id(PA));
-    let probe = |from: &str| Probe {
-        from: from.into(),
-        to: SocketV4::new(ip("10.0.2.10"), 80),
-        protocol: Protocol::Tcp,
-        src_port: 40000,
+    let probe = |from: &str| {
+        Probe::new(
+            from,
+            SocketV4::new(ip("10.0.2.10"), 80),
+            Protocol::Tcp,
+            40000,
+        )
     };
     assert!(!trace(&topo, &probe("a")).unwrap().delivered());
     assert!(trace(&topo, &probe("c")).unwrap().all_work());

@@ -52,12 +52,7 @@ pub(crate) fn trace_dump(dump: &StateDump, body: &[u8]) -> Result<Trace, TraceFa
     let resources = dump.typed_resources().map_err(TraceFailure::Store)?;
     // The dump lists rules chain by chain in evaluation order.
     let topo = Topology::new(resources, RuleOrder::Listed, req.attachments);
-    let probe = Probe {
-        from: req.from,
-        to,
-        protocol: req.protocol,
-        src_port: req.src_port,
-    };
+    let probe = Probe::new(req.from, to, req.protocol, req.src_port);
     trace(&topo, &probe).map_err(|e| TraceFailure::Untraceable(e.to_string()))
 }
 

@@ -220,12 +220,12 @@ pub fn trace_live_via(
     let dest = resolve(&live.cluster, &target, to, protocol, via).map_err(NetcheckError::Usage)?;
     let t = trace(
         &live.topology,
-        &Probe {
-            from: source.attachment_name(),
-            to: dest.address,
-            protocol: dest.protocol,
+        &Probe::new(
+            source.attachment_name(),
+            dest.address,
+            dest.protocol,
             src_port,
-        },
+        ),
     )?;
     Ok((t, dest))
 }

@@ -381,10 +381,17 @@ fn id_of_path(path: &str) -> Option<Uuid> {
         .and_then(|s| Uuid::parse_str(s).ok())
 }
 
-/// The verdict of a whole trace: delivered on some path.
+/// The verdict of a whole trace: delivered on some path; else unsupported when the model
+/// could not tell on some path (it refused a rule it does not evaluate, say); else
+/// rejected when a router answered with an ICMP error; else dropped.
 pub fn verdict(t: &Trace) -> Verdict {
+    let any = |v: Verdict| t.paths.iter().any(|p| p.forward.verdict == v);
     if t.delivered() {
         Verdict::Delivered
+    } else if t.unsupported().is_some() {
+        Verdict::Unsupported
+    } else if any(Verdict::Rejected) {
+        Verdict::Rejected
     } else {
         Verdict::Dropped
     }
@@ -500,15 +507,25 @@ fn leg_text(out: &mut String, title: &str, l: &Leg, topo: &Topology, owners: &Ow
     for h in &l.hops {
         out.push_str(&format!("  {}\n", hop_line(h, topo, owners)));
     }
-    match (&l.delivered_to, l.received) {
-        (Some(w), Some(r)) => out.push_str(&format!(
-            "  delivered to {w} as {} {} -> {}\n",
-            r.protocol, r.src, r.dst
+    match (l.verdict, &l.delivered_to, l.received) {
+        (Verdict::Delivered, Some(w), Some(r)) => {
+            out.push_str(&format!("  delivered to {w} as {r}\n"))
+        }
+        (Verdict::Unsupported, _, _) => out.push_str(&format!(
+            "  the model cannot tell: {}\n",
+            l.unsupported.as_deref().unwrap_or("no reason given")
+        )),
+        (Verdict::Rejected, _, _) => out.push_str(&format!(
+            "  rejected: {}\n",
+            l.drop_reason.as_deref().unwrap_or("no reason given")
         )),
         _ => out.push_str(&format!(
             "  dropped: {}\n",
             l.drop_reason.as_deref().unwrap_or("no reason given")
         )),
+    }
+    if let Some(a) = l.answered_with {
+        out.push_str(&format!("  answered with {a}\n"));
     }
 }
 
@@ -536,7 +553,7 @@ pub fn trace_text(t: &Trace, dest: &Destination, topo: &Topology, owners: &Owner
             leg_text(&mut out, "reply", r, topo, owners);
         }
         match p.client_sees {
-            Some(seen) => out.push_str(&format!("client sees the reply from {seen}\n")),
+            Some(seen) => out.push_str(&format!("client sees the answer from {seen}\n")),
             None if p.reply.is_some() => out.push_str("the reply does not reach the client\n"),
             None => {}
         }
@@ -560,6 +577,11 @@ pub fn trace_text(t: &Trace, dest: &Destination, topo: &Topology, owners: &Owner
             }
         }
         Verdict::Dropped => out.push_str("verdict: DROPPED\n"),
+        Verdict::Rejected => out.push_str("verdict: REJECTED (an ICMP error answered it)\n"),
+        Verdict::Unsupported => out.push_str(&format!(
+            "verdict: UNSUPPORTED: the model does not simulate {}\n",
+            t.unsupported().unwrap_or("something on the way")
+        )),
     }
     if t.truncated {
         out.push_str("warning: more paths exist than were explored\n");
@@ -738,6 +760,7 @@ mod tests {
             chain: None,
             rule: None,
             route: Some(route),
+            ports: Vec::new(),
             detail: "route 10.244.2.0/24".into(),
             packet: "tcp 10.244.1.10:40000 -> 10.244.2.10:8080".into(),
         };

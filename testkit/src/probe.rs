@@ -213,12 +213,7 @@ pub fn select_flows(cluster: &Cluster, size: SampleSize) -> Vec<ProbeFlow> {
 
 /// Whether `flow` works on `topo` (see the module docs); `Err` says why not.
 pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
-    let probe = Probe {
-        from: flow.from.name.clone(),
-        to: flow.to,
-        protocol: flow.protocol,
-        src_port: CLIENT_PORT,
-    };
+    let probe = Probe::new(flow.from.name.clone(), flow.to, flow.protocol, CLIENT_PORT);
     let t = trace_without_hops(topo, &probe).map_err(|e| e.to_string())?;
     let mut delivered = false;
     for p in &t.paths {

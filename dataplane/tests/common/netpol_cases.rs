@@ -182,6 +182,8 @@ pub fn pod(p: P, labels: &[(&str, &str)]) -> Pod {
             let proto = match proto {
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
+                // The truth tables probe TCP and UDP only.
+                Protocol::Icmp => unreachable!("no ICMP probes"),
             };
             json!({"name": format!("serve-{port}-{}", proto.to_lowercase()),
                    "containerPort": port, "protocol": proto})
@@ -536,12 +538,7 @@ pub fn matrix(topo: &Topology) -> BTreeMap<Cell, bool> {
     cells()
         .into_iter()
         .map(|(cell, from, to, _)| {
-            let probe = Probe {
-                from,
-                to,
-                protocol: cell.3,
-                src_port: 40000,
-            };
+            let probe = Probe::new(from, to, cell.3, 40000);
             let works = trace(topo, &probe).map(|t| t.all_work()).unwrap_or(false);
             // The walk that records nothing takes shortcuts (jumps into a policy's chain
             // that returns at once are skipped): it must reach the same verdict.
@@ -661,12 +658,7 @@ pub fn host_matrix(topo: &Topology) -> BTreeMap<Cell, bool> {
     host_cells()
         .into_iter()
         .map(|(cell, from, to, _, _)| {
-            let probe = Probe {
-                from,
-                to,
-                protocol: cell.3,
-                src_port: 40000,
-            };
+            let probe = Probe::new(from, to, cell.3, 40000);
             let works = trace(topo, &probe).map(|t| t.all_work()).unwrap_or(false);
             // The walk that records nothing takes shortcuts (jumps into a policy's chain
             // that returns at once are skipped): it must reach the same verdict.

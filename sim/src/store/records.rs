@@ -375,6 +375,7 @@ mod tests {
                 midonet_translators::model::Ipv4Cidr::new("10.0.0.0".parse().unwrap(), 24).unwrap(),
             ),
             gateway: Some("10.0.0.1".parse().unwrap()),
+            networks: Vec::new(),
         }
     }
 
