@@ -9,7 +9,7 @@ mod support;
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, PostParams};
-use midonet_dataplane::{FlowKind, Protocol, SocketV4};
+use midonet_dataplane::{FlowKind, SocketV4};
 use midonet_kube_controllers::netcheck::cli::{trace_live, trace_live_via};
 use midonet_kube_controllers::netcheck::Via;
 use midonet_sim::admin::TraceRequest;
@@ -184,13 +184,11 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
 
     // The simulator's own trace agrees.
     let answer = admin
-        .trace(&TraceRequest {
-            attachments: live.cluster.attachments(),
-            from: from.clone(),
-            to: format!("{cluster_ip}:80"),
-            protocol: Protocol::Tcp,
-            src_port: 40000,
-        })
+        .trace(&TraceRequest::new(
+            live.cluster.attachments(),
+            from.clone(),
+            format!("{cluster_ip}:80"),
+        ))
         .await
         .unwrap();
     assert_eq!(answer.candidates(), want);

@@ -102,6 +102,11 @@ impl ChainRules {
         }
     }
 
+    /// Whether the chain has a rule with id `id`.
+    pub(crate) fn contains(&self, id: Uuid) -> bool {
+        self.rules.iter().any(|r| r.id == id)
+    }
+
     /// Removes the rule with id `id`, if there is one.
     pub(crate) fn remove(&mut self, id: Uuid) {
         let before = self.rules.len();

@@ -153,6 +153,10 @@ struct Flow {
     /// Endpoint addresses no workload owns: a path dropped on its way to one of them
     /// is not held against the network, since nothing there could have received it.
     unverifiable: BTreeSet<Ipv4Addr>,
+    /// Endpoint addresses the NetworkPolicies refuse this client: a path dropped on its
+    /// way to one is what Kubernetes promises (the Service balances onto it, the policy
+    /// drops it), as the flow probe judges too.
+    refused: BTreeSet<Ipv4Addr>,
     /// The class `from` represents (an index into the plan's classes): the flow stands
     /// for the same flow from each other member its trace cannot tell apart from `from`.
     class: Option<usize>,
@@ -170,6 +174,7 @@ struct Member {
     name: String,
     ip: Ipv4Addr,
     port: Uuid,
+    mac: midonet_translators::model::MacAddr,
 }
 
 /// What one flow's evaluation adds to the report: one entry per flow evaluated (the
@@ -313,6 +318,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
                     name: a.name.clone(),
                     ip: a.primary_ip()?,
                     port: topo.port_of(a)?,
+                    mac: a.mac,
                 })
             })
             .collect();
@@ -349,6 +355,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
             SocketV4::new(ip, POD_PORT),
         )])),
         unverifiable: BTreeSet::new(),
+        refused: BTreeSet::new(),
         class: None,
     };
 
@@ -485,8 +492,14 @@ fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &m
         };
         let client = party(&pods, &flow.from, from_ip);
         if let Some(expected) = flow.expected.as_mut() {
+            let refused = &mut flow.refused;
             expected.retain(|(name, to)| {
-                policies.allows(client, party(&pods, name, to.ip), to.port, flow.protocol)
+                let allowed =
+                    policies.allows(client, party(&pods, name, to.ip), to.port, flow.protocol);
+                if !allowed {
+                    refused.insert(to.ip);
+                }
+                allowed
             });
             if expected.is_empty() {
                 flow.expected = None;
@@ -510,6 +523,7 @@ fn service_flow(
         protocol: sp.protocol,
         expected,
         unverifiable: unverifiable.clone(),
+        refused: BTreeSet::new(),
         class: None,
     }
 }
@@ -712,6 +726,27 @@ fn differ_by_rules(topo: &Topology, class: &Class, rules: &[Rule]) -> Vec<usize>
                 tests.push(Box::new(move |m: &Member| ports.contains(&m.port)));
             }
         }
+        if let Some(d) = c.traversed_device {
+            if class.members.iter().any(|m| m.port == d) {
+                tests.push(Box::new(move |m: &Member| m.port == d));
+            }
+        }
+        // MAC conditions see a member's MAC (as source or, on replies, destination).
+        for (mac, mask) in [(c.dl_src, c.dl_src_mask), (c.dl_dst, c.dl_dst_mask)] {
+            if let Some(mac) = mac {
+                let mask = mask.unwrap_or(midonet_translators::model::MacMask::ALL);
+                tests.push(Box::new(move |m: &Member| mask.same(mac, m.mac)));
+            }
+        }
+        // ICMP errors quote the member's address.
+        for (addr, len) in [
+            (c.icmp_data_src_ip_address, c.icmp_data_src_ip_length),
+            (c.icmp_data_dst_ip_address, c.icmp_data_dst_ip_length),
+        ] {
+            if splits(class, addr, len) {
+                tests.push(prefix_test(addr, len));
+            }
+        }
         for t in rule.nat_targets.iter().flatten() {
             let Some(from) = t.address_from.or(t.address_to) else {
                 continue;
@@ -744,18 +779,22 @@ fn differ_by_routes(topo: &Topology, class: &Class, router: Uuid) -> Vec<usize> 
 
 /// The failure of a traced flow, if it does not behave as Kubernetes promises.
 fn judge(flow: Flow, t: Trace) -> Option<Failure> {
+    // What the model cannot simulate it cannot promise either: the flow fails, naming it.
+    if let Some(why) = t.unsupported() {
+        let problem = format!("the model cannot tell: {why}");
+        return Some(Failure::new(flow, problem, Vec::new(), t));
+    }
     let reached: BTreeSet<(String, SocketV4)> = t.candidates().into_iter().collect();
     // The paths that count: not those dropped on their way to an endpoint no workload
-    // owns.
+    // owns, or to one the policies refuse this client.
     let counted: Vec<&Path> = t
         .paths
         .iter()
         .filter(|p| {
             p.forward.delivered_to.is_some()
-                || !p
-                    .forward
-                    .dropped_packet
-                    .is_some_and(|d| flow.unverifiable.contains(&d.dst.ip))
+                || !p.forward.dropped_packet.is_some_and(|d| {
+                    flow.unverifiable.contains(&d.dst.ip) || flow.refused.contains(&d.dst.ip)
+                })
         })
         .collect();
     let problem = match &flow.expected {
@@ -816,6 +855,7 @@ mod tests {
             name: name.into(),
             ip: ip.parse().unwrap(),
             port: Uuid::from_u128(port),
+            mac: midonet_translators::model::MacAddr([2, 0, 0, 0, 0, port as u8]),
         }
     }
 
@@ -935,6 +975,29 @@ mod tests {
         assert_eq!(names(&differ_by_rules(&topo, &c, &[dnat]), &c), ["c"]);
         let ports = rule(|r| r.condition.in_ports = Some(vec![Uuid::from_u128(2)]));
         assert_eq!(names(&differ_by_rules(&topo, &c, &[ports]), &c), ["b"]);
+    }
+
+    #[test]
+    fn a_mac_a_traversed_port_or_a_quoted_address_tells_a_member_apart() {
+        let topo = Topology::default();
+        let c = three();
+        let by_mac = rule(|r| {
+            r.condition.dl_src = Some(midonet_translators::model::MacAddr([2, 0, 0, 0, 0, 3]));
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[by_mac]), &c), ["c"]);
+        // A mask that ignores the last byte holds every member alike.
+        let masked = rule(|r| {
+            r.condition.dl_src = Some(midonet_translators::model::MacAddr([2, 0, 0, 0, 0, 3]));
+            r.condition.dl_src_mask = Some(midonet_translators::model::MacMask(0xffff_ffff_ff00));
+        });
+        assert!(differ_by_rules(&topo, &c, &[masked]).is_empty());
+        let by_port = rule(|r| r.condition.traversed_device = Some(Uuid::from_u128(2)));
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[by_port]), &c), ["b"]);
+        let quoted = rule(|r| {
+            r.condition.icmp_data_src_ip_address = Some("10.0.0.12".parse().unwrap());
+            r.condition.icmp_data_src_ip_length = Some(32);
+        });
+        assert_eq!(names(&differ_by_rules(&topo, &c, &[quoted]), &c), ["c"]);
     }
 
     #[test]

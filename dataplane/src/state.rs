@@ -130,6 +130,17 @@ impl FlowState {
         self.learned.get(&(bridge, mac)).copied()
     }
 
+    /// Adds what `other` learned (MACs, ARP caches) as if it happened after what this
+    /// state holds: an ARP exchange walked on its own state, replayed.
+    pub(crate) fn merge_learning(&mut self, other: &FlowState) {
+        self.learned
+            .extend(other.learned.iter().map(|(k, v)| (*k, *v)));
+        self.router_arp
+            .extend(other.router_arp.iter().map(|(k, v)| (*k, *v)));
+        self.host_arp
+            .extend(other.host_arp.iter().map(|(k, v)| (*k, *v)));
+    }
+
     pub(crate) fn router_arp_set(&mut self, router: Uuid, ip: Ipv4Addr, mac: MacAddr) {
         self.router_arp.insert((router, ip), mac);
     }

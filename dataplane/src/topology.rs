@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::sync::{Arc, RwLock};
 
 use crate::chainrules::ChainRules;
 use midonet_translators::model::{
@@ -128,6 +129,13 @@ pub struct Topology {
     /// IP address group → its addresses.
     pub(crate) ip_addr_groups: FxHashMap<Uuid, FxHashSet<Ipv4Addr>>,
     pub(crate) problems: Vec<BuildProblem>,
+    /// How many rules have a `traversedDevice` condition: without any, walks need not
+    /// note the devices they traverse.
+    pub(crate) traversed_conditions: usize,
+    /// ARP exchanges already walked on this topology (emptied by every change).
+    pub(crate) arp_memo: crate::engine::ArpMemo,
+    /// Each router's implicit `Local` routes (emptied by every change).
+    pub(crate) local_routes: Memo<Uuid, Arc<Vec<Route>>>,
     // Indexes derived from the maps above, kept in step by every change: what the walk
     // looks up on every hop would otherwise be a scan of every port or attachment.
     /// Device (bridge or router) → its ports, in id order (a stable flood order).
@@ -163,6 +171,8 @@ impl Topology {
 
     /// Adds one resource.
     pub fn add(&mut self, resource: Resource, order: RuleOrder) {
+        self.arp_memo.clear();
+        self.local_routes.clear();
         match resource {
             Resource::Bridge(b) => {
                 self.bridges.insert(b.id, b);
@@ -228,6 +238,9 @@ impl Topology {
     }
 
     fn add_rule(&mut self, rule: Rule, order: RuleOrder) {
+        if rule.condition.traversed_device.is_some() {
+            self.traversed_conditions += 1;
+        }
         let rules = self.rules.entry(rule.parent).or_default();
         match order {
             RuleOrder::Listed => rules.push(rule),
@@ -278,6 +291,8 @@ impl Topology {
     /// without it would hold (rules keep the order of the others; re-adding a chain's
     /// rules in listed order restores it).
     pub fn remove(&mut self, resource: &Resource) {
+        self.arp_memo.clear();
+        self.local_routes.clear();
         match resource {
             Resource::Bridge(b) => {
                 self.bridges.remove(&b.id);
@@ -311,6 +326,9 @@ impl Topology {
             }
             Resource::Rule(r) => {
                 if let Some(rules) = self.rules.get_mut(&r.parent) {
+                    if r.condition.traversed_device.is_some() && rules.contains(r.id) {
+                        self.traversed_conditions = self.traversed_conditions.saturating_sub(1);
+                    }
                     rules.remove(r.id);
                     if rules.is_empty() && !self.chains.contains_key(&r.parent) {
                         self.rules.remove(&r.parent);
@@ -400,6 +418,8 @@ impl Topology {
 
     /// Plugs a workload in behind the interface `(host, interface)`.
     pub fn attach(&mut self, a: Attachment) {
+        self.arp_memo.clear();
+        self.local_routes.clear();
         let key = (a.host, a.interface.clone());
         if let Some(old) = self.attachments.insert(key.clone(), a) {
             if self.by_name.get(&old.name) == Some(&key) {
@@ -430,11 +450,15 @@ impl Topology {
 
     /// Makes `port` a member of `group` (MidoNet's port groups).
     pub fn add_port_group_member(&mut self, group: Uuid, port: Uuid) {
+        self.arp_memo.clear();
+        self.local_routes.clear();
         self.port_groups.entry(port).or_default().insert(group);
     }
 
     /// Adds `ip` to the IP address group `group`.
     pub fn add_ip_addr_group_member(&mut self, group: Uuid, ip: Ipv4Addr) {
+        self.arp_memo.clear();
+        self.local_routes.clear();
         self.ip_addr_groups.entry(group).or_default().insert(ip);
     }
 
@@ -623,8 +647,18 @@ impl Topology {
 
     /// The `Local` routes MidoNet creates with each router port (one to each of its
     /// addresses, weight 0), for the ports whose `Local` route the resources do not
-    /// list: Translations never list them, the simulator's dump does.
-    pub(crate) fn implicit_local_routes(&self, router: Uuid) -> Vec<Route> {
+    /// list: Translations never list them, the simulator's dump does. Worked out once per
+    /// router and topology.
+    pub(crate) fn implicit_local_routes(&self, router: Uuid) -> Arc<Vec<Route>> {
+        if let Some(r) = self.local_routes.get(&router) {
+            return r;
+        }
+        let routes = Arc::new(self.work_out_local_routes(router));
+        self.local_routes.put(router, routes.clone());
+        routes
+    }
+
+    fn work_out_local_routes(&self, router: Uuid) -> Vec<Route> {
         let listed = self.routes.get(&router);
         let mut out = Vec::new();
         for p in self.router_ports(router) {
@@ -697,5 +731,52 @@ impl Topology {
             .filter(|p| self.bindings.contains_key(&p.id))
             .map(|p| p.id)
             .collect()
+    }
+}
+
+/// Values derived from a topology on first use, shared by the threads that read it and
+/// emptied by every change. Cloning or comparing a topology ignores them.
+pub(crate) struct Memo<K, V>(RwLock<FxHashMap<K, V>>);
+
+impl<K: std::hash::Hash + Eq, V: Clone> Memo<K, V> {
+    pub(crate) fn clear(&mut self) {
+        match self.0.get_mut() {
+            Ok(m) => m.clear(),
+            Err(poisoned) => poisoned.into_inner().clear(),
+        }
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<V> {
+        let map = self.0.read().unwrap_or_else(|p| p.into_inner());
+        map.get(key).cloned()
+    }
+
+    pub(crate) fn put(&self, key: K, value: V) {
+        let mut map = self.0.write().unwrap_or_else(|p| p.into_inner());
+        map.insert(key, value);
+    }
+}
+
+impl<K, V> Default for Memo<K, V> {
+    fn default() -> Self {
+        Memo(RwLock::new(FxHashMap::default()))
+    }
+}
+
+impl<K, V> Clone for Memo<K, V> {
+    fn clone(&self) -> Self {
+        Memo::default()
+    }
+}
+
+impl<K, V> PartialEq for Memo<K, V> {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl<K, V> std::fmt::Debug for Memo<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Memo")
     }
 }

@@ -18,8 +18,8 @@
 
 use std::collections::BTreeMap;
 
-use midonet_dataplane::{Attachment, Protocol, SocketV4, Trace};
-use midonet_translators::model::{Kind, Resource};
+use midonet_dataplane::{Attachment, Probe, Protocol, SocketV4, Trace};
+use midonet_translators::model::{Kind, MacAddr, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -158,9 +158,26 @@ pub struct TraceRequest {
     pub to: String,
     #[serde(default = "default_protocol")]
     pub protocol: Protocol,
-    /// The client's source port.
+    /// The client's source port (for ICMP: the echo identifier).
     #[serde(default = "default_src_port")]
     pub src_port: u16,
+    /// The source address, when not the attachment's first: one of its addresses or an
+    /// address in the networks behind it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_ip: Option<std::net::Ipv4Addr>,
+    /// The IP TOS byte of the packets sent.
+    #[serde(default)]
+    pub tos: u8,
+    /// Sends the first frame to this MAC as given, without ARP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_mac: Option<MacAddr>,
+    /// Sends the first frame from this MAC instead of the attachment's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_mac: Option<MacAddr>,
+    /// The receiving workload answers with an ICMP destination unreachable of this
+    /// code instead of replying.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_unreachable: Option<u8>,
 }
 
 fn default_protocol() -> Protocol {
@@ -172,6 +189,42 @@ fn default_src_port() -> u16 {
 }
 
 impl TraceRequest {
+    /// A request for a connection from `from` to `to`, with the defaults.
+    pub fn new(
+        attachments: Vec<Attachment>,
+        from: impl Into<String>,
+        to: impl Into<String>,
+    ) -> Self {
+        TraceRequest {
+            attachments,
+            from: from.into(),
+            to: to.into(),
+            protocol: default_protocol(),
+            src_port: default_src_port(),
+            src_ip: None,
+            tos: 0,
+            dst_mac: None,
+            src_mac: None,
+            answer_unreachable: None,
+        }
+    }
+
+    /// The model's probe of this request.
+    pub fn probe(&self) -> Result<Probe, String> {
+        let mut p = Probe::new(
+            self.from.clone(),
+            self.destination()?,
+            self.protocol,
+            self.src_port,
+        );
+        p.src_ip = self.src_ip;
+        p.tos = self.tos;
+        p.dst_mac = self.dst_mac;
+        p.src_mac = self.src_mac;
+        p.answer_unreachable = self.answer_unreachable;
+        Ok(p)
+    }
+
     /// The destination as the model takes it.
     pub fn destination(&self) -> Result<SocketV4, String> {
         let addr: std::net::SocketAddrV4 = self

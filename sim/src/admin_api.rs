@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use midonet_dataplane::{trace, Probe, RuleOrder, Topology, Trace};
+use midonet_dataplane::{trace, RuleOrder, Topology, Trace};
 use serde::Deserialize;
 
 use super::admin::{Faults, HostSeed, RequestCounts, StateDump, TraceRequest};
@@ -48,11 +48,10 @@ pub(crate) enum TraceFailure {
 pub(crate) fn trace_dump(dump: &StateDump, body: &[u8]) -> Result<Trace, TraceFailure> {
     let req: TraceRequest = serde_json::from_slice(body)
         .map_err(|e| TraceFailure::BadRequest(format!("bad trace request: {e}")))?;
-    let to = req.destination().map_err(TraceFailure::BadRequest)?;
+    let probe = req.probe().map_err(TraceFailure::BadRequest)?;
     let resources = dump.typed_resources().map_err(TraceFailure::Store)?;
     // The dump lists rules chain by chain in evaluation order.
     let topo = Topology::new(resources, RuleOrder::Listed, req.attachments);
-    let probe = Probe::new(req.from, to, req.protocol, req.src_port);
     trace(&topo, &probe).map_err(|e| TraceFailure::Untraceable(e.to_string()))
 }
 

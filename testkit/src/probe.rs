@@ -49,7 +49,7 @@ use midonet_dataplane::cluster::ServiceAddressKind;
 use midonet_dataplane::policy::{Party, Policies};
 use midonet_dataplane::{
     trace_without_hops, Attachment, Cluster, FlowKind, LiveTopology, Probe, Protocol, RecordChange,
-    RuleOrder, SocketV4, Topology,
+    RuleOrder, SocketV4, Topology, Verdict,
 };
 use midonet_translators::model::Resource;
 use serde::Serialize;
@@ -238,6 +238,15 @@ pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
                     });
                 }
                 delivered = true;
+            }
+            _ if p.forward.verdict == Verdict::Unsupported => {
+                return Err(format!(
+                    "the model cannot tell: {}",
+                    p.forward
+                        .unsupported
+                        .as_deref()
+                        .unwrap_or("no reason given")
+                ));
             }
             _ => {
                 let to_refused = p

@@ -12,15 +12,40 @@
 //!   gratuitous one. It resolves a next hop from its cache, else by sending a request out
 //!   the egress port (`ArpRequestBroker`); an unanswered request drops the packet that
 //!   needed it (the ARP timeout).
+//!
+//! An exchange depends on nothing of the connection's state (ARP is neither translated
+//! nor connection-tracked, and the request teaches the bridges the requester's MAC
+//! before the reply needs it), so it is walked once per topology on a state of its own
+//! and replayed afterwards: its outcome, what it taught the bridges and ARP caches, the
+//! chains and routers it consulted, its hops ([`ArpMemo`]).
 
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 
 use midonet_translators::model::MacAddr;
 use uuid::Uuid;
 
-use super::{End, Hop, Shared, Step, Walk};
+use super::{Choices, Consulted, End, Hop, Shared, Step, Walk};
 use crate::packet::{Packet, ZERO_MAC};
+use crate::state::FlowState;
 use crate::topology::{Attachment, Topology};
+
+/// What one ARP exchange did, to replay.
+#[derive(Debug)]
+pub(crate) struct Exchanged {
+    end: End,
+    learned: FlowState,
+    chains: Vec<Uuid>,
+    routers: Vec<Uuid>,
+    hops: Vec<Hop>,
+}
+
+/// An exchange: whether hops are recorded, injected (a workload) or emitted (a device),
+/// the port, the request.
+pub(crate) type ArpKey = (bool, bool, Uuid, Packet);
+
+/// The ARP exchanges walked on one topology.
+pub(crate) type ArpMemo = crate::topology::Memo<ArpKey, Arc<Exchanged>>;
 
 /// How many frames one ARP exchange may take (request, an answer, a reply forwarded).
 const MAX_EXCHANGE: usize = 4;
@@ -65,6 +90,50 @@ fn exchange(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> End {
     })
 }
 
+/// [`exchange`], walked once per topology and replayed (see the module docs).
+fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> End {
+    let key = match &first {
+        Send::Inject(port, p) => (sh.record, true, *port, *p),
+        Send::Emit(port, p) => (sh.record, false, *port, *p),
+    };
+    let memo = match sh.topo.arp_memo.get(&key) {
+        Some(m) => m,
+        None => {
+            let mut learned = FlowState::default();
+            let mut choices = Choices::default();
+            let mut consulted = Consulted::default();
+            consulted.off = sh.consulted.off;
+            let mut own = Shared {
+                topo: sh.topo,
+                state: &mut learned,
+                choices: &mut choices,
+                record: sh.record,
+                consulted: &mut consulted,
+            };
+            let mut walked = Vec::new();
+            let end = exchange(&mut own, first, &mut walked);
+            let m = Arc::new(Exchanged {
+                end,
+                learned,
+                chains: consulted.chains,
+                routers: consulted.routers,
+                hops: walked,
+            });
+            sh.topo.arp_memo.put(key, m.clone());
+            m
+        }
+    };
+    sh.state.merge_learning(&memo.learned);
+    for c in &memo.chains {
+        sh.consulted.chain(*c);
+    }
+    for r in &memo.routers {
+        sh.consulted.router(*r);
+    }
+    hops.extend(memo.hops.iter().cloned());
+    memo.end.clone()
+}
+
 /// A workload behind `port` received an ARP frame: it notes the sender; to a request
 /// for one of its addresses it answers (the reply to send).
 fn received(sh: &mut Shared<'_, '_>, port: Uuid, pkt: &Packet) -> Option<Packet> {
@@ -91,7 +160,7 @@ pub(crate) fn resolve_from_workload(
     }
     let src = from.primary_ip().unwrap_or(Ipv4Addr::UNSPECIFIED);
     let request = Packet::arp_request(from.mac, src, ip);
-    let end = exchange(sh, Send::Inject(port, request), hops);
+    let end = exchange_memo(sh, Send::Inject(port, request), hops);
     match sh.state.host_arp(from.mac, ip) {
         Some(mac) => Ok(mac),
         None => Err(unanswered(end, format!("{}: ARP for {ip}", from.name))),
@@ -190,7 +259,7 @@ impl Walk<'_, '_, '_> {
             return Err(self.drop(Some(out), "the egress port has no address to ARP from"));
         };
         let mut hops = Vec::new();
-        let end = exchange(
+        let end = exchange_memo(
             self.sh,
             Send::Emit(out, Packet::arp_request(mac, src, ip)),
             &mut hops,

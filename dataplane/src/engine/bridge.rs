@@ -35,7 +35,7 @@ impl Walk<'_, '_, '_> {
         let Some(bridge) = topo.bridges.get(&id) else {
             return self.drop(Some(id), "the bridge does not exist");
         };
-        self.traversed.insert(id);
+        self.tag(id);
         self.hop(Step::Bridge, Some(id), || {
             topo.name_of(id).unwrap_or_else(|| format!("bridge {id}"))
         });

@@ -19,6 +19,7 @@
 use std::net::Ipv4Addr;
 
 use midonet_translators::model::{FlowAction, NatTarget, Rule, RuleType};
+use rustc_hash::FxHashSet;
 use uuid::Uuid;
 
 use super::{End, Step, Walk};
@@ -96,12 +97,12 @@ impl Walk<'_, '_, '_> {
     fn run_chain(
         &mut self,
         chain: Uuid,
-        traversed: &mut Vec<Uuid>,
+        traversed: &mut FxHashSet<Uuid>,
     ) -> Result<(Decision, Option<Uuid>), End> {
         let topo = self.topo();
         self.sh.consulted.chain(chain);
-        self.traversed.insert(chain);
-        traversed.push(chain);
+        self.tag(chain);
+        traversed.insert(chain);
         let Some(rules) = topo.chain_rules(chain) else {
             return Ok((Decision::Continue, None));
         };
@@ -160,7 +161,7 @@ impl Walk<'_, '_, '_> {
         &mut self,
         chain: Uuid,
         rule: &Rule,
-        traversed: &mut Vec<Uuid>,
+        traversed: &mut FxHashSet<Uuid>,
     ) -> Result<(Decision, Option<Uuid>), End> {
         let topo = self.topo();
         let Some(target) = rule.jump_chain_id else {
@@ -181,8 +182,8 @@ impl Walk<'_, '_, '_> {
         // Nobody sees the hops nor the chains consulted: a jump known to come straight
         // back changes nothing but the list of chains traversed (`chainrules::Guard`).
         if !self.sh.record && self.sh.consulted.off && self.returns_at_once(target) {
-            traversed.push(target);
-            self.traversed.insert(target);
+            traversed.insert(target);
+            self.tag(target);
             return Ok((Decision::Continue, None));
         }
         let name = || {

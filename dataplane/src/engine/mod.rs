@@ -31,7 +31,7 @@ use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub(crate) use arp::resolve_from_workload;
+pub(crate) use arp::{resolve_from_workload, ArpMemo};
 pub(crate) use condition::rule_refusal;
 
 use crate::packet::Packet;
@@ -232,7 +232,7 @@ pub(crate) struct Walk<'s, 'a, 't> {
     /// Every port, bridge, router and chain traversed so far (the flow's device tags).
     traversed: FxHashSet<Uuid>,
     /// The chains one filter's evaluation has traversed (kept to reuse its allocation).
-    chains_traversed: Vec<Uuid>,
+    chains_traversed: FxHashSet<Uuid>,
     current_device: Uuid,
     devices: u32,
     /// The packet as it entered the current router (`preRoutingMatch`).
@@ -254,7 +254,7 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
             generated: false,
             nw_dst_rewritten: false,
             traversed: FxHashSet::default(),
-            chains_traversed: Vec::new(),
+            chains_traversed: FxHashSet::default(),
             current_device: Uuid::nil(),
             devices: 0,
             pre_routing: pkt,
@@ -263,6 +263,14 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
 
     fn topo(&self) -> &'t Topology {
         self.sh.topo
+    }
+
+    /// Notes a device (port, bridge, router, chain) the packet traversed, which only a
+    /// `traversedDevice` condition reads: not kept when no rule has one.
+    fn tag(&mut self, device: Uuid) {
+        if self.sh.topo.traversed_conditions > 0 {
+            self.traversed.insert(device);
+        }
     }
 
     fn hop(&mut self, step: Step, device: Option<Uuid>, detail: impl Detail) {
@@ -341,7 +349,7 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
         if port.vlan_id.unwrap_or(0) != 0 {
             return self.unsupported(Some(port_id), "a VLAN-tagged port is not modelled");
         }
-        self.traversed.insert(port_id);
+        self.tag(port_id);
         self.in_port = Some(port_id);
         self.current_device = port.parent;
         self.nw_dst_rewritten = false;
@@ -415,7 +423,7 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
             }
             _ => {}
         }
-        self.traversed.insert(port_id);
+        self.tag(port_id);
         self.out_port = Some(port_id);
         self.hop(Step::PortEgress, Some(port_id), "leaves port");
         if port.admin_state_up == Some(false) {

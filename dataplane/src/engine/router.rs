@@ -51,7 +51,7 @@ impl Walk<'_, '_, '_> {
             topo.name_of(id).unwrap_or_else(|| format!("router {id}"))
         });
         if router.admin_state_up == Some(false) {
-            self.traversed.insert(id);
+            self.tag(id);
             let pre = self.pre_routing;
             return self.icmp_error(
                 self.in_port,
@@ -70,7 +70,7 @@ impl Walk<'_, '_, '_> {
                 None => self.drop(Some(id), "a broadcast frame that is not ARP"),
             };
         }
-        self.traversed.insert(id);
+        self.tag(id);
         if Some(self.pkt.eth_dst) != in_mac {
             return self.drop(
                 Some(id),
@@ -324,7 +324,7 @@ impl Walk<'_, '_, '_> {
             .get(&router)
             .into_iter()
             .flatten()
-            .chain(implicit.iter())
+            .chain(implicit.as_ref())
             .filter(|r| {
                 contains_len(r.dst_network_addr, r.dst_network_length, dst)
                     && contains_len(r.src_network_addr, r.src_network_length, src)
