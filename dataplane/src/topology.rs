@@ -646,7 +646,7 @@ impl Topology {
     }
 
     /// The `Local` routes MidoNet creates with each router port (one to each of its
-    /// addresses, weight 0), for the ports whose `Local` route the resources do not
+    /// addresses, weight 0: `RouterPortResource.createFilter`), for the ports whose `Local` route the resources do not
     /// list: Translations never list them, the simulator's dump does. Worked out once per
     /// router and topology.
     pub(crate) fn implicit_local_routes(&self, router: Uuid) -> Arc<Vec<Route>> {
@@ -662,7 +662,7 @@ impl Topology {
         let listed = self.routes.get(&router);
         let mut out = Vec::new();
         for p in self.router_ports(router) {
-            let Some((addr, _)) = Topology::port_ipv4(p) else {
+            let Some((addr, len)) = Topology::port_ipv4(p) else {
                 continue;
             };
             let is_listed = listed.into_iter().flatten().any(|r| {
@@ -672,9 +672,11 @@ impl Topology {
                     && r.dst_network_length == Some(32)
             });
             if !is_listed {
+                // The simulator names the route it makes so; MidoNet picks a random id.
+                let id = Uuid::new_v5(&p.id, format!("local-route/{addr}/{len}").as_bytes());
                 let mut r = Route::normal(
                     router,
-                    p.id,
+                    id,
                     Ipv4Cidr {
                         addr,
                         prefix_len: 32,
