@@ -363,6 +363,20 @@ fn send(sh: &mut Shared<'_, '_>, from: &Attachment, tuple: FlowTuple, frame: Fra
         )
     };
     let topo = sh.topo;
+    // A host stack delivers a packet to one of its own addresses itself.
+    if from.owns(tuple.dst.ip) && frame.dst_mac.is_none() {
+        let leg = Leg {
+            verdict: Verdict::Delivered,
+            delivered_to: Some(from.name.clone()),
+            received: Some(tuple),
+            drop_reason: None,
+            dropped_packet: None,
+            answered_with: None,
+            unsupported: None,
+            hops: Vec::new(),
+        };
+        return (leg, Next::Received(from.clone(), tuple));
+    }
     let Some(port) = topo.port_of(from) else {
         return no_packet(format!("{} is not bound to a port", from.name));
     };

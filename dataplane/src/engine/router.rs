@@ -36,8 +36,9 @@ use crate::topology::{contains_len, Topology};
 /// How a router resolved a next hop.
 pub(super) enum NextHop {
     Mac(midonet_translators::model::MacAddr),
-    /// Not resolvable: answered with this ICMP unreachable code.
-    Unreachable(u8),
+    /// Not resolvable (`getNextHopMac` answers null): the router answers ICMP net
+    /// unreachable for a route with a gateway, host unreachable without.
+    Unreachable,
 }
 
 impl Walk<'_, '_, '_> {
@@ -167,7 +168,12 @@ impl Walk<'_, '_, '_> {
         let next = next_hop_ip(route, self.pkt.tuple.dst.ip);
         match self.next_hop_mac(router, out, next) {
             Err(end) => end,
-            Ok(NextHop::Unreachable(code)) => {
+            Ok(NextHop::Unreachable) => {
+                let code = if has_gateway(route) {
+                    icmp::UNREACH_NET
+                } else {
+                    icmp::UNREACH_HOST
+                };
                 let pre = self.pre_routing;
                 let why = format!("the next hop {next} cannot be resolved from its port");
                 self.icmp_error(self.in_port, pre, code, why)
@@ -227,7 +233,21 @@ impl Walk<'_, '_, '_> {
                     rejected: false,
                 }
             }
-            None => self.drop(Some(router), "the router cannot send the echo reply back"),
+            None => {
+                let name = self
+                    .topo()
+                    .name_of(router)
+                    .unwrap_or_else(|| format!("router {router}"));
+                let reason = format!(
+                    "{name} takes the echo request to {} but cannot send a reply back",
+                    self.pkt.tuple.dst.ip
+                );
+                self.hop(Step::Answered, Some(router), reason.clone());
+                End::Consumed {
+                    reason,
+                    packet: self.pkt,
+                }
+            }
         }
     }
 
@@ -296,7 +316,7 @@ impl Walk<'_, '_, '_> {
     ) -> Result<NextHop, End> {
         let topo = self.topo();
         let Some(port) = topo.ports.get(&out) else {
-            return Ok(NextHop::Unreachable(icmp::UNREACH_NET));
+            return Ok(NextHop::Unreachable);
         };
         if let Some(peer) = topo.peers.get(&out).and_then(|p| topo.ports.get(p)) {
             let known = match peer.port_type {
@@ -308,7 +328,7 @@ impl Walk<'_, '_, '_> {
             }
         } else if !Topology::port_subnet_contains(port, ip) {
             // An exterior port ARPs only on its own network.
-            return Ok(NextHop::Unreachable(icmp::UNREACH_HOST));
+            return Ok(NextHop::Unreachable);
         }
         self.router_resolve(router, out, ip).map(NextHop::Mac)
     }
@@ -429,12 +449,20 @@ fn cannot_send(about: &Packet, ip: Ipv4Addr, len: u8) -> Option<&'static str> {
     }
 }
 
-/// The address a route sends to: its gateway, else the destination itself.
-fn next_hop_ip(route: &Route, dst: Ipv4Addr) -> Ipv4Addr {
+/// Whether a route names a gateway (neither 0.0.0.0 nor 255.255.255.255, which MidoNet
+/// uses for "none").
+fn has_gateway(route: &Route) -> bool {
     route
         .next_hop_gateway
-        .filter(|g| !g.is_unspecified() && *g != Ipv4Addr::BROADCAST)
-        .unwrap_or(dst)
+        .is_some_and(|g| !g.is_unspecified() && g != Ipv4Addr::BROADCAST)
+}
+
+/// The address a route sends to: its gateway, else the destination itself.
+fn next_hop_ip(route: &Route, dst: Ipv4Addr) -> Ipv4Addr {
+    match route.next_hop_gateway {
+        Some(g) if has_gateway(route) => g,
+        _ => dst,
+    }
 }
 
 pub(super) fn describe_route(r: &Route) -> String {

@@ -160,6 +160,14 @@ pub struct Expect {
     pub flood: Option<Vec<String>>,
     /// How many paths.
     pub paths: Option<usize>,
+    /// The packet as the first path's reply leg delivered it.
+    pub reply_received: Option<String>,
+    /// Texts some hop or reason of the first path (either leg) contains.
+    #[serde(default)]
+    pub mentions: Vec<String>,
+    /// Devices (`@name`) no hop of the first path's forward leg is at.
+    #[serde(default)]
+    pub not_via: Vec<String>,
 }
 
 /// `null` as `Some(None)`, absent as `None`.
@@ -424,6 +432,36 @@ pub fn check(b: &Built, t: &Trace) -> Result<(), String> {
             .map(|p| named(p.trim_start_matches('@')))
             .collect();
         want(got == ports, format!("flooded to {got:?}, not {ports:?}"));
+    }
+    if let Some(r) = &e.reply_received {
+        let got = first
+            .reply
+            .as_ref()
+            .and_then(|l| l.received)
+            .map(|t| t.to_string())
+            .unwrap_or_default();
+        want(&got == r, format!("reply received {got:?}, not {r:?}"));
+    }
+    let texts: Vec<String> = std::iter::once(&first.forward)
+        .chain(first.reply.as_ref())
+        .flat_map(|l| {
+            l.hops
+                .iter()
+                .map(|h| h.detail.clone())
+                .chain(l.drop_reason.clone())
+                .chain(l.unsupported.clone())
+        })
+        .collect();
+    for m in &e.mentions {
+        want(
+            texts.iter().any(|t| t.contains(m.as_str())),
+            format!("nothing mentions {m:?}"),
+        );
+    }
+    for d in &e.not_via {
+        let id = named(d.trim_start_matches('@'));
+        let via = first.forward.hops.iter().any(|h| h.device == Some(id));
+        want(!via, format!("the forward leg goes through {d}"));
     }
     if let Some(n) = e.paths {
         want(
