@@ -870,6 +870,57 @@ async fn invalid_bodies_carry_violations() {
         .as_str()
         .unwrap()
         .contains("out of range"));
+    // Every member of MidoNet's REST Condition is read: a bad MAC mask, an unknown
+    // fragment policy, a fragment policy L4 fields exclude, each is a violation.
+    let rules = format!("/chains/{chain}/rules");
+    for (body, property) in [
+        (
+            json!({"type": "drop", "dlSrc": "02:00:00:00:00:01", "dlSrcMask": "ffff.ff00"}),
+            "dlSrcMask",
+        ),
+        (
+            json!({"type": "drop", "fragmentPolicy": "some"}),
+            "fragmentPolicy",
+        ),
+        (
+            json!({"type": "drop", "tpDst": {"start": 80, "end": 80}, "fragmentPolicy": "any"}),
+            "fragmentPolicy",
+        ),
+        (
+            json!({"type": "dnat", "flowAction": "accept", "fragmentPolicy": "header",
+                   "natTargets": [{"addressFrom": "10.0.0.1", "addressTo": "10.0.0.2",
+                                   "portFrom": 80, "portTo": 80}]}),
+            "fragmentPolicy",
+        ),
+        (
+            json!({"type": "drop", "icmpDataSrcIpAddress": "10.0.0.0", "icmpDataSrcIpLength": 33}),
+            "icmpDataSrcIpLength",
+        ),
+    ] {
+        let a = raw.post(&rules, JSON, body.clone()).await;
+        assert_eq!(a.status, 400, "{body}: {a:?}");
+        assert_eq!(a.body["violations"][0]["property"], property, "{body}");
+    }
+    // A floating IP may match any fragment; the fields are stored and read back.
+    let id = new_id();
+    let body = json!({"id": id, "type": "dnat", "flowAction": "accept", "fragmentPolicy": "any",
+        "inPortGroup": new_id(), "traversedDevice": new_id(), "noVlan": true, "nwTos": 34,
+        "dlDst": "02:00:00:00:00:02", "dlDstMask": "ffff.ffff.0000", "matchNwDstRewritten": true,
+        "natTargets": [{"addressFrom": "10.0.0.1", "addressTo": "10.0.0.1", "portFrom": 0, "portTo": 0}]});
+    assert_eq!(raw.post(&rules, JSON, body.clone()).await.status, 201);
+    let got = raw.get(&format!("/rules/{id}")).await.body;
+    for k in [
+        "fragmentPolicy",
+        "inPortGroup",
+        "traversedDevice",
+        "noVlan",
+        "nwTos",
+        "dlDst",
+        "dlDstMask",
+        "matchNwDstRewritten",
+    ] {
+        assert_eq!(got[k], body[k], "{k}");
+    }
 }
 
 #[tokio::test]

@@ -222,6 +222,38 @@ fn validate_rule(rule: &Rule) -> Result<(), ApiError> {
     }
     check_range("tpSrc", rule.tp_src.as_ref())?;
     check_range("tpDst", rule.tp_dst.as_ref())?;
+    check_fragment_policy(rule)
+}
+
+/// MidoNet's `Condition.getAndValidateFragmentPolicy` (and `ForwardNatRule`'s): a rule
+/// matching L4 ports cannot match fragments without a header (`any`, `nonheader`); a
+/// forward NAT rule other than a floating IP (one target, one address, no ports) and
+/// without L4 fields matches unfragmented packets only.
+fn check_fragment_policy(rule: &Rule) -> Result<(), ApiError> {
+    use midonet_translators::model::FragmentPolicy;
+    let Some(fp) = rule.condition.fragment_policy else {
+        return Ok(());
+    };
+    let l4 = rule.tp_src.is_some() || rule.tp_dst.is_some();
+    let floating_ip = match rule.nat_targets.as_deref() {
+        Some([t]) => {
+            t.address_from == t.address_to
+                && t.port_from.unwrap_or(0) == 0
+                && t.port_to.unwrap_or(0) == 0
+        }
+        _ => false,
+    };
+    let bad = if rule.rule_type.is_forward_nat() {
+        (!floating_ip || l4) && fp != FragmentPolicy::Unfragmented
+    } else {
+        l4 && matches!(fp, FragmentPolicy::Any | FragmentPolicy::Nonheader)
+    };
+    if bad {
+        return Err(ApiError::invalid(
+            "fragmentPolicy",
+            "is not valid for a rule with L4 fields or a forward NAT rule",
+        ));
+    }
     Ok(())
 }
 
