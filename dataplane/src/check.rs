@@ -18,11 +18,13 @@
 //!
 //! What a walk reads of its source is its port (the bridge it sits on, the port's filters,
 //! the port groups it is in), its link (on-link network and gateway), its MAC and address
-//! (ARP and MAC resolution on the bridge, the bridge's static MAC and ARP entries), and the
-//! address and port through every condition that looks at them on the way: rule
-//! conditions (`nwSrc`/`nwDst` prefixes, address groups, in/out ports), NAT target ranges,
-//! route prefixes, and the connection's NAT and conntrack state (keyed by tuple, so it
-//! treats every source alike). Hence two steps:
+//! (its ARP frames, MAC learning and resolution on the bridge, the bridge's static MAC and
+//! ARP entries), and the address, port and MAC through every condition that looks at them
+//! on the way, its ARP frames' included: rule conditions (`nwSrc`/`nwDst` prefixes,
+//! address groups, in/out ports, `traversedDevice`, `dlSrc`/`dlDst` with masks, the
+//! addresses an ICMP error quotes), NAT target ranges, route prefixes, and the
+//! connection's NAT and conntrack state (keyed by tuple, so it treats every source alike).
+//! Hence two steps:
 //!
 //! 1. A **class** is fixed once: pods with the same bridge, port filters, port groups,
 //!    link, and whether the bridge's static MAC table sends their MAC to their own port
@@ -34,8 +36,9 @@
 //! 2. **Per flow**, the representative's trace records the chains it ran and the routers
 //!    it routed through (`engine::Consulted`). A member is split off and traced itself
 //!    if any rule of those chains or any route of those routers treats it differently:
-//!    an address prefix, address group, NAT target range or in/out port set that holds
-//!    it but not the representative, or the other way round (`told_apart`). A prefix
+//!    an address prefix, address group, NAT target range, in/out port set, traversed
+//!    device or MAC condition that holds it but not the representative, or the other way
+//!    round (`told_apart`). A prefix
 //!    holding every member or none is skipped at once; results are memoised per class and
 //!    chain or router, since most flows consult the same few chains. E.g. an endpoint of
 //!    a Service is split off for the flows to that Service (its hairpin SNAT rule names
@@ -43,7 +46,12 @@
 //!
 //! Every other step of the walk is the same for all members with the representative's
 //! address and port renamed, so the verdict, the delivery, the reply path and the source
-//! address the client sees are the same. Flows are evaluated in parallel, traced without
+//! address the client sees are the same.
+//!
+//! A flow whose trace meets something the model does not simulate (a rule it refuses)
+//! fails, naming it. A path dropped on its way to an endpoint no workload owns, or to one
+//! the NetworkPolicies refuse the client, does not count against the flow: nothing there
+//! could receive it, or Kubernetes balances onto it and the policy drops it. Flows are evaluated in parallel, traced without
 //! hops (a failure is traced again with them for the report); the outcome does not depend
 //! on the threads.
 

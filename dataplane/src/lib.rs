@@ -3,12 +3,16 @@
 //!
 //! It is the oracle of this project's tests and the engine of `trace` and `check`: given
 //! bridges, routers, ports, links, routes, chains and rules (the one typed model of
-//! [`midonet_translators::model`]) plus the workloads behind bound interfaces, it answers
-//! whether a connection is delivered, where, through which rules, and what source address
-//! the client sees on the reply. Pure: no I/O, no clock, no randomness (every random
-//! choice MidoNet would make is explored).
+//! [`midonet_translators::model`]) plus the workloads behind bound interfaces (behind bridge
+//! ports or exterior router ports, outside clients behind an uplink included), it answers
+//! whether a connection is delivered, where, through which rules, and what the client sees
+//! back: the reply, or the ICMP error or echo reply a router answers. Pure: no I/O, no
+//! clock, no randomness (every random choice MidoNet would make is explored). What it does
+//! not simulate it refuses, naming the rule or device, rather than guess.
 //!
-//! The semantics, and where they deviate from midolman, are in `docs/dataplane.md`.
+//! The semantics, the midolman sources and tests behind each, the conformance suite ported
+//! from midolman's tests (`tests/conformance/`) and what still deviates are in
+//! `docs/dataplane.md`.
 
 mod chainrules;
 pub mod check;

@@ -6,6 +6,15 @@
 //! from Translations. Only rule order needs care: MidoNet keeps a chain's rules in a list
 //! and a POST inserts at `position`, so a listing gives the order and a push sequence
 //! produces it ([`RuleOrder`]).
+//!
+//! What MidoNet derives, the topology derives too: each router port's `Local` route (when
+//! the resources do not list it, as Translations never do), which routes are published
+//! (their port linked, or bound with a workload behind it), what a bridge knows of an
+//! address (its linked router ports', its ARP table), where it floods (its bound ports).
+//! A VLAN-tagged port is a build problem (not modelled); tagged MAC-table entries do not
+//! serve the untagged frames the model sends. Values worked out on first use (ARP
+//! exchanges, `Local` routes) are kept per topology, shared by the threads that read it,
+//! and emptied by every change.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;

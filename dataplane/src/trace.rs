@@ -250,7 +250,7 @@ enum Next {
     /// A workload received the packet.
     Received(Attachment, FlowTuple),
     /// A device answered it: this packet leaves from this port.
-    Answered(crate::engine::Answer),
+    Answered(Box<crate::engine::Answer>),
     Nothing,
 }
 

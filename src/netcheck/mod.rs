@@ -434,6 +434,8 @@ fn leg_json(l: &Leg, topo: &Topology, owners: &Owners) -> Value {
         "received": l.received,
         "dropReason": l.drop_reason,
         "droppedPacket": l.dropped_packet,
+        "answeredWith": l.answered_with,
+        "unsupported": l.unsupported,
         "hops": l.hops.iter().map(|h| hop_json(h, topo, owners)).collect::<Vec<_>>(),
     })
 }
@@ -553,7 +555,7 @@ pub fn trace_text(t: &Trace, dest: &Destination, topo: &Topology, owners: &Owner
             leg_text(&mut out, "reply", r, topo, owners);
         }
         match p.client_sees {
-            Some(seen) => out.push_str(&format!("client sees the answer from {seen}\n")),
+            Some(seen) => out.push_str(&format!("client sees the reply from {seen}\n")),
             None if p.reply.is_some() => out.push_str("the reply does not reach the client\n"),
             None => {}
         }

@@ -232,10 +232,10 @@ impl Walk<'_, '_, '_> {
         End::Answered {
             reason,
             packet: self.pkt,
-            answer: super::Answer {
+            answer: Box::new(super::Answer {
                 from_port: port.id,
                 packet: Packet::arp_reply(&self.pkt, mac),
-            },
+            }),
             rejected: false,
         }
     }

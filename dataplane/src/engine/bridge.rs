@@ -153,10 +153,10 @@ impl Walk<'_, '_, '_> {
         End::Answered {
             reason,
             packet: self.pkt,
-            answer: Answer {
+            answer: Box::new(Answer {
                 from_port: port,
                 packet: Packet::arp_reply(&self.pkt, mac),
-            },
+            }),
             rejected: false,
         }
     }

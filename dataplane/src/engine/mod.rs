@@ -111,7 +111,7 @@ pub(crate) enum End {
     Answered {
         reason: String,
         packet: Packet,
-        answer: Answer,
+        answer: Box<Answer>,
         rejected: bool,
     },
     /// A device took the packet and answered nothing more (an ARP reply to a router).
@@ -425,6 +425,10 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
         }
         self.tag(port_id);
         self.out_port = Some(port_id);
+        if self.current_device.is_nil() {
+            // A packet a device generated starts here, on this port's device.
+            self.current_device = port.parent;
+        }
         self.hop(Step::PortEgress, Some(port_id), "leaves port");
         if port.admin_state_up == Some(false) {
             return self.port_down(port_id, port.port_type);

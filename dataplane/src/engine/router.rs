@@ -229,7 +229,7 @@ impl Walk<'_, '_, '_> {
                 End::Answered {
                     reason,
                     packet: self.pkt,
-                    answer,
+                    answer: Box::new(answer),
                     rejected: false,
                 }
             }
@@ -418,10 +418,10 @@ impl Walk<'_, '_, '_> {
         End::Answered {
             reason,
             packet: self.pkt,
-            answer: Answer {
+            answer: Box::new(Answer {
                 from_port: port,
                 packet: Packet::ip(mac, about.eth_src, error, 0),
-            },
+            }),
             rejected: true,
         }
     }

@@ -62,6 +62,8 @@ fn forbid_parent(kind: Kind, parent: Option<Uuid>) -> Result<(), ModelError> {
 // - `opt`: an optional member, typed `Option<Type>`;
 // - `parent`: the entry's parent (no `= "…"`), typed `Type` (always `Uuid`);
 // - `flat`: another field table whose members sit in this same body (no `= "…"`);
+// - `boxed`: as `flat`, the struct kept behind a `Box` (a large table that would bloat every
+//   `Resource`);
 // - `extra`: the members no row takes (no `= "…"`), typed `Extra`; must be the last row.
 //
 // `req`/`opt` rows parse with `<Type as Wire>::read` unless they name a parser with
@@ -72,6 +74,7 @@ macro_rules! field_ty {
     (opt $t:ty) => { Option<$t> };
     (parent $t:ty) => { $t };
     (flat $t:ty) => { $t };
+    (boxed $t:ty) => { Box<$t> };
     (extra $t:ty) => { $t };
 }
 
@@ -94,6 +97,9 @@ macro_rules! read_field {
     ($r:ident, flat, $t:ty) => {
         <$t>::read_fields($r)?
     };
+    ($r:ident, boxed, $t:ty) => {
+        Box::new(<$t>::read_fields($r)?)
+    };
     ($r:ident, extra, $t:ty) => {
         $r.rest()
     };
@@ -108,6 +114,9 @@ macro_rules! write_field {
     }};
     ($w:ident, parent, $v:expr) => {{}};
     ($w:ident, flat, $v:expr) => {{
+        $v.write_fields($w);
+    }};
+    ($w:ident, boxed, $v:expr) => {{
         $v.write_fields($w);
     }};
     ($w:ident, extra, $v:expr) => {{
@@ -740,7 +749,7 @@ backend_object! {
         /// The rest of MidoNet's rule condition (`condInvert`, inversions, ports, groups,
         /// connection direction, L2, TOS, fragments, VLAN, ICMP data). The translators set
         /// few of them; the data-plane model evaluates every one.
-        condition: flat ConditionExtras;
+        condition: boxed ConditionExtras;
         extra: extra Extra;
     }
     paths(o) {
@@ -770,7 +779,7 @@ impl Rule {
             tp_src: None,
             tp_dst: None,
             nat_targets: None,
-            condition: ConditionExtras::default(),
+            condition: Box::default(),
             extra: Extra::new(),
         }
     }
