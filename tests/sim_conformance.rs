@@ -1798,9 +1798,10 @@ async fn dataplane_conformance_cases_through_the_rest_api() {
             failures.push(format!("{}: the simulator refused {why}", b.name()));
             continue;
         }
-        let mut request = serde_json::to_value(&b.probe).unwrap();
-        request["attachments"] = serde_json::to_value(&b.attachments).unwrap();
-        let request: TraceRequest = serde_json::from_value(request).unwrap();
+        let request = TraceRequest {
+            attachments: b.attachments.clone(),
+            probe: b.probe.clone(),
+        };
         let rest = match admin.trace(&request).await {
             Ok(t) => t,
             Err(e) => {
@@ -1813,7 +1814,7 @@ async fn dataplane_conformance_cases_through_the_rest_api() {
             RuleOrder::Pushed,
             b.attachments.clone(),
         );
-        let pure = midonet_dataplane::trace(&topo, &b.probe.probe()).unwrap();
+        let pure = midonet_dataplane::trace(&topo, &b.probe.probe().unwrap()).unwrap();
         if rest != pure {
             failures.push(format!(
                 "{}: the simulator's trace differs from the model's\nREST: {rest:#?}\nmodel: {pure:#?}",

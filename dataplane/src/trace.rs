@@ -58,6 +58,79 @@ impl Probe {
     }
 }
 
+/// A [`Probe`] as JSON (camelCase): what `POST /_sim/trace` takes besides the attachments,
+/// and what the conformance cases say to trace. `to` is `IPv4:PORT`; `protocol` defaults to
+/// TCP, `srcPort` to 40000. Unknown members are refused when it is read on its own (serde
+/// cannot refuse them where it is flattened into a larger request).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProbeRequest {
+    /// The attachment name the connection starts from, e.g. `pod/default/a`.
+    pub from: String,
+    /// `IP:PORT`, e.g. `10.96.0.10:80`.
+    pub to: String,
+    #[serde(default = "default_protocol")]
+    pub protocol: Protocol,
+    /// The client's source port (for ICMP: the echo identifier).
+    #[serde(default = "default_src_port")]
+    pub src_port: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_ip: Option<Ipv4Addr>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tos: u8,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dst_mac: Option<MacAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub src_mac: Option<MacAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_unreachable: Option<u8>,
+}
+
+fn default_protocol() -> Protocol {
+    Protocol::Tcp
+}
+
+fn default_src_port() -> u16 {
+    40000
+}
+
+fn is_zero(n: &u8) -> bool {
+    *n == 0
+}
+
+impl ProbeRequest {
+    /// A TCP connection from `from` to `to` (`IP:PORT`) with the defaults.
+    pub fn new(from: impl Into<String>, to: impl Into<String>) -> ProbeRequest {
+        ProbeRequest {
+            from: from.into(),
+            to: to.into(),
+            protocol: default_protocol(),
+            src_port: default_src_port(),
+            src_ip: None,
+            tos: 0,
+            dst_mac: None,
+            src_mac: None,
+            answer_unreachable: None,
+        }
+    }
+
+    /// The probe it asks for; `Err` when `to` is not `IPv4:PORT`.
+    pub fn probe(&self) -> Result<Probe, String> {
+        let addr: std::net::SocketAddrV4 = self
+            .to
+            .parse()
+            .map_err(|e| format!("to {:?} is not IPv4:PORT: {e}", self.to))?;
+        let to = SocketV4::new(*addr.ip(), addr.port());
+        let mut p = Probe::new(self.from.clone(), to, self.protocol, self.src_port);
+        p.src_ip = self.src_ip;
+        p.tos = self.tos;
+        p.dst_mac = self.dst_mac;
+        p.src_mac = self.src_mac;
+        p.answer_unreachable = self.answer_unreachable;
+        Ok(p)
+    }
+}
+
 /// Why a trace could not be run at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TraceError {

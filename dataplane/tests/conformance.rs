@@ -25,7 +25,7 @@ fn run(b: &Built) -> Result<Trace, String> {
     if !topo.problems().is_empty() {
         return Err(format!("topology problems: {:?}", topo.problems()));
     }
-    trace(&topo, &b.probe.probe()).map_err(|e| e.to_string())
+    trace(&topo, &b.probe.probe().expect("a probe")).map_err(|e| e.to_string())
 }
 
 #[test]
@@ -163,7 +163,7 @@ fn the_suite_notices_a_broken_network() {
             continue;
         }
         let topo = Topology::new(b.resources.clone(), RuleOrder::Pushed, broken);
-        if let Ok(t) = trace(&topo, &b.probe.probe()) {
+        if let Ok(t) = trace(&topo, &b.probe.probe().expect("a probe")) {
             assert!(
                 check(&b, &t).is_err(),
                 "{}: unplugged, it still passes",

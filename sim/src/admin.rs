@@ -18,8 +18,8 @@
 
 use std::collections::BTreeMap;
 
-use midonet_dataplane::{Attachment, Probe, Protocol, SocketV4, Trace};
-use midonet_translators::model::{Kind, MacAddr, Resource};
+use midonet_dataplane::{Attachment, ProbeRequest, Trace};
+use midonet_translators::model::{Kind, Resource};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -148,48 +148,16 @@ pub(crate) fn typed_entries(entries: &[StateEntry]) -> Result<Vec<Resource>, Str
 /// request (`midonet_dataplane::Cluster::attachments` derives them from Kubernetes
 /// objects).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct TraceRequest {
     #[serde(default)]
     pub attachments: Vec<Attachment>,
-    /// The attachment name the connection starts from, e.g. `pod/default/a`.
-    pub from: String,
-    /// `IP:PORT`, e.g. `10.96.0.10:80`.
-    pub to: String,
-    #[serde(default = "default_protocol")]
-    pub protocol: Protocol,
-    /// The client's source port (for ICMP: the echo identifier).
-    #[serde(default = "default_src_port")]
-    pub src_port: u16,
-    /// The source address, when not the attachment's first: one of its addresses or an
-    /// address in the networks behind it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src_ip: Option<std::net::Ipv4Addr>,
-    /// The IP TOS byte of the packets sent.
-    #[serde(default)]
-    pub tos: u8,
-    /// Sends the first frame to this MAC as given, without ARP.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst_mac: Option<MacAddr>,
-    /// Sends the first frame from this MAC instead of the attachment's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src_mac: Option<MacAddr>,
-    /// The receiving workload answers with an ICMP destination unreachable of this
-    /// code instead of replying.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer_unreachable: Option<u8>,
-}
-
-fn default_protocol() -> Protocol {
-    Protocol::Tcp
-}
-
-fn default_src_port() -> u16 {
-    40000
+    /// The connection: `from`, `to` and the options of [`ProbeRequest`].
+    #[serde(flatten)]
+    pub probe: ProbeRequest,
 }
 
 impl TraceRequest {
-    /// A request for a connection from `from` to `to`, with the defaults.
+    /// A TCP connection from `from` to `to` (`IP:PORT`), with the defaults.
     pub fn new(
         attachments: Vec<Attachment>,
         from: impl Into<String>,
@@ -197,41 +165,8 @@ impl TraceRequest {
     ) -> Self {
         TraceRequest {
             attachments,
-            from: from.into(),
-            to: to.into(),
-            protocol: default_protocol(),
-            src_port: default_src_port(),
-            src_ip: None,
-            tos: 0,
-            dst_mac: None,
-            src_mac: None,
-            answer_unreachable: None,
+            probe: ProbeRequest::new(from, to),
         }
-    }
-
-    /// The model's probe of this request.
-    pub fn probe(&self) -> Result<Probe, String> {
-        let mut p = Probe::new(
-            self.from.clone(),
-            self.destination()?,
-            self.protocol,
-            self.src_port,
-        );
-        p.src_ip = self.src_ip;
-        p.tos = self.tos;
-        p.dst_mac = self.dst_mac;
-        p.src_mac = self.src_mac;
-        p.answer_unreachable = self.answer_unreachable;
-        Ok(p)
-    }
-
-    /// The destination as the model takes it.
-    pub fn destination(&self) -> Result<SocketV4, String> {
-        let addr: std::net::SocketAddrV4 = self
-            .to
-            .parse()
-            .map_err(|e| format!("to {:?} is not IPv4:PORT: {e}", self.to))?;
-        Ok(SocketV4::new(*addr.ip(), addr.port()))
     }
 }
 

@@ -48,7 +48,7 @@ pub(crate) enum TraceFailure {
 pub(crate) fn trace_dump(dump: &StateDump, body: &[u8]) -> Result<Trace, TraceFailure> {
     let req: TraceRequest = serde_json::from_slice(body)
         .map_err(|e| TraceFailure::BadRequest(format!("bad trace request: {e}")))?;
-    let probe = req.probe().map_err(TraceFailure::BadRequest)?;
+    let probe = req.probe.probe().map_err(TraceFailure::BadRequest)?;
     let resources = dump.typed_resources().map_err(TraceFailure::Store)?;
     // The dump lists rules chain by chain in evaluation order.
     let topo = Topology::new(resources, RuleOrder::Listed, req.attachments);
@@ -155,5 +155,25 @@ mod tests {
             trace_dump(&dump, br#"{"from":"pod/a/b","to":"10.0.0.1:80","protocol":"udp","srcPort":1}"#),
             Err(TraceFailure::Untraceable(m)) if m.contains("pod/a/b")
         ));
+    }
+}
+#[cfg(test)]
+mod probe_request_tests {
+    use super::*;
+
+    #[test]
+    fn the_trace_request_takes_the_probe_options() {
+        let dump = StateDump::default();
+        let body = br#"{"attachments":[],"from":"pod/a/b","to":"10.0.0.1:80","protocol":"icmp","srcIp":"10.0.0.9","tos":34,"dstMac":"02:00:00:00:00:01","answerUnreachable":3}"#;
+        assert!(matches!(
+            trace_dump(&dump, body),
+            Err(TraceFailure::Untraceable(_))
+        ));
+        let req: TraceRequest = serde_json::from_slice(body).unwrap();
+        let p = req.probe.probe().unwrap();
+        assert_eq!(p.protocol, midonet_dataplane::Protocol::Icmp);
+        assert_eq!((p.tos, p.answer_unreachable), (34, Some(3)));
+        assert_eq!(p.src_ip, Some("10.0.0.9".parse().unwrap()));
+        assert!(p.dst_mac.is_some());
     }
 }

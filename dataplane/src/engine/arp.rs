@@ -264,18 +264,10 @@ impl Walk<'_, '_, '_> {
             Send::Emit(out, Packet::arp_request(mac, src, ip)),
             &mut hops,
         );
-        if self.sh.record {
-            self.hops.push(Hop {
-                step: Step::Arp,
-                device: Some(out),
-                chain: None,
-                rule: None,
-                route: None,
-                ports: Vec::new(),
-                detail: format!("the router ARPs for {ip} ({} steps)", hops.len()),
-                packet: self.pkt.describe(),
-            });
-        }
+        let steps = hops.len();
+        self.hop(Step::Arp, Some(out), || {
+            format!("the router ARPs for {ip} ({steps} steps)")
+        });
         match self.sh.state.router_arp(router, ip) {
             Some(mac) => Ok(mac),
             None => {

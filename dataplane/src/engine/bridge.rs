@@ -172,23 +172,11 @@ impl Walk<'_, '_, '_> {
             .into_iter()
             .filter(|p| Some(*p) != self.in_port)
             .collect();
-        if self.sh.record {
-            let packet = self.pkt.describe();
-            self.hops.push(super::Hop {
-                step: Step::Flood,
-                device: Some(bridge),
-                chain: None,
-                rule: None,
-                route: None,
-                ports: ports.clone(),
-                detail: format!(
-                    "{} flooded to {} exterior port(s)",
-                    self.pkt.eth_dst,
-                    ports.len()
-                ),
-                packet,
-            });
-        }
+        let (dst, n) = (self.pkt.eth_dst, ports.len());
+        let detail = move || format!("{dst} flooded to {n} exterior port(s)");
+        self.hop_with(Step::Flood, Some(bridge), detail, |h| {
+            h.ports = ports.clone()
+        });
         let mut ends = Vec::new();
         for p in ports {
             if self.pkt.is_arp() && !self.arp_is_for(p) {

@@ -88,6 +88,22 @@ pub struct Hop {
     pub packet: String,
 }
 
+impl Hop {
+    /// A hop naming only its step, device, detail and packet.
+    fn new(step: Step, device: Option<Uuid>, detail: String, packet: String) -> Hop {
+        Hop {
+            step,
+            device,
+            chain: None,
+            rule: None,
+            route: None,
+            ports: Vec::new(),
+            detail,
+            packet,
+        }
+    }
+}
+
 /// A packet a device sends in answer, and the port it leaves through.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Answer {
@@ -210,6 +226,16 @@ pub(crate) struct Shared<'a, 't> {
     pub consulted: &'a mut Consulted,
 }
 
+/// Where a walk is: what a branch restores.
+struct Position {
+    pkt: Packet,
+    in_port: Option<Uuid>,
+    out_port: Option<Uuid>,
+    current_device: Uuid,
+    nw_dst_rewritten: bool,
+    devices: u32,
+}
+
 pub(crate) struct Walk<'s, 'a, 't> {
     sh: &'s mut Shared<'a, 't>,
     pub(crate) hops: Vec<Hop>,
@@ -274,55 +300,47 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
     }
 
     fn hop(&mut self, step: Step, device: Option<Uuid>, detail: impl Detail) {
+        self.hop_with(step, device, detail, |_| {});
+    }
+
+    /// Records a hop (if hops are recorded), `fill` setting what else it names.
+    fn hop_with(
+        &mut self,
+        step: Step,
+        device: Option<Uuid>,
+        detail: impl Detail,
+        fill: impl FnOnce(&mut Hop),
+    ) {
         if !self.sh.record {
             return;
         }
-        let packet = self.pkt.describe();
-        self.hops.push(Hop {
-            step,
-            device,
-            chain: None,
-            rule: None,
-            route: None,
-            ports: Vec::new(),
-            detail: detail.text(),
-            packet,
-        });
+        let mut h = Hop::new(step, device, detail.text(), self.pkt.describe());
+        fill(&mut h);
+        self.hops.push(h);
     }
 
     fn rule_hop(&mut self, step: Step, chain: Uuid, rule: Option<Uuid>, detail: impl Detail) {
-        if !self.sh.record {
-            return;
-        }
-        let packet = self.pkt.describe();
-        self.hops.push(Hop {
-            step,
-            device: Some(self.current_device),
-            chain: Some(chain),
-            rule,
-            route: None,
-            ports: Vec::new(),
-            detail: detail.text(),
-            packet,
+        let device = Some(self.current_device);
+        self.hop_with(step, device, detail, |h| {
+            h.chain = Some(chain);
+            h.rule = rule;
         });
     }
 
     fn drop(&mut self, device: Option<Uuid>, reason: impl Into<String>) -> End {
-        let reason = reason.into();
-        self.hop(Step::Dropped, device, reason.clone());
-        End::Dropped {
-            reason,
-            packet: self.pkt,
-        }
+        let (reason, packet) = self.ending(Step::Dropped, device, reason.into());
+        End::Dropped { reason, packet }
     }
 
     fn unsupported(&mut self, device: Option<Uuid>, reason: impl Into<String>) -> End {
-        let reason = reason.into();
-        self.hop(Step::Unsupported, device, reason.clone());
-        End::Unsupported {
-            reason,
-            packet: self.pkt,
-        }
+        let (reason, packet) = self.ending(Step::Unsupported, device, reason.into());
+        End::Unsupported { reason, packet }
+    }
+
+    /// Records the last hop of a walk: the reason it ends, and the packet as it is.
+    fn ending(&mut self, step: Step, device: Option<Uuid>, reason: String) -> (String, Packet) {
+        self.hop(step, device, reason.clone());
+        (reason, self.pkt)
     }
 
     /// Sends the packet into the virtual network through `port`.
@@ -523,23 +541,26 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
     /// Runs `f` on a copy of the walk's position (packet, ports, device), restoring it
     /// after: one branch of a flood (`SimDevice.branch`).
     fn branch<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
-        let saved = (
-            self.pkt,
-            self.in_port,
-            self.out_port,
-            self.current_device,
-            self.nw_dst_rewritten,
-            self.devices,
-        );
+        let saved = Position {
+            pkt: self.pkt,
+            in_port: self.in_port,
+            out_port: self.out_port,
+            current_device: self.current_device,
+            nw_dst_rewritten: self.nw_dst_rewritten,
+            devices: self.devices,
+        };
         let out = f(self);
-        (
-            self.pkt,
-            self.in_port,
-            self.out_port,
-            self.current_device,
-            self.nw_dst_rewritten,
-            self.devices,
-        ) = saved;
+        let Position {
+            pkt,
+            in_port,
+            out_port,
+            current_device,
+            nw_dst_rewritten,
+            devices,
+        } = saved;
+        (self.pkt, self.in_port, self.out_port) = (pkt, in_port, out_port);
+        (self.current_device, self.nw_dst_rewritten, self.devices) =
+            (current_device, nw_dst_rewritten, devices);
         out
     }
 }

@@ -29,7 +29,7 @@ use midonet_translators::model::{Route, RouteType};
 use uuid::Uuid;
 
 use super::chain::Stop;
-use super::{Answer, End, Hop, Step, Walk};
+use super::{Answer, End, Step, Walk};
 use crate::packet::{icmp, FlowTuple, IcmpMessage, Packet, Protocol, Quoted, SocketV4};
 use crate::topology::{contains_len, Topology};
 
@@ -190,19 +190,10 @@ impl Walk<'_, '_, '_> {
     }
 
     fn route_hop(&mut self, router: Uuid, route: &Route) {
-        if self.sh.record {
-            let packet = self.pkt.describe();
-            self.hops.push(Hop {
-                step: Step::Route,
-                device: Some(router),
-                chain: None,
-                rule: None,
-                route: Some(route.id),
-                ports: Vec::new(),
-                detail: format!("route {}", describe_route(route)),
-                packet,
-            });
-        }
+        let detail = || format!("route {}", describe_route(route));
+        self.hop_with(Step::Route, Some(router), detail, |h| {
+            h.route = Some(route.id)
+        });
     }
 
     /// A `Local` route: the router answers an ICMP echo request and drops anything else.

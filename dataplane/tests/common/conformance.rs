@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use midonet_dataplane::{Attachment, Probe, Protocol, SocketV4, Step, Trace, Verdict};
-use midonet_translators::model::{Kind, MacAddr, Resource};
+use midonet_dataplane::{Attachment, ProbeRequest, Step, Trace, Verdict};
+use midonet_translators::model::{Kind, Resource};
 use midonet_translators::TranslationResource;
 use serde::Deserialize;
 use serde_json::Value;
@@ -78,56 +78,8 @@ pub struct CaseSpec {
     pub remove: Vec<String>,
     #[serde(default)]
     pub attachments: Vec<Value>,
-    pub trace: ProbeSpec,
+    pub trace: ProbeRequest,
     pub expect: Expect,
-}
-
-/// The connection to trace, as `POST /_sim/trace` takes it (without the attachments).
-#[derive(Clone, Debug, Deserialize, serde::Serialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProbeSpec {
-    pub from: String,
-    pub to: String,
-    #[serde(default = "tcp")]
-    pub protocol: Protocol,
-    #[serde(default = "client_port")]
-    pub src_port: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src_ip: Option<Ipv4Addr>,
-    #[serde(default)]
-    pub tos: u8,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dst_mac: Option<MacAddr>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub src_mac: Option<MacAddr>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub answer_unreachable: Option<u8>,
-}
-
-fn tcp() -> Protocol {
-    Protocol::Tcp
-}
-
-fn client_port() -> u16 {
-    40000
-}
-
-impl ProbeSpec {
-    pub fn probe(&self) -> Probe {
-        let to: std::net::SocketAddrV4 = self.to.parse().expect("to is IPv4:PORT");
-        let mut p = Probe::new(
-            self.from.clone(),
-            SocketV4::new(*to.ip(), to.port()),
-            self.protocol,
-            self.src_port,
-        );
-        p.src_ip = self.src_ip;
-        p.tos = self.tos;
-        p.dst_mac = self.dst_mac;
-        p.src_mac = self.src_mac;
-        p.answer_unreachable = self.answer_unreachable;
-        p
-    }
 }
 
 /// What midolman's test expects, as the model's trace shows it. Every field set is
@@ -193,7 +145,7 @@ pub struct Built {
     pub what: String,
     pub resources: Vec<Resource>,
     pub attachments: Vec<Attachment>,
-    pub probe: ProbeSpec,
+    pub probe: ProbeRequest,
     pub expect: Expect,
 }
 
@@ -332,7 +284,7 @@ pub fn load(dir: &Path) -> Vec<Built> {
 }
 
 impl CaseSpec {
-    fn probe_resolved(&self) -> ProbeSpec {
+    fn probe_resolved(&self) -> ProbeRequest {
         self.trace.clone()
     }
 }
