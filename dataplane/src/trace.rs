@@ -478,7 +478,13 @@ fn send(sh: &mut Shared<'_, '_>, from: &Attachment, tuple: FlowTuple, frame: Fra
     let mut walk = Walk::new(sh, Packet::ip(src_mac, mac, tuple, frame.tos));
     let end = walk.inject(port);
     hops.append(&mut walk.hops);
-    let (mut l, next) = leg(end, hops, None);
+    let (l, next) = leg(end, hops, None);
+    what_next(topo, l, next)
+}
+
+/// What a delivered leg leads to: the reply of the workload that received it; and the
+/// name of the router that answered a ping.
+fn what_next(topo: &Topology, mut l: Leg, next: Next) -> (Leg, Next) {
     let next = match next {
         Next::Nothing if l.verdict == Verdict::Delivered => {
             let server = l

@@ -291,26 +291,40 @@ impl CaseSpec {
 
 /// Whether `t` is what the case expects; `Err` says how not.
 pub fn check(b: &Built, t: &Trace) -> Result<(), String> {
-    let e = &b.expect;
-    let first = t.paths.first().ok_or("no path")?;
     let mut problems = Vec::new();
-    let mut want = |ok: bool, what: String| {
-        if !ok {
-            problems.push(what);
-        }
-    };
+    forward(&b.expect, t, &mut problems)?;
+    back(&b.expect, t, &mut problems);
+    hops(&b.expect, t, &mut problems);
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}
+
+fn want(problems: &mut Vec<String>, ok: bool, what: String) {
+    if !ok {
+        problems.push(what);
+    }
+}
+
+/// The forward legs: verdicts, receivers, reasons, the ICMP answer, the deciding rule.
+fn forward(e: &Expect, t: &Trace, problems: &mut Vec<String>) -> Result<(), String> {
+    let first = t.paths.first().ok_or("no path")?;
     if let Some(v) = e.verdict {
         for p in &t.paths {
-            want(
-                p.forward.verdict == v,
-                format!("verdict {:?}, not {v:?}", p.forward.verdict),
-            );
+            let got = p.forward.verdict;
+            want(problems, got == v, format!("verdict {got:?}, not {v:?}"));
         }
     }
     if let Some(names) = &e.delivered_to {
         let got: BTreeSet<String> = t.candidates().into_iter().map(|(n, _)| n).collect();
         let names: BTreeSet<String> = names.iter().cloned().collect();
-        want(got == names, format!("delivered to {got:?}, not {names:?}"));
+        want(
+            problems,
+            got == names,
+            format!("delivered to {got:?}, not {names:?}"),
+        );
     }
     if let Some(r) = &e.received {
         let got = first
@@ -318,16 +332,17 @@ pub fn check(b: &Built, t: &Trace) -> Result<(), String> {
             .received
             .map(|r| r.to_string())
             .unwrap_or_default();
-        want(&got == r, format!("received {got:?}, not {r:?}"));
+        want(problems, &got == r, format!("received {got:?}, not {r:?}"));
     }
     if let Some(r) = &e.reason {
-        let got = first
-            .forward
+        let l = &first.forward;
+        let got = l
             .drop_reason
             .clone()
-            .or(first.forward.unsupported.clone())
+            .or(l.unsupported.clone())
             .unwrap_or_default();
         want(
+            problems,
             got.contains(r.as_str()),
             format!("reason {got:?} lacks {r:?}"),
         );
@@ -339,60 +354,83 @@ pub fn check(b: &Built, t: &Trace) -> Result<(), String> {
                 .is_some_and(|m| m.icmp_type == a.icmp_type && m.code == a.code)
                 && g.src.ip == a.from
         });
-        want(ok, format!("answered with {got:?}, not {a:?}"));
+        want(problems, ok, format!("answered with {got:?}, not {a:?}"));
     }
     if let Some(r) = &e.rule {
         let id = named(r.trim_start_matches('@'));
         let hit = first.forward.hops.iter().any(|h| h.rule == Some(id));
-        want(hit, format!("no hop names rule {r}"));
+        want(problems, hit, format!("no hop names rule {r}"));
     }
+    if let Some(n) = e.paths {
+        let got = t.paths.len();
+        want(problems, got == n, format!("{got} paths, not {n}"));
+    }
+    Ok(())
+}
+
+/// What comes back: the reply leg, what the client sees, whether it works.
+fn back(e: &Expect, t: &Trace, problems: &mut Vec<String>) {
+    let Some(first) = t.paths.first() else { return };
+    let reply = first.reply.as_ref();
     if let Some(v) = e.reply {
-        let got = first.reply.as_ref().map(|l| l.verdict);
-        want(got == Some(v), format!("reply {got:?}, not {v:?}"));
+        let got = reply.map(|l| l.verdict);
+        want(
+            problems,
+            got == Some(v),
+            format!("reply {got:?}, not {v:?}"),
+        );
     }
     if let Some(r) = &e.reply_reason {
-        let got = first
-            .reply
-            .as_ref()
+        let got = reply
             .and_then(|l| l.drop_reason.clone().or(l.unsupported.clone()))
             .unwrap_or_default();
+        let ok = got.contains(r.as_str());
+        want(problems, ok, format!("reply reason {got:?} lacks {r:?}"));
+    }
+    if let Some(r) = &e.reply_received {
+        let got = reply.and_then(|l| l.received).map(|t| t.to_string());
+        let got = got.unwrap_or_default();
         want(
-            got.contains(r.as_str()),
-            format!("reply reason {got:?} lacks {r:?}"),
+            problems,
+            &got == r,
+            format!("reply received {got:?}, not {r:?}"),
         );
     }
     if let Some(c) = &e.client_sees {
         let got = first.client_sees.map(|s| s.to_string());
-        want(&got == c, format!("client sees {got:?}, not {c:?}"));
-    }
-    if let Some(w) = e.works {
         want(
-            t.all_work() == w,
-            format!("all paths work: {}, not {w}", t.all_work()),
+            problems,
+            &got == c,
+            format!("client sees {got:?}, not {c:?}"),
         );
     }
+    if let Some(w) = e.works {
+        let all = t.all_work();
+        want(
+            problems,
+            all == w,
+            format!("all paths work: {all}, not {w}"),
+        );
+    }
+}
+
+/// The hops: a flood's ports, texts mentioned, devices avoided.
+fn hops(e: &Expect, t: &Trace, problems: &mut Vec<String>) {
+    let Some(first) = t.paths.first() else { return };
     if let Some(ports) = &e.flood {
-        let got: BTreeSet<Uuid> = first
-            .forward
-            .hops
-            .iter()
-            .find(|h| h.step == Step::Flood)
+        let flood = first.forward.hops.iter().find(|h| h.step == Step::Flood);
+        let got: BTreeSet<Uuid> = flood
             .map(|h| h.ports.iter().copied().collect())
             .unwrap_or_default();
         let ports: BTreeSet<Uuid> = ports
             .iter()
             .map(|p| named(p.trim_start_matches('@')))
             .collect();
-        want(got == ports, format!("flooded to {got:?}, not {ports:?}"));
-    }
-    if let Some(r) = &e.reply_received {
-        let got = first
-            .reply
-            .as_ref()
-            .and_then(|l| l.received)
-            .map(|t| t.to_string())
-            .unwrap_or_default();
-        want(&got == r, format!("reply received {got:?}, not {r:?}"));
+        want(
+            problems,
+            got == ports,
+            format!("flooded to {got:?}, not {ports:?}"),
+        );
     }
     let texts: Vec<String> = std::iter::once(&first.forward)
         .chain(first.reply.as_ref())
@@ -405,25 +443,12 @@ pub fn check(b: &Built, t: &Trace) -> Result<(), String> {
         })
         .collect();
     for m in &e.mentions {
-        want(
-            texts.iter().any(|t| t.contains(m.as_str())),
-            format!("nothing mentions {m:?}"),
-        );
+        let found = texts.iter().any(|t| t.contains(m.as_str()));
+        want(problems, found, format!("nothing mentions {m:?}"));
     }
     for d in &e.not_via {
         let id = named(d.trim_start_matches('@'));
         let via = first.forward.hops.iter().any(|h| h.device == Some(id));
-        want(!via, format!("the forward leg goes through {d}"));
-    }
-    if let Some(n) = e.paths {
-        want(
-            t.paths.len() == n,
-            format!("{} paths, not {n}", t.paths.len()),
-        );
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("; "))
+        want(problems, !via, format!("the forward leg goes through {d}"));
     }
 }
