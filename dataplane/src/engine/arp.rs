@@ -102,7 +102,8 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
             let mut learned = FlowState::default();
             let mut choices = Choices::default();
             let mut consulted = Consulted::default();
-            consulted.off = sh.consulted.off;
+            // Noted whether or not this caller asks: a later one may.
+            consulted.off = false;
             let mut own = Shared {
                 topo: sh.topo,
                 state: &mut learned,
