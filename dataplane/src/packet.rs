@@ -62,13 +62,12 @@ impl Protocol {
         }
     }
 
-    /// The protocol of a Kubernetes `protocol` field (`TCP`, `UDP`), or `icmp`,
-    /// case-insensitive.
+    /// The protocol of a Kubernetes `protocol` field (`TCP`, `UDP`), case-insensitive.
+    /// (Kubernetes has no ICMP port: `icmp` is none.)
     pub fn from_name(s: &str) -> Option<Protocol> {
         match s.to_ascii_lowercase().as_str() {
             "tcp" => Some(Protocol::Tcp),
             "udp" => Some(Protocol::Udp),
-            "icmp" => Some(Protocol::Icmp),
             _ => None,
         }
     }
