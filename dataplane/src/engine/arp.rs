@@ -101,9 +101,8 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
         None => {
             let mut learned = FlowState::default();
             let mut choices = Choices::default();
-            let mut consulted = Consulted::default();
             // Noted whether or not this caller asks: a later one may.
-            consulted.off = false;
+            let mut consulted = Consulted::default();
             let mut own = Shared {
                 topo: sh.topo,
                 state: &mut learned,
