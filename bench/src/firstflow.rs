@@ -315,12 +315,7 @@ mod tests {
     }
 
     fn probe(from: &str, to: SocketV4) -> Probe {
-        Probe {
-            from: from.into(),
-            to,
-            protocol: Protocol::Tcp,
-            src_port: CLIENT_PORT,
-        }
+        Probe::new(from, to, Protocol::Tcp, CLIENT_PORT)
     }
 
     #[test]

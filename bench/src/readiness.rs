@@ -324,12 +324,7 @@ impl Churner<'_> {
             .names
             .get(&client_ip)
             .ok_or_else(|| format!("no client pod on the node after node {node}"))?;
-        let probe = |to: SocketV4| Probe {
-            from: from.clone(),
-            to,
-            protocol: Protocol::Tcp,
-            src_port: CLIENT_PORT,
-        };
+        let probe = |to: SocketV4| Probe::new(from.clone(), to, Protocol::Tcp, CLIENT_PORT);
         let mut flows = vec![(Via::Pod, probe(SocketV4::new(ip, POD_PORT)))];
         if let Some(s) = r.services.first() {
             let cluster_ip = self.cluster_ips[*s];
