@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Provisions the binaries of the local test control plane (idempotent, cached):
-#   etcd 3.4 (Debian package etcd-server), and kube-apiserver, kube-controller-manager and
-#   kubectl v1.20.2 built from Debian bookworm's `kubernetes` source package with Go 1.15
-#   (a Go >= 1.18 build of that tree crashes in vendored reflect2 at run time).
+#   etcd 3.4 (Debian package etcd-server), and kube-apiserver, kube-controller-manager,
+#   kubectl, kubelet, kube-scheduler and kube-proxy v1.20.2 built from Debian bookworm's
+#   `kubernetes` source package with Go 1.15 (a Go >= 1.18 build of that tree crashes in
+#   vendored reflect2 at run time), CGO_ENABLED=0. Only the missing ones are built.
 # Prints the directory holding the binaries on its last line.
 set -euo pipefail
 
@@ -10,7 +11,7 @@ K8S_VERSION=v1.20.2
 CACHE_ROOT="${MIDONETKUBE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/midonet-kube-controllers}"
 BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION"
 WORK="$CACHE_ROOT/build"
-WANT=(kube-apiserver kube-controller-manager kubectl)
+WANT=(kube-apiserver kube-controller-manager kubectl kubelet kube-scheduler kube-proxy)
 
 log() { echo "provision-k8s: $*" >&2; }
 
@@ -30,10 +31,16 @@ ensure_pkgs() {
 
 ensure_pkgs etcd-server rsync openssl curl ca-certificates dpkg-dev make
 
-have_all() { for b in "${WANT[@]}"; do [ -x "$BIN_DIR/$b" ] || return 1; done; }
-if have_all; then echo "$BIN_DIR"; exit 0; fi
+missing() { MISSING=(); for b in "${WANT[@]}"; do [ -x "$BIN_DIR/$b" ] || MISSING+=("$b"); done; }
+missing
+if [ ${#MISSING[@]} -eq 0 ]; then echo "$BIN_DIR"; exit 0; fi
 
 mkdir -p "$WORK"
+# One build at a time (test binaries start in parallel); a waiter finds it done.
+exec 9>"$WORK/.lock"
+flock 9
+missing
+if [ ${#MISSING[@]} -eq 0 ]; then echo "$BIN_DIR"; exit 0; fi
 cd "$WORK"
 
 # A private apt configuration so the system's sources and lists stay untouched.
@@ -83,15 +90,15 @@ fi
 SRC_DIR=${SRC_DIR%/}
 
 # 3. Build with Go 1.15 in a GOPATH layout.
-log "building ${WANT[*]} (a few minutes)"
+log "building ${MISSING[*]} (a few minutes)"
 cd "$SRC_DIR"
 mkdir -p .go/src/k8s.io
 [ -e .go/src/k8s.io/kubernetes ] || ln -s "$SRC_DIR" .go/src/k8s.io/kubernetes
 export GOROOT="$GOROOT_DIR" PATH="$GOROOT_DIR/bin:$PATH" GOPATH="$SRC_DIR/.go" CGO_ENABLED=0
 export GOFLAGS=-mod=vendor GO111MODULE=off GOCACHE="$WORK/gocache"
 cd .go/src/k8s.io/kubernetes
-make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kubectl" >&2
+make WHAT="${MISSING[*]/#/cmd/}" >&2
 mkdir -p "$BIN_DIR"
-for b in "${WANT[@]}"; do cp "_output/bin/$b" "$BIN_DIR/$b.tmp" && mv "$BIN_DIR/$b.tmp" "$BIN_DIR/$b"; done
+for b in "${MISSING[@]}"; do cp "_output/bin/$b" "$BIN_DIR/$b.tmp" && mv "$BIN_DIR/$b.tmp" "$BIN_DIR/$b"; done
 log "binaries cached in $BIN_DIR"
 echo "$BIN_DIR"

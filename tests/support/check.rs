@@ -18,8 +18,14 @@ struct Cli {
 /// The settings `trace` and `check` take for the simulator at `api` (its MidoNet API
 /// URL) and this test binary's control plane, as cluster admin.
 pub fn config(api: &str) -> Config {
+    config_with(api, &[])
+}
+
+/// [`config`] with more settings (`--username`, `--password` of a backend that checks them).
+pub fn config_with(api: &str, extra: &[&str]) -> Config {
     let kubeconfig = control_plane().kubeconfig.display().to_string();
-    Cli::try_parse_from(["test", "--kubeconfig", &kubeconfig, "--midonet-api", api])
+    let args = ["test", "--kubeconfig", &kubeconfig, "--midonet-api", api];
+    Cli::try_parse_from(args.iter().chain(extra))
         .expect("args")
         .run
         .validate()
@@ -42,7 +48,12 @@ pub async fn live(api: &str) -> Live {
 
 /// Runs `check` over the cluster and the simulator at `api`.
 pub async fn check(api: &str) -> Report {
-    check_system(&config(api), &mut |_, _| {})
+    check_with(api, &[]).await
+}
+
+/// [`check`] with more settings, as [`config_with`].
+pub async fn check_with(api: &str, extra: &[&str]) -> Report {
+    check_system(&config_with(api, extra), &mut |_, _| {})
         .await
         .expect("check")
         .report
@@ -73,7 +84,12 @@ pub fn describe(r: &Report) -> String {
 /// works and the topology reads without problems. `what` names the moment in the test.
 /// Answers the report, for assertions on what was checked.
 pub async fn assert_check_passes(api: &str, what: &str) -> Report {
-    let r = check(api).await;
+    assert_check_passes_with(api, &[], what).await
+}
+
+/// [`assert_check_passes`] with more settings, as [`config_with`].
+pub async fn assert_check_passes_with(api: &str, extra: &[&str], what: &str) -> Report {
+    let r = check_with(api, extra).await;
     assert!(
         r.topology_problems.is_empty(),
         "{what}: topology problems: {:?}",

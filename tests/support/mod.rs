@@ -100,10 +100,17 @@ static START_ARGS: OnceLock<Vec<String>> = OnceLock::new();
 /// --endpointslices`). Call it before anything starts the control plane; every test of the
 /// binary calls it, so whichever runs first decides.
 pub fn serve_endpointslices() {
-    let _ = START_ARGS.set(vec!["--endpointslices".into()]);
+    start_with(&["--endpointslices"]);
+}
+
+/// Starts this test binary's control plane with these `k8s-env.sh start` options (the first
+/// call decides; a later one with other options panics).
+fn start_with(args: &[&str]) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let _ = START_ARGS.set(args.clone());
     assert_eq!(
-        START_ARGS.get().map(Vec::as_slice),
-        Some(&["--endpointslices".to_string()][..]),
+        START_ARGS.get(),
+        Some(&args),
         "the control plane was configured otherwise"
     );
 }
@@ -181,6 +188,10 @@ pub fn kubectl(args: &[&str]) -> Output {
     let cp = control_plane();
     Command::new(&cp.kubectl)
         .env("KUBECONFIG", &cp.kubeconfig)
+        // Its discovery cache with the control plane (removed with it): another control
+        // plane may have had the same address.
+        .arg("--cache-dir")
+        .arg(cp.dir.join("kubectl-cache"))
         .args(args)
         .output()
         .expect("run kubectl")
@@ -222,6 +233,7 @@ where
 pub mod check;
 pub mod child;
 pub mod fixtures;
+pub mod node;
 pub mod objects;
 pub mod probe;
 pub mod rbac;
