@@ -20,9 +20,12 @@
 #   the CNI plugins (bridge + host-local IPAM + portmap); the host routes 10.N.0.0/17 to the
 #   node so the tests and Prometheus reach pod addresses.
 # - Cgroups: the kubelet's `--cgroup-root` is `/mkn-ID` in every v1 hierarchy.
-# - State, sockets, IPAM, netns mounts, the kubelet's root: under DIR/node. The pod log
-#   directories the kubelet writes in /var/log/pods are removed by pod UID, the CNI result
-#   cache in /var/lib/cni/results by network name.
+# - State, sockets, IPAM, netns mounts, the kubelet's root: under DIR/node. containerd, the
+#   kubelet and kube-proxy share a mount namespace of their own (held by a `sleep` started
+#   with `unshare`), in which the fixed paths they write to, /var/log/pods,
+#   /var/log/containers (the kubelet's container logs) and /var/lib/cni (libcni's cache), are
+#   directories of DIR/node: their mounts (volumes, rootfs, sandbox netns) end with the
+#   namespace, and nothing is written outside DIR.
 # - The kubelet sets vm.overcommit_memory, kernel.panic and kernel.panic_on_oops: their
 #   values at start are restored on stop.
 # Facts of this kind of machine (a VM, cgroup v1, no systemd, no CAP_SYS_RESOURCE):
@@ -204,9 +207,33 @@ make_cgroups() {
   done
 }
 
-# The prefix that runs a command in the node's network namespace: nsenter execs it, so `$!`
-# after `"${IN_NODE[@]}" cmd &` is the command's own PID (the pidfiles).
+# The prefix that runs a command in the node's network and mount namespaces: nsenter execs
+# it, so `$!` after `"${IN_NODE[@]}" cmd &` is the command's own PID (the pidfiles).
 IN_NODE=()
+# Where the node's processes expect fixed host paths, and the directory of DIR/node in
+# their place.
+PRIVATE_DIRS=("/var/log/pods:varlog/pods" "/var/log/containers:varlog/containers" "/var/lib/cni:cni/cache")
+
+start_mount_namespace() { # node dir
+  local n=$1 holder pair host own i
+  for pair in "${PRIVATE_DIRS[@]}"; do
+    host=${pair%%:*} own=$n/${pair#*:}
+    mkdir -p "$own"
+    if [ ! -d "$host" ]; then mkdir -p "$host"; echo "$host" >>"$n/created-dirs"; fi
+  done
+  unshare --mount --propagation slave sleep infinity >/dev/null 2>&1 &
+  holder=$!
+  echo "$holder" >"$n/mountns.pid"
+  for i in $(seq 1 50); do
+    [ "$(readlink "/proc/$holder/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] && break
+    [ "$i" = 50 ] && { log "no mount namespace"; return 1; }
+    sleep 0.1
+  done
+  for pair in "${PRIVATE_DIRS[@]}"; do
+    nsenter --mount="/proc/$holder/ns/mnt" mount --bind "$n/${pair#*:}" "${pair%%:*}"
+  done
+  IN_NODE=(nsenter --mount="/proc/$holder/ns/mnt" --net="/run/netns/$NODE_NS")
+}
 
 wait_for() { # what seconds pidfile check...
   local what=$1 seconds=$2 pidfile=$3
@@ -235,13 +262,13 @@ cmd_start() {
   # shellcheck disable=SC1091
   . "$D/ports"
   NODE_DIR="$D/node"
-  IN_NODE=(nsenter --net="/run/netns/$NODE_NS")
   BIN=$("$HERE/provision-k8s.sh" | tail -n1)
   local n=$NODE_DIR s
   for s in "${SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$n/sysctls.saved"
   write_containerd_config "$n"
   make_cgroups
-  mkdir -p "$n/kubelet" "$n/log"
+  mkdir -p "$n/kubelet"
+  start_mount_namespace "$n"
 
   log "starting containerd in $NODE_NS"
   "${IN_NODE[@]}" containerd --config "$n/containerd/config.toml" >"$n/containerd.log" 2>&1 &
@@ -340,31 +367,12 @@ remove_cgroups() { # a cgroup is removable once its last process has exited: a f
   log "cgroups $CGROUP_ROOT not removed"
 }
 
-remove_pod_logs() { # the kubelet's /var/log/pods/<ns>_<pod>_<uid> of this node's pods
-  local uid l
-  for uid in "$@"; do
-    for l in /var/log/containers/*.log; do
-      if [ -L "$l" ] && readlink "$l" | grep -qF "_$uid/"; then rm -f "$l"; fi
-    done
-    rm -rf /var/log/pods/*_"$uid"
-  done
-}
-
-remove_cni_results() { # libcni's cache of this node's sandboxes (it names their netns)
-  local f
-  for f in /var/lib/cni/results/*; do
-    if [ -f "$f" ] && grep -qF "$NODE_DIR/" "$f"; then rm -f "$f"; fi
-  done
-}
-
 cmd_stop() {
   D=$1
   [ -f "$D/node/vars" ] || return 0
   # shellcheck disable=SC1091
   . "$D/node/vars"
   NODE_DIR="$D/node"
-  local pods=()
-  [ -d "$NODE_DIR/kubelet/pods" ] && mapfile -t pods < <(ls "$NODE_DIR/kubelet/pods")
   kill_pidfile "$NODE_DIR/kubelet.pid"
   kill_pidfile "$NODE_DIR/kube-proxy.pid"
   kill_pidfile "$NODE_DIR/kube-scheduler.pid"
@@ -372,9 +380,11 @@ cmd_stop() {
   kill_shims
   kill_pidfile "$NODE_DIR/containerd.pid"
   kill_cgroup_tree
+  kill_pidfile "$NODE_DIR/mountns.pid"
   unmount_under "$NODE_DIR"
-  remove_pod_logs "${pods[@]}"
-  remove_cni_results
+  if [ -f "$NODE_DIR/created-dirs" ]; then
+    while IFS= read -r dir; do rmdir "$dir" 2>/dev/null || true; done <"$NODE_DIR/created-dirs"
+  fi
   ip netns del "$NODE_NS" 2>/dev/null || true
   ip link del "mkn$NODE_ID-h" 2>/dev/null || true
   remove_cgroups
