@@ -19,7 +19,6 @@ mod support;
 use std::time::Duration;
 
 use kube::Client;
-use support::check::assert_check_passes_with;
 use support::node::{self, Backend, Overlay, Workload};
 use support::stack::wait_exact;
 use support::*;
@@ -38,35 +37,12 @@ async fn deployed_on_a_real_node() {
     let overlay = install_as_documented(&client, &backend).await;
     let workload = Workload::create(&client, "web").await;
     workload.deploy("web", 3).await;
-    converged(&client, &backend, &workload, 3, "installed").await;
+    node::converged(&client, &backend, &workload, 3, "installed").await;
 
     liveness(&client, &backend, &overlay, &workload).await;
     readiness_follows_the_backend(&client, &mut backend, &overlay, &workload).await;
     bad_deployments(&client, &backend, &overlay).await;
     backend.stop().await;
-}
-
-/// Waits until the workload's `pods` run with addresses from the node's podCIDR and the
-/// cluster and the backend are exactly what the objects call for; then `check`.
-async fn converged(client: &Client, backend: &Backend, w: &Workload, pods: usize, what: &str) {
-    let cidr = node::pod_cidr(client).await;
-    let ips = w.wait_running(pods, ROLLOUT).await;
-    assert!(
-        ips.iter().all(|ip| node::in_cidr(ip, &cidr)),
-        "pod addresses {ips:?} are not from the node's podCIDR {cidr}"
-    );
-    wait_exact(client, &backend.admin, what, ROLLOUT).await;
-    let report = assert_check_passes_with(&backend.api_url(), &node::check_args(), what).await;
-    // Every endpoint is a pod's address but the apiserver's (on the host).
-    let unverifiable: Vec<&String> = report
-        .unverifiable_endpoints
-        .iter()
-        .filter(|e| !e.starts_with("svc/default/kubernetes:"))
-        .collect();
-    assert!(
-        unverifiable.is_empty(),
-        "{what}: endpoints without a pod address: {unverifiable:?}"
-    );
 }
 
 /// docs/operations.md's overlay (image, credentials, backend URL) with one replica, as the
@@ -129,7 +105,10 @@ async fn assert_no_authorization_error(client: &Client) {
             .lines()
             .filter(|l| l.contains("not authorized") || l.contains("forbidden"))
             .collect();
-        assert!(refused.is_empty(), "authorization errors logged: {refused:#?}");
+        assert!(
+            refused.is_empty(),
+            "authorization errors logged: {refused:#?}"
+        );
         let ip = node::pod_ip(&pod).expect("pod address");
         assert_eq!(
             node::metric(
@@ -155,8 +134,10 @@ async fn liveness(client: &Client, backend: &Backend, overlay: &Overlay, w: &Wor
     wedgeable.fast_probes = true;
     wedgeable.apply_and_restart().await;
     node::rollout_status(ROLLOUT).await;
-    let pod = node::wait_ready_pods(client, 1, None, ROLLOUT).await.remove(0);
-    converged(client, backend, w, 3, "before the wedge").await;
+    let pod = node::wait_ready_pods(client, 1, None, ROLLOUT)
+        .await
+        .remove(0);
+    node::converged(client, backend, w, 3, "before the wedge").await;
     let restarts = node::restarts(&pod);
 
     backend
@@ -169,13 +150,17 @@ async fn liveness(client: &Client, backend: &Backend, overlay: &Overlay, w: &Wor
         .expect("set faults");
     w.deploy("web", 4).await;
     let name = node::name(&pod);
-    wait_until("the kubelet restarts the wedged container", ROLLOUT, || async {
-        let p = node::pods(client)
-            .await
-            .into_iter()
-            .find(|p| node::name(p) == name)?;
-        (node::restarts(&p) > restarts).then_some(())
-    })
+    wait_until(
+        "the kubelet restarts the wedged container",
+        ROLLOUT,
+        || async {
+            let p = node::pods(client)
+                .await
+                .into_iter()
+                .find(|p| node::name(p) == name)?;
+            (node::restarts(&p) > restarts).then_some(())
+        },
+    )
     .await;
     let previous = node::logs(&name, true).await;
     assert!(
@@ -185,7 +170,7 @@ async fn liveness(client: &Client, backend: &Backend, overlay: &Overlay, w: &Wor
     );
     backend.admin.clear_faults().await.expect("clear faults");
     node::wait_ready_pods(client, 1, None, ROLLOUT).await;
-    converged(client, backend, w, 4, "after the restart").await;
+    node::converged(client, backend, w, 4, "after the restart").await;
 }
 
 /// The backend stopped: the pod goes 0/1 (the kubelet's readiness probe), is not restarted;
@@ -202,9 +187,11 @@ async fn readiness_follows_the_backend(
     probing.fast_probes = true;
     probing.apply_and_restart().await;
     node::rollout_status(ROLLOUT).await;
-    let pod = node::wait_ready_pods(client, 1, None, ROLLOUT).await.remove(0);
+    let pod = node::wait_ready_pods(client, 1, None, ROLLOUT)
+        .await
+        .remove(0);
     let (name, restarts) = (node::name(&pod), node::restarts(&pod));
-    converged(client, backend, w, 4, "before the outage").await;
+    node::converged(client, backend, w, 4, "before the outage").await;
 
     backend.stop().await;
     wait_until("the pod is not Ready (0/1)", ROLLOUT, || async {
@@ -229,7 +216,7 @@ async fn readiness_follows_the_backend(
         (name, restarts),
         "the pod was restarted for an outage"
     );
-    converged(client, backend, w, 3, "after the outage").await;
+    node::converged(client, backend, w, 3, "after the outage").await;
 }
 
 /// One bad setting at a time: the new pod stays 0/1 without restarts, its log names the
@@ -250,7 +237,10 @@ async fn bad_deployments(client: &Client, backend: &Backend, good: &Overlay) {
         (
             "wrong password",
             &wrong_password,
-            &["not logged in to the MidoNet API: not ready", "cannot log in"],
+            &[
+                "not logged in to the MidoNet API: not ready",
+                "cannot log in",
+            ],
             "[-] backend",
         ),
         (
@@ -280,7 +270,8 @@ async fn bad_deployments(client: &Client, backend: &Backend, good: &Overlay) {
                     .and_then(|c| c.first())
                     .is_some_and(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
             })?;
-            node::logs(&node::name(&p), false).await
+            node::logs(&node::name(&p), false)
+                .await
                 .contains(log_says[0])
                 .then_some(p)
         })

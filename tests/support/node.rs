@@ -501,7 +501,7 @@ pub async fn metric(pod_ip: &str, name: &str, filter: &str) -> Option<f64> {
 /// The pod that holds the Lease, by the pods' `leader` gauge.
 pub async fn leader(client: &kube::Client) -> Option<Pod> {
     for p in pods(client).await {
-        let ip = pod_ip(&p)?;
+        let Some(ip) = pod_ip(&p) else { continue };
         if metric(&ip, "midonet_kube_controllers_leader", "").await == Some(1.0) {
             return Some(p);
         }
@@ -641,4 +641,37 @@ pub fn check_args() -> [&'static str; 6] {
         "--project",
         PROJECT,
     ]
+}
+
+/// How long the node takes to converge after a change (a hang guard).
+pub const CONVERGE: Duration = Duration::from_secs(240);
+
+/// Waits until the workload's `pods` run with addresses from the node's podCIDR and the
+/// cluster and the backend are exactly what the objects call for; then `check`.
+pub async fn converged(
+    client: &kube::Client,
+    backend: &Backend,
+    w: &Workload,
+    pods: usize,
+    what: &str,
+) {
+    let cidr = pod_cidr(client).await;
+    let ips = w.wait_running(pods, CONVERGE).await;
+    assert!(
+        ips.iter().all(|ip| in_cidr(ip, &cidr)),
+        "pod addresses {ips:?} are not from the node's podCIDR {cidr}"
+    );
+    super::stack::wait_exact(client, &backend.admin, what, CONVERGE).await;
+    let report =
+        super::check::assert_check_passes_with(&backend.api_url(), &check_args(), what).await;
+    // Every endpoint is a pod's address but the apiserver's (on the host).
+    let unverifiable: Vec<&String> = report
+        .unverifiable_endpoints
+        .iter()
+        .filter(|e| !e.starts_with("svc/default/kubernetes:"))
+        .collect();
+    assert!(
+        unverifiable.is_empty(),
+        "{what}: endpoints without a pod address: {unverifiable:?}"
+    );
 }

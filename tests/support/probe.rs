@@ -47,8 +47,24 @@ impl RunningProbe {
 /// Lists the cluster, picks the flows (`size` per source, at least one flow) and starts
 /// sampling `sim`'s store every `period`.
 pub async fn start(sim: &SimHandle, size: SampleSize, period: Duration) -> RunningProbe {
+    start_without(sim, size, period, None).await
+}
+
+/// [`start`], the pods of namespace `skip` taken for no source (the controllers' own pods
+/// off the host network, which a rolling update replaces).
+pub async fn start_without(
+    sim: &SimHandle,
+    size: SampleSize,
+    period: Duration,
+    skip: Option<&str>,
+) -> RunningProbe {
     let kube = super::admin_client().await;
-    let cluster = load_cluster(&kube).await.expect("list the cluster");
+    let mut cluster = load_cluster(&kube).await.expect("list the cluster");
+    if let Some(skip) = skip {
+        cluster
+            .pods
+            .retain(|p| p.metadata.namespace.as_deref() != Some(skip));
+    }
     let flows = select_flows(&cluster, size);
     assert!(!flows.is_empty(), "the cluster offers no flow to probe");
     let reader = sim.reader();
