@@ -232,7 +232,7 @@ cmd_start() {
   touch "$d/running"
   if [ -n "$watch" ]; then
     # The watchdog stops everything when the watched process (a test binary) is gone.
-    nohup setsid bash -c "while kill -0 $watch 2>/dev/null && [ -f '$d/running' ]; do sleep 1; done; '$HERE/k8s-env.sh' stop '$d'; rm -rf '$d'" \
+    nohup setsid bash -c "while kill -0 $watch 2>/dev/null && [ -f '$d/running' ]; do sleep 1; done; '$HERE/k8s-env.sh' stop '$d' && rm -rf '$d'" \
       >/dev/null 2>&1 &
   fi
   if [ -n "$NODE_MODE" ]; then
@@ -291,8 +291,10 @@ stop_processes() { # dir
 cmd_stop() {
   local d=${1:?usage: stop DIR}
   rm -f "$d/running"
-  "$HERE/k8s-node.sh" stop "$d" || log "the node was not removed cleanly"
+  local node_ok=0
+  "$HERE/k8s-node.sh" stop "$d" || node_ok=1
   stop_processes "$d"
+  return $node_ok
 }
 
 start_controller_manager() { # dir

@@ -368,6 +368,8 @@ remove_cgroups() { # a cgroup is removable once its last process has exited: a f
 }
 
 cmd_stop() {
+  # Every step is tried, whatever the previous one did: a stop must not leave half a node.
+  set +e +o pipefail
   D=$1
   [ -f "$D/node/vars" ] || return 0
   # shellcheck disable=SC1091
@@ -392,6 +394,10 @@ cmd_stop() {
   if [ -f "$NODE_DIR/sysctls.saved" ]; then
     while IFS= read -r kv; do sysctl -qw "$kv" || true; done <"$NODE_DIR/sysctls.saved"
     rm -f "$NODE_DIR/sysctls.saved"
+  fi
+  if ip netns list | grep -qw "$NODE_NS" || [ -d "/sys/fs/cgroup/memory$CGROUP_ROOT" ]; then
+    log "node $NODE_NAME not removed completely (kept $D/node/vars for another stop)"
+    return 1
   fi
   rm -f "$D/node/vars"
 }
