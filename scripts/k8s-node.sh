@@ -116,10 +116,13 @@ CACHE_ROOT="${MIDONETKUBE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/midonet-kub
 # The pod sandbox image: pause.c of the same kubernetes tree, linked statically, FROM scratch.
 pause_archive() {
   local out="$CACHE_ROOT/images/pause-3.4.1.tar" src work
-  [ -s "$out" ] && { echo "$out"; return 0; }
+  mkdir -p "$CACHE_ROOT/images"
+  # One build at a time: nodes start in parallel.
+  exec 7>"$CACHE_ROOT/images/.lock"
+  flock 7
+  if [ -s "$out" ]; then exec 7>&-; echo "$out"; return 0; fi
   src=$(ls -d "$CACHE_ROOT"/build/src/kubernetes-*/build/pause/linux | head -n1)
   work=$(mktemp -d)
-  mkdir -p "$CACHE_ROOT/images"
   cc -Os -Wall -static -DVERSION=v3.4.1-midonet-local -o "$work/pause" "$src/pause.c"
   mkdir -p "$work/rootfs"
   mv "$work/pause" "$work/rootfs/pause"
@@ -127,6 +130,7 @@ pause_archive() {
     --entrypoint '["/pause"]' --user 65535:65535 >&2
   mv "$out.tmp" "$out"
   rm -rf "$work"
+  exec 7>&- # the lock must not be inherited by the node's processes
   echo "$out"
 }
 

@@ -31,6 +31,31 @@ ensure_pkgs() {
 
 ensure_pkgs etcd-server rsync openssl curl ca-certificates dpkg-dev make
 
+# The real node (scripts/k8s-node.sh), its images (scripts/image.sh: buildah; a static pause
+# from the kubernetes tree: gcc, libc6-dev) and the monitoring tests' Prometheus. These
+# machines run no init system; any service a package would start is left stopped (Debian's
+# policy-rc.d, for the install only, where the machine has none) and recommended packages
+# (prometheus-node-exporter, a service too) are not installed.
+ensure_node_pkgs() {
+  local missing=() p policy=/usr/sbin/policy-rc.d made_policy=
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]}"
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+    as_root chmod +x "$policy"
+    made_policy=1
+  fi
+  if [ -z "$apt_updated" ]; then as_root apt-get update -qq; apt_updated=1; fi
+  local ok=0
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null || ok=$?
+  [ -z "$made_policy" ] || as_root rm -f "$policy"
+  return $ok
+}
+ensure_node_pkgs containerd runc containernetworking-plugins buildah iptables iproute2 \
+  util-linux gcc libc6-dev python3 prometheus
+
 missing() { MISSING=(); for b in "${WANT[@]}"; do [ -x "$BIN_DIR/$b" ] || MISSING+=("$b"); done; }
 missing
 if [ ${#MISSING[@]} -eq 0 ]; then echo "$BIN_DIR"; exit 0; fi

@@ -52,7 +52,9 @@ fn the_rules_are_valid_and_each_alert_is_tested() {
     assert_eq!(alerts.len(), 7, "{alerts:?}");
     for alert in alerts {
         assert!(
-            tests.contains(&format!("alertname: {alert}\n        exp_alerts:\n          - ")),
+            tests.contains(&format!(
+                "alertname: {alert}\n        exp_alerts:\n          - "
+            )),
             "no test expects {alert} to fire"
         );
     }

@@ -8,10 +8,13 @@
 //! 1. install as documented: Ready through the probes, in-cluster ServiceAccount token and
 //!    CA with exactly `deploy/`'s RBAC, no authorization error, workload pods with addresses
 //!    from the node's podCIDR translated (exact state, `check`);
-//! 2. liveness: a reconcile hung on the backend past the limit: the kubelet restarts the
+//! 2. monitoring: Prometheus (Debian's) scrapes the pod the apiserver lists with the
+//!    annotations `deploy/` sets, and the test reads the key series; the alerting rules
+//!    of `deploy/monitoring/` evaluate on them, healthy, none firing;
+//! 3. liveness: a reconcile hung on the backend past the limit: the kubelet restarts the
 //!    container, which then converges;
-//! 3. readiness follows the backend (stopped: 0/1, started: 1/1) with no work lost;
-//! 4. bad deployments (wrong password, missing RBAC rule, unreachable backend URL): a log
+//! 4. readiness follows the backend (stopped: 0/1, started: 1/1) with no work lost;
+//! 5. bad deployments (wrong password, missing RBAC rule, unreachable backend URL): a log
 //!    line and the readiness say which, and the pod does not crash-loop.
 
 mod support;
@@ -38,6 +41,7 @@ async fn deployed_on_a_real_node() {
     let workload = Workload::create(&client, "web").await;
     workload.deploy("web", 3).await;
     node::converged(&client, &backend, &workload, 3, "installed").await;
+    monitoring(&client).await;
 
     liveness(&client, &backend, &overlay, &workload).await;
     readiness_follows_the_backend(&client, &mut backend, &overlay, &workload).await;
@@ -95,6 +99,63 @@ async fn install_as_documented(client: &Client, backend: &Backend) -> Overlay {
     })
     .await;
     overlay
+}
+
+/// Prometheus scrapes the controllers' pod as users configure it and reads what the
+/// cluster says: it leads, every Translation is Ready, the backend answers; the shipped
+/// alerting rules evaluate without error and none fires.
+async fn monitoring(client: &Client) {
+    use midonet_kube_controllers::crd::Translation;
+    let prom = support::prometheus::Prometheus::start();
+    prom.discover(client).await;
+    let pod = node::name(&node::pods(client).await[0]);
+    let t = Duration::from_secs(120);
+    prom.wait_value(
+        &format!(r#"up{{job="midonet-kube-controllers",pod="{pod}"}}"#),
+        |v| v == 1.0,
+        t,
+    )
+    .await;
+    prom.wait_value("midonet_kube_controllers_leader", |v| v == 1.0, t)
+        .await;
+    let translations = kube::Api::<Translation>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list Translations")
+        .items
+        .len() as f64;
+    prom.wait_value(
+        r#"midonet_kube_controllers_translations{state="ready"}"#,
+        |v| v == translations,
+        t,
+    )
+    .await;
+    prom.wait_value(
+        r#"sum(midonet_kube_controllers_translations{state!="ready"})"#,
+        |v| v == 0.0,
+        t,
+    )
+    .await;
+    prom.wait_value(
+        r#"sum(midonet_kube_controllers_requests_total{code=~"2.."})"#,
+        |v| v > 0.0,
+        t,
+    )
+    .await;
+    let rules = wait_until("the alerting rules evaluated", t, || async {
+        let rules = prom.alert_rules().await;
+        (rules.len() == 7 && rules.iter().all(|(_, health, _)| health == "ok")).then_some(rules)
+    })
+    .await;
+    let firing: Vec<_> = rules
+        .iter()
+        .filter(|(_, _, state)| state != "inactive")
+        .collect();
+    assert!(
+        firing.is_empty(),
+        "alerts pending or firing on a healthy deployment: {firing:?}"
+    );
+    eprintln!("monitoring: Prometheus scraped {pod}: {translations} Translations ready, 7 rules healthy, none firing");
 }
 
 /// Nothing refused: the pod's log has no authorization error and the metric counts none.

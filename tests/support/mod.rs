@@ -236,6 +236,7 @@ pub mod fixtures;
 pub mod node;
 pub mod objects;
 pub mod probe;
+pub mod prometheus;
 pub mod rbac;
 pub mod rollout;
 pub mod scenario;
