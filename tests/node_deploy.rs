@@ -137,7 +137,7 @@ async fn monitoring(client: &Client) {
     )
     .await;
     prom.wait_value(
-        r#"sum(midonet_kube_controllers_requests_total{code=~"2.."})"#,
+        r#"sum(midonet_kube_controllers_midonet_client_requests_total{code=~"2.."})"#,
         |v| v > 0.0,
         t,
     )
