@@ -27,7 +27,7 @@
 #   directories of DIR/node: their mounts (volumes, rootfs, sandbox netns) end with the
 #   namespace, and nothing is written outside DIR.
 # - The kubelet sets vm.overcommit_memory, kernel.panic and kernel.panic_on_oops: their
-#   values at start are restored on stop.
+#   values from before the first node of the machine are restored when the last one stops.
 # Facts of this kind of machine (a VM, cgroup v1, no systemd, no CAP_SYS_RESOURCE):
 # containerd needs `restrict_oom_score_adj` (runc fails otherwise, "can't get final child's
 # PID from pipe: EOF"), and the kubelet and kube-proxy `--oom-score-adj=0`; the sandbox image
@@ -268,7 +268,7 @@ cmd_start() {
   NODE_DIR="$D/node"
   BIN=$("$HERE/provision-k8s.sh" | tail -n1)
   local n=$NODE_DIR s
-  for s in "${SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$n/sysctls.saved"
+  save_sysctls
   write_containerd_config "$n"
   make_cgroups
   mkdir -p "$n/kubelet"
@@ -325,6 +325,31 @@ cmd_start() {
 }
 
 # --- stop ---------------------------------------------------------------------------------
+
+# The sysctls the kubelet sets are the machine's, shared by every node on it: the values
+# from before the first node are kept in NODES/sysctls.saved and restored when the last
+# node (the last NODES/*.octet) is gone.
+NODES=/tmp/midonet-kube-nodes
+save_sysctls() {
+  local s
+  exec 8>"$NODES/.lock"
+  flock 8
+  if [ ! -f "$NODES/sysctls.saved" ]; then
+    for s in "${SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$NODES/sysctls.saved"
+  fi
+  exec 8>&-
+}
+
+restore_sysctls() {
+  exec 8>"$NODES/.lock"
+  flock 8
+  rm -f "$NODES/$NODE_ID.octet"
+  if ! ls "$NODES"/*.octet >/dev/null 2>&1 && [ -f "$NODES/sysctls.saved" ]; then
+    while IFS= read -r kv; do sysctl -qw "$kv" || true; done <"$NODES/sysctls.saved"
+    rm -f "$NODES/sysctls.saved"
+  fi
+  exec 8>&-
+}
 
 kill_cgroup_tree() { # every process in the node's cgroups (the containers)
   local h procs
@@ -394,11 +419,7 @@ cmd_stop() {
   ip netns del "$NODE_NS" 2>/dev/null || true
   ip link del "mkn$NODE_ID-h" 2>/dev/null || true
   remove_cgroups
-  rm -f "/tmp/midonet-kube-nodes/$NODE_ID.octet"
-  if [ -f "$NODE_DIR/sysctls.saved" ]; then
-    while IFS= read -r kv; do sysctl -qw "$kv" || true; done <"$NODE_DIR/sysctls.saved"
-    rm -f "$NODE_DIR/sysctls.saved"
-  fi
+  restore_sysctls
   if ip netns list | grep -qw "$NODE_NS" || [ -d "/sys/fs/cgroup/memory$CGROUP_ROOT" ]; then
     log "node $NODE_NAME not removed completely (kept $D/node/vars for another stop)"
     return 1

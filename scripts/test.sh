@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, unit tests, and the integration tests against a
-# real local control plane (started per test binary by tests/support) and the simulator.
-# Installs what it needs (Debian packages, control-plane binaries built once and cached).
+# real local control plane (started per test binary by tests/support) and the simulator; the
+# tests/node_*.rs binaries add a real node (scripts/k8s-node.sh) and deploy the image there.
+# Installs what it needs (Debian packages, control-plane and node binaries built once and
+# cached).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
