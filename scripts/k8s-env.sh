@@ -52,23 +52,8 @@ print("\n".join(str(s.getsockname()[1]) for s in socks))
 ' "$1"
 }
 
-alive() { # pid; a zombie (exited, not yet reaped) counts as gone
-  local st
-  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
-  case $st in Z*) return 1 ;; esac
-}
-
-kill_pidfile() { # pidfile
-  local f=$1 pid
-  [ -f "$f" ] || return 0
-  pid=$(cat "$f")
-  if alive "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do alive "$pid" || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
+# shellcheck source=scripts/pidfiles.sh
+. "$HERE/pidfiles.sh"
 
 make_certs() { # dir [extra IP SAN]
   local d=$1 san="IP:127.0.0.1,DNS:localhost"

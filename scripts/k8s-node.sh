@@ -41,23 +41,8 @@ PAUSE_IMAGE=registry.k8s.io/pause:3.4.1-midonet-local
 
 log() { echo "k8s-node: $*" >&2; }
 
-alive() {
-  local st
-  st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
-  case $st in Z*) return 1 ;; esac
-}
-
-kill_pidfile() { # pidfile
-  local f=$1 pid
-  [ -f "$f" ] || return 0
-  pid=$(cat "$f")
-  if alive "$pid"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
-}
+# shellcheck source=scripts/pidfiles.sh
+. "$HERE/pidfiles.sh"
 
 # --- net-up -------------------------------------------------------------------------------
 

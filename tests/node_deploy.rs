@@ -202,11 +202,7 @@ async fn liveness(client: &Client, backend: &Backend, overlay: &Overlay, w: &Wor
         .with_config("MIDONETKUBE_LIVENESS_RECONCILE_LIMIT", "5s")
         .with_config("MIDONETKUBE_BACKEND_TIMEOUT", "1h");
     wedgeable.fast_probes = true;
-    wedgeable.apply_and_restart().await;
-    node::rollout_status(ROLLOUT).await;
-    let pod = node::wait_ready_pods(client, 1, None, ROLLOUT)
-        .await
-        .remove(0);
+    let pod = redeploy(client, &wedgeable).await;
     node::converged(client, backend, w, 3, "before the wedge").await;
     let restarts = node::restarts(&pod);
 
@@ -255,11 +251,7 @@ async fn readiness_follows_the_backend(
         .clone()
         .with_config("MIDONETKUBE_BACKEND_PROBE_PERIOD", "2s");
     probing.fast_probes = true;
-    probing.apply_and_restart().await;
-    node::rollout_status(ROLLOUT).await;
-    let pod = node::wait_ready_pods(client, 1, None, ROLLOUT)
-        .await
-        .remove(0);
+    let pod = redeploy(client, &probing).await;
     let (name, restarts) = (node::name(&pod), node::restarts(&pod));
     node::converged(client, backend, w, 4, "before the outage").await;
 
@@ -373,12 +365,19 @@ async fn bad_deployments(client: &Client, backend: &Backend, good: &Overlay) {
             "{what}: /readyz {code} {body}"
         );
         eprintln!("{what}: 0/1, no restart; the log says {log_says:?}; /readyz {readyz_says}");
-        good.apply_and_restart().await;
-        node::rollout_status(ROLLOUT).await;
-        node::wait_ready_pods(client, 1, None, ROLLOUT).await;
+        redeploy(client, good).await;
     }
     wait_exact(client, &backend.admin, "after the bad deployments", ROLLOUT).await;
     assert_no_authorization_error(client).await;
+}
+
+/// `overlay` applied, the pod restarted with it (a settings change), Ready: the pod.
+async fn redeploy(client: &Client, overlay: &Overlay) -> k8s_openapi::api::core::v1::Pod {
+    overlay.apply_and_restart().await;
+    node::rollout_status(ROLLOUT).await;
+    node::wait_ready_pods(client, 1, None, ROLLOUT)
+        .await
+        .remove(0)
 }
 
 /// The last lines of a log, for a failure message.
