@@ -12,17 +12,17 @@
 # stop removes exactly what its node made:
 # - The node lives in a network namespace of its own, `mkn-ID`, joined to the host by a veth
 #   pair `mknID-h` (host, 10.N.255.1/30) / `mknID-n` (node, 10.N.255.2). containerd, the
-#   kubelet and kube-proxy run in it (`nsenter --net`, the mount namespace stays the host's so
-#   the kubelet's volume mounts are the ones containerd's containers get), so the CNI bridge
-#   `mknbrID`, the pods' veths and every iptables chain the kubelet, kube-proxy and the CNI
-#   plugins add are in that namespace and go with it. The apiserver binds to 10.N.255.1.
+#   kubelet and kube-proxy run in it (`nsenter --net`), so the CNI bridge `mknbrID`, the
+#   pods' veths and every iptables chain the kubelet, kube-proxy and the CNI plugins add are
+#   in that namespace and go with it. The apiserver binds to 10.N.255.1.
 # - Pods get addresses from the node's podCIDR (nodeipam, cluster CIDR 10.N.0.0/17) through
 #   the CNI plugins (bridge + host-local IPAM + portmap); the host routes 10.N.0.0/17 to the
 #   node so the tests and Prometheus reach pod addresses.
 # - Cgroups: the kubelet's `--cgroup-root` is `/mkn-ID` in every v1 hierarchy.
 # - State, sockets, IPAM, netns mounts, the kubelet's root: under DIR/node. containerd, the
 #   kubelet and kube-proxy share a mount namespace of their own (held by a `sleep` started
-#   with `unshare`), in which the fixed paths they write to, /var/log/pods,
+#   with `unshare`; shared, so that the kubelet's volume mounts are the ones containerd's
+#   containers get), in which the fixed paths they write to, /var/log/pods,
 #   /var/log/containers (the kubelet's container logs) and /var/lib/cni (libcni's cache), are
 #   directories of DIR/node: their mounts (volumes, rootfs, sandbox netns) end with the
 #   namespace, and nothing is written outside DIR.
