@@ -5,6 +5,10 @@
 #
 # The build stage uses BuildKit cache mounts for the cargo registry and target directory
 # (the default builder since Docker 23).
+#
+# Without Docker or a registry, scripts/image.sh builds the same image contents (user,
+# entrypoint, command, port) with buildah FROM scratch from a local build (a glibc binary
+# with its libraries); docs/operations.md, "Container image", says what differs.
 
 ARG RUST_VERSION=1.95
 
