@@ -106,7 +106,7 @@ async fn install_as_documented(client: &Client, backend: &Backend) -> Overlay {
 /// alerting rules evaluate without error and none fires.
 async fn monitoring(client: &Client) {
     use midonet_kube_controllers::crd::Translation;
-    let prom = support::prometheus::Prometheus::start();
+    let prom = support::monitoring::Prometheus::start();
     prom.discover(client).await;
     let pod = node::name(&node::pods(client).await[0]);
     let t = Duration::from_secs(120);

@@ -233,10 +233,10 @@ where
 pub mod check;
 pub mod child;
 pub mod fixtures;
+pub mod monitoring;
 pub mod node;
 pub mod objects;
 pub mod probe;
-pub mod prometheus;
 pub mod rbac;
 pub mod rollout;
 pub mod scenario;
