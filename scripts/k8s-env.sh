@@ -126,16 +126,7 @@ start_apiserver() { # dir
 wait_serving() { # dir name seconds check...: runs the check every 0.5 s while DIR/name.pid lives
   local d=$1 name=$2 seconds=$3
   shift 3
-  for _ in $(seq 1 $((seconds * 2))); do
-    "$@" && return 0
-    if ! alive "$(cat "$d/$name.pid")"; then
-      log "$name exited; last log lines:"; tail -n 20 "$d/$name.log" >&2
-      return 1
-    fi
-    sleep 0.5
-  done
-  log "$name not serving after ${seconds}s"; tail -n 20 "$d/$name.log" >&2
-  return 1
+  wait_for "$name" "$seconds" "$d/$name.pid" "$@"
 }
 
 apiserver_ready() { # dir

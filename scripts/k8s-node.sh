@@ -224,21 +224,6 @@ start_mount_namespace() { # node dir
   IN_NODE=(nsenter --mount="/proc/$holder/ns/mnt" --net="/run/netns/$NODE_NS")
 }
 
-wait_for() { # what seconds pidfile check...
-  local what=$1 seconds=$2 pidfile=$3
-  shift 3
-  for _ in $(seq 1 $((seconds * 2))); do
-    "$@" >/dev/null 2>&1 && return 0
-    if ! alive "$(cat "$pidfile")"; then
-      log "$what exited; last log lines:"; tail -n 20 "${pidfile%.pid}.log" >&2
-      return 1
-    fi
-    sleep 0.5
-  done
-  log "$what not up after ${seconds}s"; tail -n 20 "${pidfile%.pid}.log" >&2
-  return 1
-}
-
 node_ready() {
   "$BIN/kubectl" --kubeconfig "$D/kubeconfig" get node "$NODE_NAME" \
     -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null | grep -qx True
@@ -354,7 +339,7 @@ kill_cgroup_tree() { # every process in the node's cgroups (the containers)
 kill_shims() { # the runc shims serving this node's containerd (by its socket's path)
   local p
   for p in /proc/[0-9]*; do
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "-address $NODE_DIR/containerd/containerd.sock" \
+    tr '\0' ' ' 2>/dev/null <"$p/cmdline" | grep -qF -- "-address $NODE_DIR/containerd/containerd.sock" \
       && kill -KILL "${p#/proc/}" 2>/dev/null || true
   done
 }
