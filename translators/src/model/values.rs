@@ -317,6 +317,25 @@ impl FromStr for MacMask {
     }
 }
 
+/// Serialises through the canonical spelling (`Display`) and parses with `FromStr`.
+macro_rules! serde_as_text {
+    ($($t:ty),+) => {$(
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(|e: <$t as FromStr>::Err| serde::de::Error::custom(e.0))
+            }
+        }
+    )+};
+}
+serde_as_text!(MacAddr, Ipv4Cidr, MacMask);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,22 +424,3 @@ mod tests {
         }
     }
 }
-
-/// Serialises through the canonical spelling (`Display`) and parses with `FromStr`.
-macro_rules! serde_as_text {
-    ($($t:ty),+) => {$(
-        impl serde::Serialize for $t {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(|e: <$t as FromStr>::Err| serde::de::Error::custom(e.0))
-            }
-        }
-    )+};
-}
-serde_as_text!(MacAddr, Ipv4Cidr, MacMask);
