@@ -100,11 +100,8 @@ use crate::addr::{parse_ipv4, AddrError};
 use crate::ids::{id_for_key, sub_id};
 use crate::model::{Chain, FlowAction, NatTarget, Resource, Rule, RuleType};
 use crate::naming::backend_name;
-use crate::node::{SNAT_PORT_FROM, SNAT_PORT_TO};
-use crate::service::{
-    cluster_ipv4, port_number, protocol_number, service_port_chain_id, service_port_key,
-    valid_ports,
-};
+use crate::service_spec::{cluster_ipv4, port_number, protocol_number, valid_ports};
+use crate::topology::{service_port_chain_id, service_port_key, SNAT_PORT_FROM, SNAT_PORT_TO};
 use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig};
 
 /// Kind of the per-port generation Translations and of their IDs.

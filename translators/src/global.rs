@@ -1,49 +1,21 @@
 //! The cluster-global resources: no Kubernetes owner, ensured before any other translator runs.
 
-use uuid::Uuid;
-
-use crate::ids::{id_for_key, sub_id};
-use crate::meta::GLOBAL_LABEL;
+use crate::filters::policy_globals;
+use crate::ids::sub_id;
 use crate::model::{
     Chain, FlowAction, Resource, Router, Rule, RuleType, TunnelZone, TunnelZoneType,
 };
-use crate::translate::{DesiredTranslation, TranslatorConfig, GLOBAL_TRANSLATION_NAMESPACE};
-
-/// Pseudo kind of the global Translations and of the root of the global IDs.
-pub const GLOBAL_KIND: &str = "midonet-global";
-
-/// Key of the main chain; its ID is the base of every other global ID.
-const MAIN_CHAIN_KEY: &str = "chain";
+use crate::topology::global_translation;
+pub use crate::topology::{
+    cluster_router_id, default_tunnel_zone_id, main_chain_id, pre_chain_id, services_chain_id,
+    GLOBAL_KIND,
+};
+use crate::translate::{DesiredTranslation, TranslatorConfig};
 
 /// Chain names, as they appear in MidoNet.
 pub const MAIN_CHAIN_NAME: &str = "KUBE-MAIN";
 pub const PRE_CHAIN_NAME: &str = "KUBE-PRE";
 pub const SERVICES_CHAIN_NAME: &str = "KUBE-SERVICES";
-
-/// ID of KUBE-MAIN, the inbound filter of every Node bridge.
-pub fn main_chain_id(cfg: &TranslatorConfig) -> Uuid {
-    id_for_key(cfg, GLOBAL_KIND, MAIN_CHAIN_KEY)
-}
-
-/// ID of KUBE-PRE (reverse NAT), jumped to from KUBE-MAIN.
-pub fn pre_chain_id(cfg: &TranslatorConfig) -> Uuid {
-    sub_id(main_chain_id(cfg), "Pre Chain")
-}
-
-/// ID of KUBE-SERVICES (one jump per service port), jumped to from KUBE-MAIN.
-pub fn services_chain_id(cfg: &TranslatorConfig) -> Uuid {
-    sub_id(main_chain_id(cfg), "Services Chain")
-}
-
-/// ID of the cluster router every Node bridge is linked to.
-pub fn cluster_router_id(cfg: &TranslatorConfig) -> Uuid {
-    sub_id(main_chain_id(cfg), "Cluster Router")
-}
-
-/// ID of the tunnel zone hosts join unless their Node names another one.
-pub fn default_tunnel_zone_id(cfg: &TranslatorConfig) -> Uuid {
-    sub_id(main_chain_id(cfg), "Default Tunnel Zone")
-}
 
 /// The global Translations, in the order they should be pushed.
 ///
@@ -96,24 +68,6 @@ pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
             vec![Router::named(cluster_router_id(cfg), tenant, "ClusterRouter").into()],
         ),
         global_translation(cfg, "chains", chains),
-        crate::policy::policy_globals(cfg),
+        policy_globals(cfg),
     ]
-}
-
-/// A global Translation (no owner) in `kube-system`.
-pub(crate) fn global_translation(
-    cfg: &TranslatorConfig,
-    key: &str,
-    resources: Vec<Resource>,
-) -> DesiredTranslation {
-    let mut tr = DesiredTranslation::versioned(
-        cfg,
-        GLOBAL_KIND,
-        key,
-        GLOBAL_TRANSLATION_NAMESPACE,
-        resources,
-    );
-    tr.labels
-        .insert(GLOBAL_LABEL.to_string(), "true".to_string());
-    tr
 }

@@ -2,6 +2,22 @@
 //!
 //! Nothing in this crate performs I/O or is async: Kubernetes object in, Translations out.
 //! The controllers in the `midonet-kube-controllers` crate are the I/O shell around it.
+//!
+//! # Layers
+//!
+//! Every module uses only modules of lower layers, so there is no import cycle, and the
+//! per-kind translators (the last layer) never use one another: what one translator's
+//! resources are known by in another's (the cluster router, a Node's bridge, a service
+//! port's chain, the policy filter chains) is in `topology` and `filters`, below all of
+//! them. `tests/layering.rs` reads this list and fails on a module that uses one of its
+//! own layer or above, or that is in no layer.
+//!
+//! - layer 0: `version`, `meta`, `entry`, `secret`
+//! - layer 1: `model`, `config`, `naming`
+//! - layer 2: `addr`, `ids`, `translate`
+//! - layer 3: `topology`, `service_spec`
+//! - layer 4: `filters`
+//! - layer 5: `global`, `node`, `pod`, `service`, `endpoints`, `policy`
 
 pub mod entry;
 pub mod meta;
@@ -18,6 +34,7 @@ pub use version::TRANSLATION_VERSION;
 pub mod addr;
 pub mod config;
 pub mod endpoints;
+pub mod filters;
 pub mod global;
 pub mod ids;
 pub mod naming;
@@ -25,6 +42,8 @@ pub mod node;
 pub mod pod;
 pub mod policy;
 pub mod service;
+pub mod service_spec;
+pub mod topology;
 pub mod translate;
 
 pub use endpoints::{endpoint_slices, endpoints, service_endpoints, ServiceEndpoints, SliceView};

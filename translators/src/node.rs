@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::Node;
 use uuid::Uuid;
 
 use crate::addr::{parse_cidr, parse_ipv4, parse_mac, AddrError};
-use crate::global::{cluster_router_id, default_tunnel_zone_id, main_chain_id};
-use crate::ids::{id_for_key, mac_for_key, sub_id};
+use crate::filters::{node_bridge_egress_filter, node_egress, node_ingress};
+use crate::ids::{mac_for_key, sub_id};
 use crate::meta::{
     HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION,
     TUNNEL_ZONE_ID_ANNOTATION,
@@ -18,12 +18,15 @@ use crate::model::{
     PortLink, Resource, Route, RouteType, Rule, RuleType, TunnelZoneHost,
 };
 use crate::naming::{backend_name, NODE_INTERFACE_NAME};
+pub use crate::topology::NODE_KIND;
+use crate::topology::{
+    cluster_router_id, default_tunnel_zone_id, main_chain_id, node_bridge_id, SNAT_PORT_FROM,
+    SNAT_PORT_TO,
+};
 use crate::translate::{
     reason, DesiredTranslation, Translated, TranslatorConfig, NODE_TRANSLATION_NAMESPACE,
 };
 
-/// Kind used in the Node's IDs and Translation name.
-pub const NODE_KIND: &str = "Node";
 /// Kinds of the Node's version-independent Translations.
 pub const NODE_MAC_KIND: &str = "Node-MAC";
 pub const NODE_ARP_KIND: &str = "Node-ARP";
@@ -31,15 +34,6 @@ pub const NODE_TUNNEL_ENDPOINT_KIND: &str = "Node-Tunnel-Endpoint";
 
 /// Weight of the routes we create (MidoNet's usual default).
 pub const ROUTE_WEIGHT: u32 = 100;
-
-/// Source ports the node SNAT rule may use.
-pub const SNAT_PORT_FROM: u16 = 30000;
-pub const SNAT_PORT_TO: u16 = 60000;
-
-/// ID of the Node's bridge; pods of the node get their ports on it.
-pub fn bridge_id(cfg: &TranslatorConfig, node_name: &str) -> Uuid {
-    id_for_key(cfg, NODE_KIND, node_name)
-}
 
 /// Addresses the pod CIDR reserves for the network plumbing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,7 +86,7 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     let subnet = pod_subnet(node, &mut out);
     let addresses = node_addresses(node, &mut out);
 
-    let base = bridge_id(cfg, name);
+    let base = node_bridge_id(cfg, name);
     let bridge = base;
     let bridge_port = sub_id(base, "Bridge Port");
     let router_port = sub_id(base, "Router Port");
@@ -104,7 +98,7 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     let mut bridge_body = Bridge::named(bridge, tenant, backend_name(name.to_string()));
     bridge_body.inbound_filter_id = Some(main_chain_id(cfg));
     // Egress policies run on the way out of the bridge, after KUBE-MAIN's Service DNAT.
-    bridge_body.outbound_filter_id = Some(crate::policy::node_bridge_egress_filter(cfg));
+    bridge_body.outbound_filter_id = Some(node_bridge_egress_filter(cfg));
     let mut resources: Vec<Resource> = vec![
         bridge_body.into(),
         Port::bridge_port(bridge, bridge_port).into(),
@@ -163,14 +157,12 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     ]);
     if let Some(s) = subnet {
         // The node's host stack reaches its own pods whatever their ingress policies.
-        resources.extend(crate::policy::node_ingress(
-            cfg, base, node_port, s.node_ip, s.subnet,
-        ));
+        resources.extend(node_ingress(cfg, base, node_port, s.node_ip, s.subnet));
         // And its pods reach the node's host whatever their egress policies.
         let host_ips: Vec<Ipv4Addr> = std::iter::once(s.node_ip)
             .chain(addresses.iter().copied())
             .collect();
-        resources.extend(crate::policy::node_egress(cfg, base, s.subnet, &host_ips));
+        resources.extend(node_egress(cfg, base, s.subnet, &host_ips));
         // Pods reach the node's own addresses through the node's port.
         for ip in addresses {
             resources.push(route(

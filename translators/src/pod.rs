@@ -6,23 +6,17 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, parse_mac, AddrError};
-use crate::ids::id_for_key;
+use crate::filters::pod_port;
 use crate::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
 use crate::model::{HostInterfacePort, Ipv4MacPair, MacPort};
 use crate::naming::pod_interface_name;
-use crate::node::bridge_id;
+pub use crate::topology::POD_KIND;
+use crate::topology::{node_bridge_id, pod_port_id};
 use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig};
 
-/// Kind used in the Pod's IDs and Translation name.
-pub const POD_KIND: &str = "Pod";
 /// Kinds of the Pod's version-independent Translations.
 pub const POD_MAC_KIND: &str = "Pod-MAC";
 pub const POD_ARP_KIND: &str = "Pod-ARP";
-
-/// ID of the Pod's bridge port, from its `namespace/name` key.
-pub fn port_id(cfg: &TranslatorConfig, pod_key: &str) -> Uuid {
-    id_for_key(cfg, POD_KIND, pod_key)
-}
 
 /// `node` is the Node named by the pod's `spec.nodeName`, if known. Pods that are not on the
 /// pod network (unscheduled, `hostNetwork`, finished) produce nothing, and so do pods whose
@@ -66,15 +60,15 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
     };
 
     let key = format!("{namespace}/{name}");
-    let bridge = bridge_id(cfg, node_name);
-    let port = port_id(cfg, &key);
+    let bridge = node_bridge_id(cfg, node_name);
+    let port = pod_port_id(cfg, &key);
     out.translations.push(DesiredTranslation::versioned(
         cfg,
         POD_KIND,
         name,
         namespace,
         vec![
-            crate::policy::pod_port(cfg, bridge, port),
+            pod_port(cfg, bridge, port),
             HostInterfacePort::new(host, port, pod_interface_name(&key)).into(),
         ],
     ));

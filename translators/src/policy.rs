@@ -1,26 +1,13 @@
 //! NetworkPolicy (`networking.k8s.io/v1`): IP address groups, port groups and rule chains
 //! behind the filters of every pod port.
 //!
-//! Two fixed global chains filter every pod's traffic (see [`policy_globals`]): each pod
-//! port's `outboundFilterId` is KUBE-NP-INGRESS (what is delivered to the pod), and each
-//! node bridge's `outboundFilterId` is KUBE-NP-EGRESS (what leaves the bridge, recognised
-//! as a pod's by the port group of the port it entered the network through). The egress
-//! chain sits on the bridge's way *out*, after KUBE-MAIN's Service DNAT in the bridge's
-//! inbound filter, so that egress rules, like ingress rules, see the load-balanced
-//! destination: a pod allowed to reach some pods reaches them through their Service too, and
-//! a Service address lets through nothing its backends' policies refuse. Each chain is
-//!
-//! ```text
-//! 1 accept  matchReturnFlow           replies of allowed connections, both directions
-//! 2 jump    KUBE-NP-<dir>-ALLOW       one jump per policy: accepts what that policy allows
-//! 3 jump    KUBE-NP-<dir>-ISOLATE     one drop per policy: the pods it selects
-//! (runs out: accepted)                pods no policy selects stay open
-//! ```
-//!
-//! KUBE-NP-INGRESS-ALLOW also holds one accept per node ([`node_ingress`]): what a node's
-//! host stack sends to the pods of that node, which NetworkPolicy always allows (kubelet
-//! probes). KUBE-NP-EGRESS-ALLOW holds the other direction ([`node_egress`]): what the pods
-//! of a node send to that node's own addresses.
+//! What a policy allows and isolates goes into the shared ALLOW and ISOLATE chains of the
+//! two fixed filter chains every pod port (ingress) and node bridge (egress) filters
+//! through ([`crate::filters`]). The egress chain sits on the bridge's way *out*, after
+//! KUBE-MAIN's Service DNAT in the bridge's inbound filter, so that egress rules, like
+//! ingress rules, see the load-balanced destination: a pod allowed to reach some pods
+//! reaches them through their Service too, and a Service address lets through nothing its
+//! backends' policies refuse.
 //!
 //! The shared ALLOW and ISOLATE chains only ever hold rules whose order does not matter
 //! (an ALLOW jump accepts or falls through; an ISOLATE rule drops or falls through), so many
@@ -58,13 +45,16 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
-use crate::global::main_chain_id;
+use crate::filters::tenant_chain;
+pub use crate::filters::{GROUP_NAME_PREFIX, NODE_PORT_GROUP_NAME};
 use crate::ids::{id_for_key, sub_id};
 use crate::model::{
-    Chain, IpAddrGroup, IpAddrGroupAddr, Ipv4Cidr, Port, PortGroup, PortGroupPort, PortRange,
-    Resource, Rule, RuleType,
+    IpAddrGroup, IpAddrGroupAddr, Ipv4Cidr, PortGroup, PortGroupPort, PortRange, Resource, Rule,
+    RuleType,
 };
 use crate::naming::backend_name;
+use crate::topology::{allow_chain_id, isolate_chain_id, pod_port_id};
+pub use crate::topology::{filter_chain_id, Direction};
 use crate::translate::{
     reason, DesiredTranslation, Translated, TranslatorConfig, GLOBAL_TRANSLATION_NAMESPACE,
 };
@@ -82,179 +72,7 @@ pub const GROUP_LABEL: &str = "midonet.org/network-policy-group";
 pub const INVALID_SELECTOR: &str = "InvalidSelector";
 pub const INVALID_IP_BLOCK: &str = "InvalidIPBlock";
 
-/// Chain names, as they appear in MidoNet.
-pub const INGRESS_CHAIN_NAME: &str = "KUBE-NP-INGRESS";
-pub const EGRESS_CHAIN_NAME: &str = "KUBE-NP-EGRESS";
-
 const IPV4: u16 = 0x0800;
-
-/// A direction of policy enforcement.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Direction {
-    /// Traffic delivered to a selected pod (its port's outbound filter).
-    Ingress,
-    /// Traffic sent by a selected pod (its port's inbound filter).
-    Egress,
-}
-
-impl Direction {
-    fn tag(self) -> &'static str {
-        match self {
-            Direction::Ingress => "INGRESS",
-            Direction::Egress => "EGRESS",
-        }
-    }
-}
-
-/// The global chain of `dir` every pod port filters through.
-pub fn filter_chain_id(cfg: &TranslatorConfig, dir: Direction) -> Uuid {
-    sub_id(main_chain_id(cfg), &format!("Policy {} Chain", dir.tag()))
-}
-
-fn allow_chain_id(cfg: &TranslatorConfig, dir: Direction) -> Uuid {
-    sub_id(
-        main_chain_id(cfg),
-        &format!("Policy {} Allow Chain", dir.tag()),
-    )
-}
-
-/// The port group of every node's host port (the port bound to `midokube-mido`): traffic
-/// that entered the network there comes from a node's host stack.
-pub fn node_port_group_id(cfg: &TranslatorConfig) -> Uuid {
-    sub_id(main_chain_id(cfg), "Policy Node Port Group")
-}
-
-fn isolate_chain_id(cfg: &TranslatorConfig, dir: Direction) -> Uuid {
-    sub_id(
-        main_chain_id(cfg),
-        &format!("Policy {} Isolate Chain", dir.tag()),
-    )
-}
-
-/// The global Translation `network-policy`: the two filter chains (of every pod port, of
-/// every node bridge), the shared ALLOW and ISOLATE chains they jump to, and the port group
-/// of the nodes' host ports. Pushed before any pod port or node bridge names them.
-pub fn policy_globals(cfg: &TranslatorConfig) -> DesiredTranslation {
-    let mut resources = Vec::new();
-    let mut rules = Vec::new();
-    for dir in [Direction::Ingress, Direction::Egress] {
-        let main = filter_chain_id(cfg, dir);
-        let allow = allow_chain_id(cfg, dir);
-        let isolate = isolate_chain_id(cfg, dir);
-        let name = |suffix: &str| format!("KUBE-NP-{}{suffix}", dir.tag());
-        resources.push(chain(cfg, main, name("")));
-        resources.push(chain(cfg, allow, name("-ALLOW")));
-        resources.push(chain(cfg, isolate, name("-ISOLATE")));
-        let mut replies = Rule::new(main, sub_id(main, "Return Flow"), RuleType::Accept);
-        replies.condition.match_return_flow = Some(true);
-        replies.position = Some(1);
-        let mut to_allow = Rule::jump(main, sub_id(main, "Jump To Allow"), allow);
-        to_allow.position = Some(2);
-        let mut to_isolate = Rule::jump(main, sub_id(main, "Jump To Isolate"), isolate);
-        to_isolate.position = Some(3);
-        rules.extend([replies, to_allow, to_isolate].map(entry));
-    }
-    resources.push(entry(PortGroup::new(
-        node_port_group_id(cfg),
-        NODE_PORT_GROUP_NAME,
-    )));
-    resources.extend(rules);
-    crate::global::global_translation(cfg, "network-policy", resources)
-}
-
-/// The global port group of the nodes' host ports (their traffic to their own pods is
-/// always allowed).
-pub const NODE_PORT_GROUP_NAME: &str = "KUBE-NP-NODE-PORTS";
-
-/// How the backend name of every port group and IP address group the policies make begins.
-/// MidoNet's groups carry no tenant of their own (port groups may, ours do not), so this is
-/// what tells the orphan sweep that a group is the policies'.
-pub const GROUP_NAME_PREFIX: &str = "KUBE-NP-";
-
-/// A pod's bridge port, filtered for ingress from its creation on: a pod is never
-/// reachable before the policies apply to it. Its egress is filtered by its node bridge
-/// ([`node_bridge_egress_filter`]), which exists before any of its ports.
-pub fn pod_port(cfg: &TranslatorConfig, bridge: Uuid, port: Uuid) -> Resource {
-    let mut p = Port::bridge_port(bridge, port);
-    p.outbound_filter_id = Some(filter_chain_id(cfg, Direction::Ingress));
-    entry(p)
-}
-
-/// The outbound filter of every node bridge: the egress policies, applied after the
-/// bridge's inbound filter has load-balanced Service traffic onto an endpoint.
-pub fn node_bridge_egress_filter(cfg: &TranslatorConfig) -> Uuid {
-    filter_chain_id(cfg, Direction::Egress)
-}
-
-/// What a node adds to the policies, in push order, once its host port `node_port` exists:
-/// the port's membership in the node port group, then an accept in KUBE-NP-INGRESS-ALLOW
-/// of what entered through a node's host port from this node's address (`node_ip`) to this
-/// node's pods (`pod_cidr`). NetworkPolicy always allows traffic from a pod's own node;
-/// another node's host is subject to the policies like any address. The rule's ID covers
-/// everything its body depends on (rules are never updated in place).
-pub fn node_ingress(
-    cfg: &TranslatorConfig,
-    node_base: Uuid,
-    node_port: Uuid,
-    node_ip: Ipv4Addr,
-    pod_cidr: Ipv4Cidr,
-) -> Vec<Resource> {
-    let group = node_port_group_id(cfg);
-    let allow = allow_chain_id(cfg, Direction::Ingress);
-    let mut accept = Rule::new(
-        allow,
-        sub_id(
-            node_base,
-            &format!("Policy Node Ingress/{node_ip}/{pod_cidr}"),
-        ),
-        RuleType::Accept,
-    )
-    .from_host(node_ip);
-    accept.nw_dst_address = Some(pod_cidr.addr);
-    accept.nw_dst_length = Some(pod_cidr.prefix_len);
-    accept.condition.port_group = Some(group);
-    // Order inside the shared ALLOW chain does not matter: the head is as good as any place.
-    accept.position = Some(1);
-    vec![entry(PortGroupPort::new(group, node_port)), entry(accept)]
-}
-
-/// What a node adds to the egress policies: per address of the node's host (`node_ips`: its
-/// interface on the bridge and its Node addresses), an accept in KUBE-NP-EGRESS-ALLOW of
-/// what its pods (`pod_cidr`) send there. NetworkPolicy always allows traffic to the node a
-/// pod runs on; another node's host is subject to the egress rules like any address. The
-/// destination is the one after KUBE-MAIN's Service DNAT, so a Service whose endpoint is
-/// this node's host is allowed too. One rule per address, its ID covering its body.
-pub fn node_egress(
-    cfg: &TranslatorConfig,
-    node_base: Uuid,
-    pod_cidr: Ipv4Cidr,
-    node_ips: &[Ipv4Addr],
-) -> Vec<Resource> {
-    let allow = allow_chain_id(cfg, Direction::Egress);
-    let ips: BTreeSet<Ipv4Addr> = node_ips.iter().copied().collect();
-    ips.into_iter()
-        .map(|ip| {
-            let mut accept = Rule::new(
-                allow,
-                sub_id(node_base, &format!("Policy Node Egress/{pod_cidr}/{ip}")),
-                RuleType::Accept,
-            )
-            .to_host(ip);
-            accept.nw_src_address = Some(pod_cidr.addr);
-            accept.nw_src_length = Some(pod_cidr.prefix_len);
-            // Order inside the shared ALLOW chain does not matter.
-            accept.position = Some(1);
-            entry(accept)
-        })
-        .collect()
-}
-
-fn chain(cfg: &TranslatorConfig, id: Uuid, name: String) -> Resource {
-    let mut c = Chain::new(id);
-    c.tenant_id = Some(cfg.tenant.clone());
-    c.name = Some(backend_name(name));
-    entry(c)
-}
 
 fn entry(o: impl Into<Resource>) -> Resource {
     o.into()
@@ -642,7 +460,7 @@ pub fn address_group(
             let ports: BTreeSet<Uuid> = pods
                 .iter()
                 .filter(|p| p.ip.is_some())
-                .map(|p| crate::pod::port_id(cfg, &p.key()))
+                .map(|p| pod_port_id(cfg, &p.key()))
                 .collect();
             resources.extend(
                 ports
@@ -971,7 +789,11 @@ pub fn network_policy(
             Direction::Egress => "OUT",
         };
         let pol = sub_id(gen, &format!("{tag}/Chain"));
-        chains.push(chain(cfg, pol, format!("KUBE-NP-{tag}-{key}-{hash}")));
+        chains.push(tenant_chain(
+            cfg,
+            pol,
+            format!("KUBE-NP-{tag}-{key}-{hash}"),
+        ));
         let mut pos = Positions::default();
         // Not a pod this policy selects: leave the chain, nothing of it applies.
         let mut head = Rule::new(pol, sub_id(pol, "Not Selected"), RuleType::Return);
@@ -988,7 +810,7 @@ pub fn network_policy(
         rules.push(pos.place(head));
         for (i, r) in plan.iter().enumerate() {
             let peers_id = sub_id(pol, &format!("Rule/{i}/Peers"));
-            chains.push(chain(
+            chains.push(tenant_chain(
                 cfg,
                 peers_id,
                 format!("KUBE-NP-{tag}-{key}-{hash}-{i}"),
@@ -1043,7 +865,7 @@ pub fn network_policy(
                     }
                     PeerMatch::Block { cidr, except } => {
                         let block = sub_id(peers_id, &format!("Peer/{j}/Block"));
-                        chains.push(chain(
+                        chains.push(tenant_chain(
                             cfg,
                             block,
                             format!("KUBE-NP-{tag}-{key}-{hash}-{i}-{j}"),

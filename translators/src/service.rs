@@ -4,102 +4,26 @@
 //!
 //! The chains are filled by the Endpoints translator (see [`crate::endpoints`]).
 
-use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::{Service, ServicePort};
-use uuid::Uuid;
+use k8s_openapi::api::core::v1::Service;
 
 use crate::addr::{parse_ipv4, AddrError};
-use crate::global::services_chain_id;
 use crate::ids::id_for_key;
 use crate::model::{Chain, Resource, Rule};
 use crate::naming::backend_name;
+use crate::service_spec::{cluster_ipv4, valid_ports};
+pub use crate::service_spec::{PROTO_TCP, PROTO_UDP};
+use crate::topology::services_chain_id;
+pub use crate::topology::{service_port_chain_id, service_port_key, SERVICE_PORT_KIND};
 use crate::translate::{
     reason, DesiredTranslation, Translated, TranslationWarning, TranslatorConfig,
 };
 
 /// Kind used in the Service's Translation name.
 pub const SERVICE_KIND: &str = "Service";
-/// Pseudo kind of a service port: the ID of its `KUBE-SVC-…` chain.
-pub const SERVICE_PORT_KIND: &str = "ServicePort";
 /// Pseudo kind of the jump from KUBE-SERVICES to a service port's chain.
 pub const SERVICE_PORT_JUMP_KIND: &str = "ServicePortJump";
-
-/// IP protocol numbers MidoNet matches on.
-pub const PROTO_TCP: u8 = 6;
-pub const PROTO_UDP: u8 = 17;
-
-/// `namespace/name/portName` (the port name may be empty): identifies a service port's chain
-/// for both the Service and the Endpoints translator.
-pub fn service_port_key(namespace: &str, name: &str, port_name: &str) -> String {
-    format!("{namespace}/{name}/{port_name}")
-}
-
-/// ID of the `KUBE-SVC-…` chain of a service port.
-pub fn service_port_chain_id(cfg: &TranslatorConfig, port_key: &str) -> Uuid {
-    id_for_key(cfg, SERVICE_PORT_KIND, port_key)
-}
-
-/// The protocol number of a port's protocol (Kubernetes defaults it to TCP).
-pub(crate) fn protocol_number(protocol: Option<&str>) -> Option<u8> {
-    match protocol {
-        None | Some("TCP") => Some(PROTO_TCP),
-        Some("UDP") => Some(PROTO_UDP),
-        Some(_) => None,
-    }
-}
-
-/// A port number in 1..=65535.
-pub(crate) fn port_number(port: i32) -> Option<u16> {
-    u16::try_from(port).ok().filter(|p| *p != 0)
-}
-
-/// The service's IPv4 cluster IP, if it has one. Every type but ExternalName has a cluster
-/// IP (NodePort and LoadBalancer Services too), and pods use it whatever the type.
-///
-/// `Ok(None)`: nothing to translate and nothing wrong (headless, other service types, not yet
-/// allocated). `Err`: a cluster IP MidoNet cannot use.
-pub(crate) fn cluster_ipv4(svc: &Service) -> Result<Option<Ipv4Addr>, TranslationWarning> {
-    let Some(spec) = svc.spec.as_ref() else {
-        return Ok(None);
-    };
-    if spec.type_.as_deref() == Some("ExternalName") {
-        return Ok(None);
-    }
-    let primary = spec.cluster_ip.as_deref().unwrap_or_default();
-    if primary.is_empty() || primary == "None" {
-        return Ok(None);
-    }
-    // Dual-stack services list their other family in clusterIPs; use the first IPv4.
-    let candidates = std::iter::once(primary).chain(
-        spec.cluster_ips
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .map(String::as_str),
-    );
-    let mut invalid = None;
-    for raw in candidates {
-        match parse_ipv4(raw) {
-            Ok(ip) => return Ok(Some(ip)),
-            Err(AddrError::Ipv6) => {}
-            Err(AddrError::Invalid) => {
-                invalid.get_or_insert_with(|| raw.to_string());
-            }
-        }
-    }
-    Err(match invalid {
-        Some(raw) => TranslationWarning::new(
-            reason::INVALID_CLUSTER_IP,
-            format!("cluster IP {raw:?} is not an IP address"),
-        ),
-        None => TranslationWarning::new(
-            reason::UNSUPPORTED_IP_FAMILY,
-            format!("cluster IP {primary:?} is IPv6; MidoNet needs IPv4"),
-        ),
-    })
-}
 
 /// The destination addresses a Service's ports are reached at, each once: the cluster IP,
 /// then every `spec.externalIPs` entry, then every `status.loadBalancer.ingress[].ip`.
@@ -149,59 +73,6 @@ pub(crate) fn service_ips(
                 format!("{what} {raw:?} is not an IP address and is skipped"),
             )),
         }
-    }
-    out
-}
-
-/// A service port MidoNet can implement.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct ValidPort {
-    pub name: String,
-    pub proto: u8,
-    pub port: u16,
-}
-
-/// The service's usable ports in spec order, with a warning for each skipped one.
-pub(crate) fn valid_ports(
-    svc: &Service,
-    mut warn: impl FnMut(TranslationWarning),
-) -> Vec<ValidPort> {
-    let ports: &[ServicePort] = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.ports.as_deref())
-        .unwrap_or_default();
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for p in ports {
-        let name = p.name.clone().unwrap_or_default();
-        let Some(proto) = protocol_number(p.protocol.as_deref()) else {
-            warn(TranslationWarning::new(
-                reason::UNSUPPORTED_PROTOCOL,
-                format!(
-                    "port {name:?} uses protocol {:?}; only TCP and UDP are supported",
-                    p.protocol.as_deref().unwrap_or_default()
-                ),
-            ));
-            continue;
-        };
-        let Some(port) = port_number(p.port) else {
-            warn(TranslationWarning::new(
-                reason::INVALID_PORT,
-                format!("port {name:?} has number {}, outside 1-65535", p.port),
-            ));
-            continue;
-        };
-        // The apiserver rejects duplicate names; were one to slip through, both ports would
-        // map to the same chain.
-        if !seen.insert(name.clone()) {
-            warn(TranslationWarning::new(
-                reason::INVALID_PORT,
-                format!("port name {name:?} is used twice; only the first is translated"),
-            ));
-            continue;
-        }
-        out.push(ValidPort { name, proto, port });
     }
     out
 }

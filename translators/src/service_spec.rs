@@ -1,0 +1,129 @@
+//! What the Service and the Endpoints translators both read of a Service: its IPv4 cluster
+//! IP and the ports MidoNet can implement.
+//!
+//! Both must agree on them (the Endpoints fill the chains the Service's ports got), so they
+//! are read here, once; each translator reports the warnings in its own way (the Service
+//! translator on the Service, the Endpoints translator not at all: the Service's problem is
+//! reported once, on the Service).
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::{Service, ServicePort};
+
+use crate::addr::{parse_ipv4, AddrError};
+use crate::translate::{reason, TranslationWarning};
+
+/// IP protocol numbers MidoNet matches on.
+pub const PROTO_TCP: u8 = 6;
+pub const PROTO_UDP: u8 = 17;
+
+/// The protocol number of a port's protocol (Kubernetes defaults it to TCP).
+pub fn protocol_number(protocol: Option<&str>) -> Option<u8> {
+    match protocol {
+        None | Some("TCP") => Some(PROTO_TCP),
+        Some("UDP") => Some(PROTO_UDP),
+        Some(_) => None,
+    }
+}
+
+/// A port number in 1..=65535.
+pub fn port_number(port: i32) -> Option<u16> {
+    u16::try_from(port).ok().filter(|p| *p != 0)
+}
+
+/// The service's IPv4 cluster IP, if it has one. Every type but ExternalName has a cluster
+/// IP (NodePort and LoadBalancer Services too), and pods use it whatever the type.
+///
+/// `Ok(None)`: nothing to translate and nothing wrong (headless, other service types, not yet
+/// allocated). `Err`: a cluster IP MidoNet cannot use.
+pub fn cluster_ipv4(svc: &Service) -> Result<Option<Ipv4Addr>, TranslationWarning> {
+    let Some(spec) = svc.spec.as_ref() else {
+        return Ok(None);
+    };
+    if spec.type_.as_deref() == Some("ExternalName") {
+        return Ok(None);
+    }
+    let primary = spec.cluster_ip.as_deref().unwrap_or_default();
+    if primary.is_empty() || primary == "None" {
+        return Ok(None);
+    }
+    // Dual-stack services list their other family in clusterIPs; use the first IPv4.
+    let candidates = std::iter::once(primary).chain(
+        spec.cluster_ips
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(String::as_str),
+    );
+    let mut invalid = None;
+    for raw in candidates {
+        match parse_ipv4(raw) {
+            Ok(ip) => return Ok(Some(ip)),
+            Err(AddrError::Ipv6) => {}
+            Err(AddrError::Invalid) => {
+                invalid.get_or_insert_with(|| raw.to_string());
+            }
+        }
+    }
+    Err(match invalid {
+        Some(raw) => TranslationWarning::new(
+            reason::INVALID_CLUSTER_IP,
+            format!("cluster IP {raw:?} is not an IP address"),
+        ),
+        None => TranslationWarning::new(
+            reason::UNSUPPORTED_IP_FAMILY,
+            format!("cluster IP {primary:?} is IPv6; MidoNet needs IPv4"),
+        ),
+    })
+}
+
+/// A service port MidoNet can implement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidPort {
+    pub name: String,
+    pub proto: u8,
+    pub port: u16,
+}
+
+/// The service's usable ports in spec order, with a warning for each skipped one.
+pub fn valid_ports(svc: &Service, mut warn: impl FnMut(TranslationWarning)) -> Vec<ValidPort> {
+    let ports: &[ServicePort] = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for p in ports {
+        let name = p.name.clone().unwrap_or_default();
+        let Some(proto) = protocol_number(p.protocol.as_deref()) else {
+            warn(TranslationWarning::new(
+                reason::UNSUPPORTED_PROTOCOL,
+                format!(
+                    "port {name:?} uses protocol {:?}; only TCP and UDP are supported",
+                    p.protocol.as_deref().unwrap_or_default()
+                ),
+            ));
+            continue;
+        };
+        let Some(port) = port_number(p.port) else {
+            warn(TranslationWarning::new(
+                reason::INVALID_PORT,
+                format!("port {name:?} has number {}, outside 1-65535", p.port),
+            ));
+            continue;
+        };
+        // The apiserver rejects duplicate names; were one to slip through, both ports would
+        // map to the same chain.
+        if !seen.insert(name.clone()) {
+            warn(TranslationWarning::new(
+                reason::INVALID_PORT,
+                format!("port name {name:?} is used twice; only the first is translated"),
+            ));
+            continue;
+        }
+        out.push(ValidPort { name, proto, port });
+    }
+    out
+}
