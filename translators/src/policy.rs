@@ -31,7 +31,6 @@
 
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
@@ -40,8 +39,6 @@ use k8s_openapi::api::networking::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
@@ -58,6 +55,8 @@ pub use crate::topology::{filter_chain_id, Direction};
 use crate::translate::{
     reason, DesiredTranslation, Translated, TranslatorConfig, GLOBAL_TRANSLATION_NAMESPACE,
 };
+
+mod encoding;
 
 /// Kind used in a policy's IDs and Translation name.
 pub const NETWORK_POLICY_KIND: &str = "NetworkPolicy";
@@ -250,7 +249,7 @@ pub fn selector_matches(
 // --- Address groups, shared by selector -------------------------------------------------
 
 /// One requirement of a canonical label selector.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Requirement {
     pub key: String,
     pub operator: String,
@@ -263,7 +262,7 @@ pub struct Requirement {
 /// that Kubernetes evaluates alike by construction (`{}` and absent, reordered expressions,
 /// `matchLabels: {a: b}` and `a In [b]`) have the same canonical form, so they name the
 /// same address group.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CanonicalSelector(pub Vec<Requirement>);
 
 impl CanonicalSelector {
@@ -348,7 +347,7 @@ impl CanonicalSelector {
 }
 
 /// What a group holds of the pods it selects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GroupMembers {
     /// An IP address group of their addresses (peers, and the pods a policy isolates for
     /// ingress).
@@ -358,7 +357,7 @@ pub enum GroupMembers {
 }
 
 /// Which namespaces a group's pod selector applies in.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GroupScope {
     /// One namespace (a policy's own: its `podSelector`, or a peer without
     /// `namespaceSelector`).
@@ -369,7 +368,7 @@ pub enum GroupScope {
 
 /// The identity of an address or port group: what it selects, canonical. Every policy that
 /// selects the same pods the same way uses the same group.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct GroupKey {
     pub members: GroupMembers,
     pub scope: GroupScope,
@@ -377,18 +376,14 @@ pub struct GroupKey {
 }
 
 impl GroupKey {
-    /// The canonical text the group's ID and Translation name derive from.
-    fn canonical(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
-    }
-
     fn hash(&self) -> String {
-        hex::encode(&Sha256::digest(self.canonical().as_bytes())[..8])
+        encoding::short_hash(&encoding::group_key_text(self))
     }
 
-    /// The group's backend ID (seeded by the Translation version, as every ID).
+    /// The group's backend ID (seeded by the Translation version, as every ID), from its
+    /// canonical text ([`encoding::group_key_text`]).
     pub fn id(&self, cfg: &TranslatorConfig) -> Uuid {
-        id_for_key(cfg, GROUP_KIND, &self.canonical())
+        id_for_key(cfg, GROUP_KIND, &encoding::group_key_text(self))
     }
 
     /// Namespace of the group's Translation: the selector's namespace, or the global
@@ -743,39 +738,16 @@ pub fn network_policy(
     };
     let key = format!("{namespace}/{name}");
     let base = id_for_key(cfg, NETWORK_POLICY_KIND, &key);
-    let (ingress_on, egress_on) = policy_types(spec);
 
     check_selector(spec.pod_selector.as_ref(), &mut out);
     let sel_addrs = selected_group(namespace, spec, GroupMembers::Addresses);
     let selected: Vec<&PolicyPod> = sel_addrs.select(cluster);
     let sel_addrs = sel_addrs.id(cfg);
     let sel_ports = selected_group(namespace, spec, GroupMembers::Ports).id(cfg);
-    let all_pods: Vec<&PolicyPod> = cluster.pods.iter().collect();
-
-    let mut plans: Vec<(Direction, Vec<RulePlan>)> = Vec::new();
-    if ingress_on {
-        let mut rules = Vec::new();
-        for r in spec.ingress.iter().flatten() {
-            let peers = plan_peers(cfg, namespace, r.from.as_deref(), &mut out);
-            let ports = resolve_ports(r.ports.as_deref(), &selected, &mut out);
-            rules.push(RulePlan { ports, peers });
-        }
-        plans.push((Direction::Ingress, rules));
-    }
-    if egress_on {
-        let mut rules = Vec::new();
-        for r in spec.egress.iter().flatten() {
-            let peers = plan_peers(cfg, namespace, r.to.as_deref(), &mut out);
-            let ports = resolve_ports(r.ports.as_deref(), &all_pods, &mut out);
-            rules.push(RulePlan { ports, peers });
-        }
-        plans.push((Direction::Egress, rules));
-    }
+    let plans = rule_plans(cfg, namespace, spec, &selected, cluster, &mut out);
 
     // The generation: everything the chains match, hashed.
-    let mut desc = String::new();
-    let _ = write!(desc, "{plans:?}|{sel_addrs}|{sel_ports}");
-    let hash = hex::encode(&Sha256::digest(desc.as_bytes())[..8]);
+    let hash = encoding::short_hash(&encoding::generation_text(&plans, sel_addrs, sel_ports));
     let gen = sub_id(base, &format!("Generation/{hash}"));
 
     let mut chains = Vec::new();
@@ -939,6 +911,39 @@ pub fn network_policy(
     out.warnings
         .retain(|w| seen.insert((w.reason.clone(), w.message.clone())));
     out
+}
+
+/// The rule plans of each direction the policy has, in that order: ingress, egress.
+fn rule_plans(
+    cfg: &TranslatorConfig,
+    namespace: &str,
+    spec: &NetworkPolicySpec,
+    selected: &[&PolicyPod],
+    cluster: &PolicyCluster,
+    out: &mut Translated,
+) -> Vec<(Direction, Vec<RulePlan>)> {
+    let (ingress_on, egress_on) = policy_types(spec);
+    let all_pods: Vec<&PolicyPod> = cluster.pods.iter().collect();
+    let mut plans: Vec<(Direction, Vec<RulePlan>)> = Vec::new();
+    if ingress_on {
+        let mut rules = Vec::new();
+        for r in spec.ingress.iter().flatten() {
+            let peers = plan_peers(cfg, namespace, r.from.as_deref(), out);
+            let ports = resolve_ports(r.ports.as_deref(), selected, out);
+            rules.push(RulePlan { ports, peers });
+        }
+        plans.push((Direction::Ingress, rules));
+    }
+    if egress_on {
+        let mut rules = Vec::new();
+        for r in spec.egress.iter().flatten() {
+            let peers = plan_peers(cfg, namespace, r.to.as_deref(), out);
+            let ports = resolve_ports(r.ports.as_deref(), &all_pods, out);
+            rules.push(RulePlan { ports, peers });
+        }
+        plans.push((Direction::Egress, rules));
+    }
+    plans
 }
 
 fn set_net(r: &mut Rule, dir: Direction, cidr: Ipv4Cidr) {
