@@ -26,7 +26,7 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use midonet_translators::addr::{parse_cidr, parse_mac};
+use midonet_translators::addr::parse_mac;
 use midonet_translators::endpoints::{select, Eligibility, ServiceEndpoints, SliceView};
 use midonet_translators::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
 use midonet_translators::model::MacAddr;
@@ -283,7 +283,7 @@ fn pod_subnet(node: &Node) -> Option<SubnetInfo> {
         .as_deref()
         .into_iter()
         .chain(spec.pod_cidrs.iter().flatten().map(String::as_str))
-        .find_map(|s| SubnetInfo::new(parse_cidr(s).ok()?))
+        .find_map(|s| SubnetInfo::parse(s).ok())
 }
 
 /// The MAC a workload uses: its annotation, else a stable locally administered one (the

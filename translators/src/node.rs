@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::Node;
 use uuid::Uuid;
 
-use crate::addr::{parse_cidr, parse_ipv4, parse_mac, AddrError};
+use crate::addr::{parse_cidr, parse_ipv4, parse_mac, AddrError, CidrError, CidrRules};
 use crate::filters::{node_bridge_egress_filter, node_egress, node_ingress};
 use crate::ids::{mac_for_key, sub_id};
 use crate::meta::{
@@ -46,16 +46,20 @@ pub struct SubnetInfo {
 }
 
 impl SubnetInfo {
-    /// `None` when the subnet has no room for the gateway and the node address.
-    pub fn new(subnet: Ipv4Cidr) -> Option<Self> {
-        if subnet.prefix_len > 30 {
-            return None;
+    /// A pod CIDR as written in a Node, parsed with [`CidrRules::POD_CIDR`].
+    pub fn parse(s: &str) -> Result<Self, CidrError> {
+        let subnet = parse_cidr(s, CidrRules::POD_CIDR)?;
+        match (subnet.nth(1), subnet.nth(2)) {
+            (Some(gateway), Some(node_ip)) => Ok(Self {
+                subnet,
+                gateway,
+                node_ip,
+            }),
+            // The rules leave room for both; were they to change, say what is missing.
+            _ => Err(CidrError::PrefixTooLong {
+                max: CidrRules::POD_CIDR.max_prefix,
+            }),
         }
-        Some(Self {
-            subnet,
-            gateway: subnet.nth(1)?,
-            node_ip: subnet.nth(2)?,
-        })
     }
 }
 
@@ -259,13 +263,13 @@ fn pod_subnet(node: &Node, out: &mut Translated) -> Option<SubnetInfo> {
     let mut invalid = Vec::new();
     let mut ipv6 = Vec::new();
     for c in &candidates {
-        match parse_cidr(c) {
-            Ok(cidr) => match SubnetInfo::new(cidr) {
-                Some(info) => return Some(info),
-                None => invalid.push(format!("{c:?} (needs a prefix of /30 or shorter)")),
-            },
-            Err(AddrError::Ipv6) => ipv6.push(format!("{c:?}")),
-            Err(AddrError::Invalid) => invalid.push(format!("{c:?}")),
+        match SubnetInfo::parse(c) {
+            Ok(info) => return Some(info),
+            Err(CidrError::PrefixTooLong { max }) => {
+                invalid.push(format!("{c:?} (needs a prefix of /{max} or shorter)"))
+            }
+            Err(CidrError::Ipv6) => ipv6.push(format!("{c:?}")),
+            Err(CidrError::Invalid) => invalid.push(format!("{c:?}")),
         }
     }
     if !invalid.is_empty() {

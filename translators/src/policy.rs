@@ -41,7 +41,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use uuid::Uuid;
 
-use crate::addr::{parse_ipv4, AddrError};
+use crate::addr::{parse_cidr, parse_ipv4, CidrError, CidrRules};
 use crate::filters::tenant_chain;
 pub use crate::filters::{GROUP_NAME_PREFIX, NODE_PORT_GROUP_NAME};
 use crate::ids::{id_for_key, sub_id};
@@ -601,26 +601,17 @@ fn check_selector(selector: Option<&LabelSelector>, out: &mut Translated) {
     }
 }
 
-/// Parses an ipBlock CIDR (host bits are dropped, as Kubernetes validation allows them).
-fn parse_cidr(raw: &str) -> Result<Ipv4Cidr, AddrError> {
-    let (addr, len) = raw.split_once('/').ok_or(AddrError::Invalid)?;
-    let addr = parse_ipv4(addr)?;
-    let len: u8 = len.parse().map_err(|_| AddrError::Invalid)?;
-    let cidr = Ipv4Cidr::new(addr, len).ok_or(AddrError::Invalid)?;
-    Ipv4Cidr::new(cidr.network(), len).ok_or(AddrError::Invalid)
-}
-
 fn ip_block(block: &IPBlock, out: &mut Translated) -> Option<PeerMatch> {
-    let cidr = match parse_cidr(&block.cidr) {
+    let cidr = match parse_cidr(&block.cidr, CidrRules::IP_BLOCK) {
         Ok(c) => c,
-        Err(AddrError::Ipv6) => {
+        Err(CidrError::Ipv6) => {
             out.warn(
                 reason::UNSUPPORTED_IP_FAMILY,
                 format!("ipBlock {} is IPv6; the peer is skipped", block.cidr),
             );
             return None;
         }
-        Err(AddrError::Invalid) => {
+        Err(CidrError::Invalid | CidrError::PrefixTooLong { .. }) => {
             out.warn(
                 INVALID_IP_BLOCK,
                 format!(
@@ -633,11 +624,11 @@ fn ip_block(block: &IPBlock, out: &mut Translated) -> Option<PeerMatch> {
     };
     let mut except = Vec::new();
     for raw in block.except.iter().flatten() {
-        match parse_cidr(raw) {
+        match parse_cidr(raw, CidrRules::IP_BLOCK) {
             Ok(c) => except.push(c),
             // An IPv6 exception cannot carve anything out of an IPv4 block.
-            Err(AddrError::Ipv6) => {}
-            Err(AddrError::Invalid) => {
+            Err(CidrError::Ipv6) => {}
+            Err(CidrError::Invalid | CidrError::PrefixTooLong { .. }) => {
                 // Skipping the exception would allow what the policy excepts: skip the peer.
                 out.warn(
                     INVALID_IP_BLOCK,
@@ -1238,14 +1229,44 @@ mod tests {
     }
 
     #[test]
-    fn ip_blocks_drop_host_bits_and_refuse_garbage() {
+    fn ip_blocks_are_parsed_as_ip_blocks() {
+        let block = |cidr: &str, except: &[&str]| IPBlock {
+            cidr: cidr.into(),
+            except: Some(except.iter().map(|e| e.to_string()).collect()),
+        };
+        let mut out = Translated::default();
+        let net = |s: &str| s.parse::<Ipv4Cidr>().unwrap();
+        // Host bits cleared, a /32 is one host, an IPv6 exception carves nothing out.
         assert_eq!(
-            parse_cidr("10.1.2.3/16").unwrap().to_string(),
-            "10.1.0.0/16"
+            ip_block(
+                &block("10.1.2.3/16", &["10.1.2.3/32", "fd00::/8"]),
+                &mut out
+            ),
+            Some(PeerMatch::Block {
+                cidr: net("10.1.0.0/16"),
+                except: vec![net("10.1.2.3/32")]
+            })
         );
-        assert!(matches!(parse_cidr("fd00::/8"), Err(AddrError::Ipv6)));
-        assert!(matches!(parse_cidr("10.0.0.0"), Err(AddrError::Invalid)));
-        assert!(matches!(parse_cidr("10.0.0.0/40"), Err(AddrError::Invalid)));
+        assert!(out.warnings.is_empty());
+        assert_eq!(ip_block(&block("fd00::/8", &[]), &mut out), None);
+        assert_eq!(
+            out.warnings.pop().unwrap().reason,
+            reason::UNSUPPORTED_IP_FAMILY
+        );
+        for bad in ["10.0.0.0", "10.0.0.0/40", "10.0.0.0/+8"] {
+            assert_eq!(ip_block(&block(bad, &[]), &mut out), None);
+            assert_eq!(
+                out.warnings.pop().unwrap().reason,
+                INVALID_IP_BLOCK,
+                "{bad}"
+            );
+        }
+        // A bad exception skips the whole peer: skipping only the exception would widen it.
+        assert_eq!(
+            ip_block(&block("10.0.0.0/8", &["10.1.0.0"]), &mut out),
+            None
+        );
+        assert_eq!(out.warnings.pop().unwrap().reason, INVALID_IP_BLOCK);
     }
 
     #[test]
