@@ -102,10 +102,14 @@ use crate::model::{Chain, FlowAction, NatTarget, Resource, Rule, RuleType};
 use crate::naming::backend_name;
 use crate::service_spec::{cluster_ipv4, port_number, protocol_number, valid_ports};
 use crate::topology::{service_port_chain_id, service_port_key, SNAT_PORT_FROM, SNAT_PORT_TO};
-use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig};
+use crate::translate::{reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
 
 /// Kind of the per-port generation Translations and of their IDs.
 pub const ENDPOINTS_PORT_KIND: &str = "Endpoints-Port";
+
+/// The kinds read here, as warnings name them.
+const ENDPOINTS_KIND: &str = "Endpoints";
+const SERVICE_KIND: &str = "Service";
 
 /// The label naming the Service an EndpointSlice belongs to.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -219,13 +223,6 @@ pub struct ServiceEndpoints {
     pub groups: Vec<EndpointGroup>,
 }
 
-fn namespace_or_default(ns: Option<&str>) -> &str {
-    match ns {
-        Some(ns) if !ns.is_empty() => ns,
-        _ => "default",
-    }
-}
-
 /// The parts of an EndpointSlice the translation reads; `discovery.k8s.io/v1beta1` slices
 /// have the same shape for these fields.
 #[derive(Clone, Copy, Debug)]
@@ -252,8 +249,13 @@ impl<'a> From<&'a EndpointSlice> for SliceView<'a> {
 impl ServiceEndpoints {
     /// An Endpoints object: each subset is a group; `addresses` are ready,
     /// `notReadyAddresses` neither ready nor serving (Endpoints has no terminating state).
+    /// `None` without a name or namespace.
     pub fn from_endpoints(ep: &Endpoints) -> Option<ServiceEndpoints> {
-        let name = ep.metadata.name.as_deref().filter(|n| !n.is_empty())?;
+        let id = NamespacedName::of(ENDPOINTS_KIND, &ep.metadata).ok()?;
+        Some(ServiceEndpoints::of_endpoints(id, ep))
+    }
+
+    fn of_endpoints(id: NamespacedName, ep: &Endpoints) -> ServiceEndpoints {
         let groups = ep
             .subsets
             .as_deref()
@@ -294,11 +296,11 @@ impl ServiceEndpoints {
                 }
             })
             .collect();
-        Some(ServiceEndpoints {
-            namespace: namespace_or_default(ep.metadata.namespace.as_deref()).to_string(),
-            name: name.to_string(),
+        ServiceEndpoints {
+            namespace: id.namespace.to_string(),
+            name: id.name.to_string(),
             groups,
-        })
+        }
     }
 
     /// The EndpointSlices of the Service `namespace/name`, merged: every slice in that
@@ -315,7 +317,7 @@ impl ServiceEndpoints {
         let groups = slices
             .into_iter()
             .filter(|s| {
-                namespace_or_default(s.namespace) == namespace
+                s.namespace == Some(namespace)
                     && s.labels
                         .and_then(|l| l.get(SERVICE_NAME_LABEL))
                         .map(String::as_str)
@@ -358,9 +360,9 @@ impl ServiceEndpoints {
 
 /// Endpoints input: see [`service_endpoints`].
 pub fn endpoints(cfg: &TranslatorConfig, ep: &Endpoints, svc: Option<&Service>) -> Translated {
-    match ServiceEndpoints::from_endpoints(ep) {
-        Some(se) => service_endpoints(cfg, &se, svc),
-        None => Translated::default(),
+    match NamespacedName::of(ENDPOINTS_KIND, &ep.metadata) {
+        Ok(id) => service_endpoints(cfg, &ServiceEndpoints::of_endpoints(id, ep), svc),
+        Err(w) => Translated::refused(w),
     }
 }
 
@@ -371,11 +373,11 @@ pub fn endpoint_slices<'a>(
     svc: &Service,
     slices: impl IntoIterator<Item = SliceView<'a>>,
 ) -> Translated {
-    let Some(name) = svc.metadata.name.as_deref().filter(|n| !n.is_empty()) else {
-        return Translated::default();
+    let id = match NamespacedName::of(SERVICE_KIND, &svc.metadata) {
+        Ok(id) => id,
+        Err(w) => return Translated::refused(w),
     };
-    let namespace = namespace_or_default(svc.metadata.namespace.as_deref());
-    let se = ServiceEndpoints::from_slices(namespace, name, slices);
+    let se = ServiceEndpoints::from_slices(id.namespace, id.name, slices);
     service_endpoints(cfg, &se, Some(svc))
 }
 
@@ -392,7 +394,7 @@ pub fn service_endpoints(
     }
     let Some(svc) = svc.filter(|s| {
         s.metadata.name.as_deref() == Some(name)
-            && namespace_or_default(s.metadata.namespace.as_deref()) == namespace
+            && s.metadata.namespace.as_deref() == Some(namespace)
     }) else {
         return out;
     };

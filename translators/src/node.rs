@@ -24,7 +24,8 @@ use crate::topology::{
     SNAT_PORT_TO,
 };
 use crate::translate::{
-    reason, DesiredTranslation, Translated, TranslatorConfig, NODE_TRANSLATION_NAMESPACE,
+    object_name, reason, DesiredTranslation, Translated, TranslatorConfig,
+    NODE_TRANSLATION_NAMESPACE,
 };
 
 /// Kinds of the Node's version-independent Translations.
@@ -64,11 +65,11 @@ impl SubnetInfo {
 }
 
 pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
-    let mut out = Translated::default();
-    let name = match node.metadata.name.as_deref() {
-        Some(n) if !n.is_empty() => n,
-        _ => return out,
+    let name = match object_name(NODE_KIND, &node.metadata) {
+        Ok(name) => name,
+        Err(w) => return Translated::refused(w),
     };
+    let mut out = Translated::default();
     let empty = BTreeMap::new();
     let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
     // The node agent annotates the host id once the MidoNet agent on the node registered.

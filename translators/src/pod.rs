@@ -12,7 +12,7 @@ use crate::model::{HostInterfacePort, Ipv4MacPair, MacPort};
 use crate::naming::pod_interface_name;
 pub use crate::topology::POD_KIND;
 use crate::topology::{node_bridge_id, pod_port_id};
-use crate::translate::{reason, DesiredTranslation, Translated, TranslatorConfig};
+use crate::translate::{reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
 
 /// Kinds of the Pod's version-independent Translations.
 pub const POD_MAC_KIND: &str = "Pod-MAC";
@@ -22,15 +22,12 @@ pub const POD_ARP_KIND: &str = "Pod-ARP";
 /// pod network (unscheduled, `hostNetwork`, finished) produce nothing, and so do pods whose
 /// Node is unknown or has no host id yet: they are translated again when the Node changes.
 pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated {
+    let id = match NamespacedName::of(POD_KIND, &pod.metadata) {
+        Ok(id) => id,
+        Err(w) => return Translated::refused(w),
+    };
+    let (namespace, name) = (id.namespace, id.name);
     let mut out = Translated::default();
-    let name = match pod.metadata.name.as_deref() {
-        Some(n) if !n.is_empty() => n,
-        _ => return out,
-    };
-    let namespace = match pod.metadata.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => ns,
-        _ => "default",
-    };
     let Some(spec) = pod.spec.as_ref() else {
         return out;
     };
@@ -59,7 +56,7 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
         return out;
     };
 
-    let key = format!("{namespace}/{name}");
+    let key = id.key();
     let bridge = node_bridge_id(cfg, node_name);
     let port = pod_port_id(cfg, &key);
     out.translations.push(DesiredTranslation::versioned(

@@ -50,10 +50,11 @@ use crate::model::{
     RuleType,
 };
 use crate::naming::backend_name;
-use crate::topology::{allow_chain_id, isolate_chain_id, pod_port_id};
+use crate::topology::{allow_chain_id, isolate_chain_id, pod_port_id, POD_KIND};
 pub use crate::topology::{filter_chain_id, Direction};
 use crate::translate::{
-    reason, DesiredTranslation, Translated, TranslatorConfig, GLOBAL_TRANSLATION_NAMESPACE,
+    reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig,
+    GLOBAL_TRANSLATION_NAMESPACE,
 };
 
 mod encoding;
@@ -125,15 +126,11 @@ pub struct PolicyPod {
 
 impl PolicyPod {
     /// `None` for pods that are not on the pod network (unscheduled, `hostNetwork`,
-    /// finished): policies neither select them nor match them as peers.
+    /// finished) or that have no name or namespace (no port is made for them either):
+    /// policies neither select them nor match them as peers.
     pub fn from_pod(pod: &Pod) -> Option<PolicyPod> {
-        let name = pod.metadata.name.clone().filter(|n| !n.is_empty())?;
-        let namespace = pod
-            .metadata
-            .namespace
-            .clone()
-            .filter(|n| !n.is_empty())
-            .unwrap_or_else(|| "default".to_string());
+        let id = NamespacedName::of(POD_KIND, &pod.metadata).ok()?;
+        let (namespace, name) = (id.namespace.to_string(), id.name.to_string());
         let spec = pod.spec.as_ref()?;
         spec.node_name.as_deref().filter(|n| !n.is_empty())?;
         if spec.host_network == Some(true) {
@@ -531,13 +528,14 @@ fn peer_group(namespace: &str, peer: &NetworkPolicyPeer) -> Option<GroupKey> {
 
 /// Every group a policy's translation refers to.
 pub fn policy_groups(np: &NetworkPolicy) -> Vec<GroupKey> {
-    let (Some(_), Some(spec)) = (
-        np.metadata.name.as_deref().filter(|n| !n.is_empty()),
+    // A policy without a name or namespace is not translated (see [`network_policy`]).
+    let (Ok(id), Some(spec)) = (
+        NamespacedName::of(NETWORK_POLICY_KIND, &np.metadata),
         np.spec.as_ref(),
     ) else {
         return Vec::new();
     };
-    let namespace = np.metadata.namespace.as_deref().unwrap_or("default");
+    let namespace = id.namespace;
     let (ingress_on, egress_on) = policy_types(spec);
     let mut out = Vec::new();
     if ingress_on {
@@ -718,16 +716,16 @@ pub fn network_policy(
     np: &NetworkPolicy,
     cluster: &PolicyCluster,
 ) -> Translated {
-    let mut out = Translated::default();
-    let name = match np.metadata.name.as_deref() {
-        Some(n) if !n.is_empty() => n,
-        _ => return out,
+    let id = match NamespacedName::of(NETWORK_POLICY_KIND, &np.metadata) {
+        Ok(id) => id,
+        Err(w) => return Translated::refused(w),
     };
-    let namespace = np.metadata.namespace.as_deref().unwrap_or("default");
+    let (namespace, name) = (id.namespace, id.name);
+    let mut out = Translated::default();
     let Some(spec) = np.spec.as_ref() else {
         return out;
     };
-    let key = format!("{namespace}/{name}");
+    let key = id.key();
     let base = id_for_key(cfg, NETWORK_POLICY_KIND, &key);
 
     check_selector(spec.pod_selector.as_ref(), &mut out);

@@ -17,7 +17,7 @@ pub use crate::service_spec::{PROTO_TCP, PROTO_UDP};
 use crate::topology::services_chain_id;
 pub use crate::topology::{service_port_chain_id, service_port_key, SERVICE_PORT_KIND};
 use crate::translate::{
-    reason, DesiredTranslation, Translated, TranslationWarning, TranslatorConfig,
+    reason, DesiredTranslation, NamespacedName, Translated, TranslationWarning, TranslatorConfig,
 };
 
 /// Kind used in the Service's Translation name.
@@ -78,15 +78,11 @@ pub(crate) fn service_ips(
 }
 
 pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
+    let (namespace, name) = match NamespacedName::of(SERVICE_KIND, &svc.metadata) {
+        Ok(id) => (id.namespace, id.name),
+        Err(w) => return Translated::refused(w),
+    };
     let mut out = Translated::default();
-    let name = match svc.metadata.name.as_deref() {
-        Some(n) if !n.is_empty() => n,
-        _ => return out,
-    };
-    let namespace = match svc.metadata.namespace.as_deref() {
-        Some(ns) if !ns.is_empty() => ns,
-        _ => "default",
-    };
     let ip = match cluster_ipv4(svc) {
         Ok(Some(ip)) => ip,
         Ok(None) => return out,

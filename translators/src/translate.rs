@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Serialize;
 
 pub use crate::config::{TranslatorConfig, DEFAULT_TENANT};
@@ -67,6 +68,54 @@ pub mod reason {
     pub const UNSUPPORTED_IP_FAMILY: &str = "UnsupportedIPFamily";
     /// An external IP or load-balancer ingress IP that is not an IP address.
     pub const INVALID_SERVICE_IP: &str = "InvalidServiceIP";
+    /// An object without a name: nothing can be named after it.
+    pub const MISSING_NAME: &str = "MissingName";
+    /// A namespaced object without a namespace: its Translations would have nowhere to live.
+    pub const MISSING_NAMESPACE: &str = "MissingNamespace";
+}
+
+/// The name of an object (non-empty), or the warning that nothing is made without one.
+/// The apiserver never serves an object without a name; this is the answer for one that
+/// did not come from there.
+pub fn object_name<'a>(kind: &str, meta: &'a ObjectMeta) -> Result<&'a str, TranslationWarning> {
+    match meta.name.as_deref() {
+        Some(name) if !name.is_empty() => Ok(name),
+        _ => Err(TranslationWarning::new(
+            reason::MISSING_NAME,
+            format!("the {kind} has no name: nothing is translated for it"),
+        )),
+    }
+}
+
+/// The namespace and name of a namespaced object, both non-empty: a Translation lives in
+/// its object's namespace and is named after it. There is no default namespace: an object
+/// without one (which the apiserver never serves) is not translated, and
+/// [`NamespacedName::of`] says so as a warning.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NamespacedName<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+impl<'a> NamespacedName<'a> {
+    pub fn of(kind: &str, meta: &'a ObjectMeta) -> Result<Self, TranslationWarning> {
+        let name = object_name(kind, meta)?;
+        match meta.namespace.as_deref() {
+            Some(namespace) if !namespace.is_empty() => Ok(NamespacedName { namespace, name }),
+            _ => Err(TranslationWarning::new(
+                reason::MISSING_NAMESPACE,
+                format!(
+                    "the {kind} {name:?} has no namespace: nothing is translated for it \
+                     (its Translations would live in its namespace)"
+                ),
+            )),
+        }
+    }
+
+    /// `namespace/name`, the key of the object's IDs.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
 }
 
 impl TranslationWarning {
@@ -81,6 +130,14 @@ impl TranslationWarning {
 impl Translated {
     pub(crate) fn warn(&mut self, reason: &str, message: impl Into<String>) {
         self.warnings.push(TranslationWarning::new(reason, message));
+    }
+
+    /// Nothing translated, for the reason `warning` gives.
+    pub(crate) fn refused(warning: TranslationWarning) -> Translated {
+        Translated {
+            translations: Vec::new(),
+            warnings: vec![warning],
+        }
     }
 }
 

@@ -320,3 +320,66 @@ fn endpoints_without_their_service_wait_quietly() {
         Translated::default()
     );
 }
+
+/// An object without a name, or a namespaced one without a namespace (which the apiserver
+/// never serves), is not translated, and the warning says why: there is no default
+/// namespace to put its Translations in.
+#[test]
+fn objects_without_a_name_or_namespace_are_not_translated() {
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
+    use midonet_translators::policy::PolicyCluster;
+    let cfg = cfg();
+    let mut p = pod(json!({}), json!({"podIP": "10.244.1.5"}));
+    let mut s = service(json!({"clusterIP": "10.96.0.10", "ports": [{"port": 80}]}));
+    let mut e: Endpoints = serde_json::from_value(json!({
+        "metadata": {"name": "web", "namespace": "shop"},
+        "subsets": [{"addresses": [{"ip": "10.244.1.5"}], "ports": [{"port": 80}]}],
+    }))
+    .unwrap();
+    let mut np: NetworkPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "deny", "namespace": "shop"}, "spec": {"podSelector": {}},
+    }))
+    .unwrap();
+    let node = good_node();
+    let cluster = PolicyCluster::default();
+    // With both, each is translated.
+    assert!(!midonet_translators::pod(&cfg, &p, Some(&node))
+        .translations
+        .is_empty());
+    assert!(!midonet_translators::service(&cfg, &s)
+        .translations
+        .is_empty());
+    assert!(!midonet_translators::endpoints(&cfg, &e, Some(&s))
+        .translations
+        .is_empty());
+    assert!(!midonet_translators::network_policy(&cfg, &np, &cluster)
+        .translations
+        .is_empty());
+    p.metadata.namespace = None;
+    e.metadata.namespace = Some(String::new());
+    np.metadata.namespace = None;
+    let nothing = |out: Translated, reason: &str| {
+        assert!(out.translations.is_empty(), "{:?}", out.translations);
+        assert_eq!(reasons(&out), [reason]);
+    };
+    nothing(
+        midonet_translators::pod(&cfg, &p, Some(&node)),
+        "MissingNamespace",
+    );
+    nothing(
+        midonet_translators::endpoints(&cfg, &e, Some(&s)),
+        "MissingNamespace",
+    );
+    nothing(
+        midonet_translators::network_policy(&cfg, &np, &cluster),
+        "MissingNamespace",
+    );
+    assert!(midonet_translators::address_groups(&cfg, [&np], &cluster).is_empty());
+    s.metadata.namespace = None;
+    nothing(midonet_translators::service(&cfg, &s), "MissingNamespace");
+    s.metadata.name = None;
+    nothing(midonet_translators::service(&cfg, &s), "MissingName");
+    let mut n = good_node();
+    n.metadata.name = Some(String::new());
+    nothing(midonet_translators::node(&cfg, &n), "MissingName");
+}
