@@ -409,69 +409,91 @@ pub fn service_endpoints(
 
     let targets = targets(se, &service_ports, &mut out);
     for (port_name, targets) in &targets {
-        if targets.is_empty() {
-            continue;
+        if !targets.is_empty() {
+            let port = GenerationPort {
+                namespace,
+                name,
+                port_name,
+                cluster_ip,
+            };
+            out.translations.push(generation(cfg, &port, targets));
         }
-        let port_key = service_port_key(namespace, name, port_name);
-        let hash = generation_hash(cluster_ip, targets);
-        let generation_key = format!("{port_key}/{hash}");
-        let base = id_for_key(cfg, ENDPOINTS_PORT_KIND, &generation_key);
-        let chain = base;
-
-        let mut resources: Vec<Resource> = vec![
-            Chain::named(
-                chain,
-                &cfg.tenant,
-                backend_name(format!("KUBE-SEP-{generation_key}")),
-            )
-            .into(),
-            Rule::new(chain, sub_id(base, "DNAT"), RuleType::Dnat)
-                .at(1)
-                .with_flow_action(FlowAction::Continue)
-                .with_nat_targets(targets.iter().map(Target::nat_target).collect())
-                .into(),
-        ];
-        let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.ip).collect();
-        let mut position = 1u32;
-        for ip in &hosts {
-            position += 1;
-            resources.push(
-                Rule::new(chain, sub_id(base, &format!("SNAT/{ip}")), RuleType::Snat)
-                    .at(position)
-                    .with_flow_action(FlowAction::Continue)
-                    .from_host(*ip)
-                    .to_host(*ip)
-                    .with_nat_targets(vec![NatTarget::to_ports(
-                        cluster_ip,
-                        Some(SNAT_PORT_FROM),
-                        Some(SNAT_PORT_TO),
-                    )])
-                    .into(),
-            );
-        }
-        resources.push(
-            Rule::new(chain, sub_id(base, "Accept"), RuleType::Accept)
-                .at(position + 1)
-                .into(),
-        );
-        resources.push(
-            Rule::jump(
-                service_port_chain_id(cfg, &port_key),
-                sub_id(base, "Jump"),
-                chain,
-            )
-            .at(1)
-            .into(),
-        );
-        out.translations.push(DesiredTranslation::versioned(
-            cfg,
-            ENDPOINTS_PORT_KIND,
-            &format!("{name}/{port_name}/{hash}"),
-            namespace,
-            resources,
-        ));
     }
     out
+}
+
+/// The service port a generation load-balances.
+struct GenerationPort<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    port_name: &'a str,
+    cluster_ip: Ipv4Addr,
+}
+
+/// The generation of `port` for `targets` (not empty): its chain, the DNAT, a hairpin
+/// SNAT per endpoint address, the accept, and the jump into it from the port's chain.
+fn generation(
+    cfg: &TranslatorConfig,
+    port: &GenerationPort,
+    targets: &BTreeSet<Target>,
+) -> DesiredTranslation {
+    let port_key = service_port_key(port.namespace, port.name, port.port_name);
+    let hash = generation_hash(port.cluster_ip, targets);
+    let generation_key = format!("{port_key}/{hash}");
+    let base = id_for_key(cfg, ENDPOINTS_PORT_KIND, &generation_key);
+    let chain = base;
+    let mut resources: Vec<Resource> = vec![
+        Chain::named(
+            chain,
+            &cfg.tenant,
+            backend_name(format!("KUBE-SEP-{generation_key}")),
+        )
+        .into(),
+        Rule::new(chain, sub_id(base, "DNAT"), RuleType::Dnat)
+            .at(1)
+            .with_flow_action(FlowAction::Continue)
+            .with_nat_targets(targets.iter().map(Target::nat_target).collect())
+            .into(),
+    ];
+    let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.ip).collect();
+    let mut position = 1u32;
+    for ip in &hosts {
+        position += 1;
+        resources.push(
+            Rule::new(chain, sub_id(base, &format!("SNAT/{ip}")), RuleType::Snat)
+                .at(position)
+                .with_flow_action(FlowAction::Continue)
+                .from_host(*ip)
+                .to_host(*ip)
+                .with_nat_targets(vec![NatTarget::to_ports(
+                    port.cluster_ip,
+                    Some(SNAT_PORT_FROM),
+                    Some(SNAT_PORT_TO),
+                )])
+                .into(),
+        );
+    }
+    resources.push(
+        Rule::new(chain, sub_id(base, "Accept"), RuleType::Accept)
+            .at(position + 1)
+            .into(),
+    );
+    resources.push(
+        Rule::jump(
+            service_port_chain_id(cfg, &port_key),
+            sub_id(base, "Jump"),
+            chain,
+        )
+        .at(1)
+        .into(),
+    );
+    DesiredTranslation::versioned(
+        cfg,
+        ENDPOINTS_PORT_KIND,
+        &format!("{}/{}/{hash}", port.name, port.port_name),
+        port.namespace,
+        resources,
+    )
 }
 
 /// One endpoint `address:port`, ordered by address then port.

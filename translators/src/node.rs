@@ -64,6 +64,30 @@ impl SubnetInfo {
     }
 }
 
+/// The IDs of a Node's resources, all below its bridge's.
+struct NodeIds {
+    bridge: Uuid,
+    bridge_port: Uuid,
+    router_port: Uuid,
+    chain: Uuid,
+    port: Uuid,
+    router: Uuid,
+}
+
+impl NodeIds {
+    fn new(cfg: &TranslatorConfig, name: &str) -> NodeIds {
+        let base = node_bridge_id(cfg, name);
+        NodeIds {
+            bridge: base,
+            bridge_port: sub_id(base, "Bridge Port"),
+            router_port: sub_id(base, "Router Port"),
+            chain: sub_id(base, "Node Port Chain"),
+            port: sub_id(base, "Node Port"),
+            router: cluster_router_id(cfg),
+        }
+    }
+}
+
 pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     let name = match object_name(NODE_KIND, &node.metadata) {
         Ok(name) => name,
@@ -72,75 +96,118 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     let mut out = Translated::default();
     let empty = BTreeMap::new();
     let annotations = node.metadata.annotations.as_ref().unwrap_or(&empty);
-    // The node agent annotates the host id once the MidoNet agent on the node registered.
-    // Until then there is nothing to bind the node's port to: wait for the annotation.
-    let host = match annotations.get(HOST_ID_ANNOTATION) {
-        None => return out,
-        Some(raw) if raw.trim().is_empty() => return out,
-        Some(raw) => match Uuid::parse_str(raw.trim()) {
-            Ok(id) => id,
-            Err(_) => {
-                out.warn(
-                    reason::INVALID_HOST_ID,
-                    format!("annotation {HOST_ID_ANNOTATION}={raw:?} is not a UUID"),
-                );
-                return out;
-            }
-        },
+    let Some(host) = host_id(annotations, &mut out) else {
+        return out;
     };
     let subnet = pod_subnet(node, &mut out);
     let addresses = node_addresses(node, &mut out);
-
-    let base = node_bridge_id(cfg, name);
-    let bridge = base;
-    let bridge_port = sub_id(base, "Bridge Port");
-    let router_port = sub_id(base, "Router Port");
-    let node_chain = sub_id(base, "Node Port Chain");
-    let node_port = sub_id(base, "Node Port");
-    let router = cluster_router_id(cfg);
-    let tenant = cfg.tenant.as_str();
-
-    let mut bridge_body = Bridge::named(bridge, tenant, backend_name(name.to_string()));
-    bridge_body.inbound_filter_id = Some(main_chain_id(cfg));
-    // Egress policies run on the way out of the bridge, after KUBE-MAIN's Service DNAT.
-    bridge_body.outbound_filter_id = Some(node_bridge_egress_filter(cfg));
-    let mut resources: Vec<Resource> = vec![
-        bridge_body.into(),
-        Port::bridge_port(bridge, bridge_port).into(),
-    ];
+    let ids = NodeIds::new(cfg, name);
+    let mut resources = bridge_resources(cfg, name, &ids, subnet);
+    resources.extend(port_resources(cfg, name, &ids, host, subnet));
     if let Some(s) = subnet {
-        let mut port = Port::router_port(router, router_port).with_address(s.gateway, s.subnet);
-        port.port_mac = Some(mac_for_key(name));
-        resources.extend([
-            port.into(),
-            PortLink::between(bridge_port, router_port).into(),
-            // Routes and rules cannot be updated in MidoNet, so their IDs include everything
-            // their bodies depend on: a different body is a different resource.
-            route(
-                router,
-                sub_id(base, &format!("Route/{}", s.subnet)),
-                s.subnet,
-                router_port,
-                None,
-            ),
-        ]);
+        resources.extend(host_resources(cfg, &ids, s, &addresses));
     }
-    resources.push(
-        Chain::named(
-            node_chain,
-            tenant,
-            backend_name(format!("KUBE-NODE-{name}")),
-        )
-        .into(),
+    out.translations.push(DesiredTranslation::versioned(
+        cfg,
+        NODE_KIND,
+        name,
+        NODE_TRANSLATION_NAMESPACE,
+        resources,
+    ));
+    if let Some(tr) = tunnel_zone_membership(cfg, name, host, annotations, &mut out) {
+        out.translations.push(tr);
+    }
+    let entries = mac_entries(cfg, name, &ids, subnet, annotations, &mut out);
+    out.translations.extend(entries);
+    out
+}
+
+/// The node's host, from the annotation the node agent writes once the MidoNet agent on
+/// the node registered. Until then there is nothing to bind the node's port to: `None`,
+/// quietly (the Node is translated again when annotated); a malformed one is reported.
+fn host_id(annotations: &BTreeMap<String, String>, out: &mut Translated) -> Option<Uuid> {
+    let raw = annotations.get(HOST_ID_ANNOTATION)?;
+    if raw.trim().is_empty() {
+        return None;
+    }
+    match Uuid::parse_str(raw.trim()) {
+        Ok(id) => Some(id),
+        Err(_) => {
+            out.warn(
+                reason::INVALID_HOST_ID,
+                format!("annotation {HOST_ID_ANNOTATION}={raw:?} is not a UUID"),
+            );
+            None
+        }
+    }
+}
+
+/// The node's bridge and, with a pod subnet, its link to the cluster router: the bridge,
+/// its port to the router, the router's port (the pods' gateway), the link and the route to
+/// the subnet.
+fn bridge_resources(
+    cfg: &TranslatorConfig,
+    name: &str,
+    ids: &NodeIds,
+    subnet: Option<SubnetInfo>,
+) -> Vec<Resource> {
+    let mut bridge = Bridge::named(
+        ids.bridge,
+        cfg.tenant.as_str(),
+        backend_name(name.to_string()),
     );
+    bridge.inbound_filter_id = Some(main_chain_id(cfg));
+    // Egress policies run on the way out of the bridge, after KUBE-MAIN's Service DNAT.
+    bridge.outbound_filter_id = Some(node_bridge_egress_filter(cfg));
+    let mut resources: Vec<Resource> = vec![
+        bridge.into(),
+        Port::bridge_port(ids.bridge, ids.bridge_port).into(),
+    ];
+    let Some(s) = subnet else {
+        return resources;
+    };
+    let mut port = Port::router_port(ids.router, ids.router_port).with_address(s.gateway, s.subnet);
+    port.port_mac = Some(mac_for_key(name));
+    resources.extend([
+        port.into(),
+        PortLink::between(ids.bridge_port, ids.router_port).into(),
+        // Routes and rules cannot be updated in MidoNet, so their IDs include everything
+        // their bodies depend on: a different body is a different resource.
+        route(
+            ids.router,
+            sub_id(ids.bridge, &format!("Route/{}", s.subnet)),
+            s.subnet,
+            ids.router_port,
+            None,
+        ),
+    ]);
+    resources
+}
+
+/// The node's own port on its bridge, bound to the node's host interface, behind the node
+/// chain (with a pod subnet, the chain SNATs what the router sends from the node's own
+/// address).
+fn port_resources(
+    cfg: &TranslatorConfig,
+    name: &str,
+    ids: &NodeIds,
+    host: Uuid,
+    subnet: Option<SubnetInfo>,
+) -> Vec<Resource> {
+    let mut resources: Vec<Resource> = vec![Chain::named(
+        ids.chain,
+        cfg.tenant.as_str(),
+        backend_name(format!("KUBE-NODE-{name}")),
+    )
+    .into()];
     if let Some(s) = subnet {
         // Traffic the cluster router sends to the node from the node's own address (e.g.
         // the apiserver answering a pod through a service) is SNATed to the gateway, so that
         // its replies come back through MidoNet and can be reverse-NATed.
         resources.push(
             Rule::new(
-                node_chain,
-                sub_id(base, &format!("Node Port SNAT Rule/{}", s.subnet)),
+                ids.chain,
+                sub_id(ids.bridge, &format!("Node Port SNAT Rule/{}", s.subnet)),
                 RuleType::Snat,
             )
             .at(1)
@@ -154,73 +221,84 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
             .into(),
         );
     }
-    let mut node_port_body = Port::bridge_port(bridge, node_port);
-    node_port_body.outbound_filter_id = Some(node_chain);
+    let mut port = Port::bridge_port(ids.bridge, ids.port);
+    port.outbound_filter_id = Some(ids.chain);
     resources.extend([
-        node_port_body.into(),
-        HostInterfacePort::new(host, node_port, NODE_INTERFACE_NAME).into(),
+        port.into(),
+        HostInterfacePort::new(host, ids.port, NODE_INTERFACE_NAME).into(),
     ]);
-    if let Some(s) = subnet {
-        // The node's host stack reaches its own pods whatever their ingress policies.
-        resources.extend(node_ingress(cfg, base, node_port, s.node_ip, s.subnet));
-        // And its pods reach the node's host whatever their egress policies.
-        let host_ips: Vec<Ipv4Addr> = std::iter::once(s.node_ip)
-            .chain(addresses.iter().copied())
-            .collect();
-        resources.extend(node_egress(cfg, base, s.subnet, &host_ips));
-        // Pods reach the node's own addresses through the node's port.
-        for ip in addresses {
-            resources.push(route(
-                router,
-                sub_id(base, &format!("Address Route/{ip}/{}", s.node_ip)),
-                Ipv4Cidr {
-                    addr: ip,
-                    prefix_len: 32,
-                },
-                router_port,
-                Some(s.node_ip),
-            ));
-        }
-    }
-    out.translations.push(DesiredTranslation::versioned(
-        cfg,
-        NODE_KIND,
-        name,
-        NODE_TRANSLATION_NAMESPACE,
-        resources,
-    ));
+    resources
+}
 
-    if let Some(tr) = tunnel_zone_membership(cfg, name, host, annotations, &mut out) {
-        out.translations.push(tr);
+/// What ties the node's host to its pods: the policy exceptions for the node's own traffic
+/// and the routes from the pods to the node's addresses.
+fn host_resources(
+    cfg: &TranslatorConfig,
+    ids: &NodeIds,
+    s: SubnetInfo,
+    addresses: &BTreeSet<Ipv4Addr>,
+) -> Vec<Resource> {
+    // The node's host stack reaches its own pods whatever their ingress policies.
+    let mut resources = node_ingress(cfg, ids.bridge, ids.port, s.node_ip, s.subnet);
+    // And its pods reach the node's host whatever their egress policies.
+    let host_ips: Vec<Ipv4Addr> = std::iter::once(s.node_ip)
+        .chain(addresses.iter().copied())
+        .collect();
+    resources.extend(node_egress(cfg, ids.bridge, s.subnet, &host_ips));
+    // Pods reach the node's own addresses through the node's port.
+    for ip in addresses {
+        resources.push(route(
+            ids.router,
+            sub_id(ids.bridge, &format!("Address Route/{ip}/{}", s.node_ip)),
+            Ipv4Cidr {
+                addr: *ip,
+                prefix_len: 32,
+            },
+            ids.router_port,
+            Some(s.node_ip),
+        ));
     }
-    if let Some(raw) = annotations.get(MAC_ADDRESS_ANNOTATION) {
-        match parse_mac(raw) {
-            Some(mac) => {
-                let hex = mac.to_hex();
-                out.translations.push(DesiredTranslation::versioned(
-                    cfg,
-                    NODE_MAC_KIND,
-                    &format!("{name}/mac/{hex}"),
-                    NODE_TRANSLATION_NAMESPACE,
-                    vec![MacPort::new(bridge, mac, node_port).into()],
-                ));
-                if let Some(s) = subnet {
-                    out.translations.push(DesiredTranslation::versioned(
-                        cfg,
-                        NODE_ARP_KIND,
-                        &format!("{name}/ip/{}/{hex}", s.node_ip),
-                        NODE_TRANSLATION_NAMESPACE,
-                        vec![Ipv4MacPair::new(bridge, s.node_ip, mac).into()],
-                    ));
-                }
-            }
-            None => out.warn(
-                reason::INVALID_MAC_ADDRESS,
-                format!("annotation {MAC_ADDRESS_ANNOTATION}={raw:?} is not a MAC address"),
-            ),
-        }
+    resources
+}
+
+/// With the MAC annotation: the node port's MAC-table entry and, with a pod subnet, the
+/// node address's ARP entry, each its own Translation named by its content.
+fn mac_entries(
+    cfg: &TranslatorConfig,
+    name: &str,
+    ids: &NodeIds,
+    subnet: Option<SubnetInfo>,
+    annotations: &BTreeMap<String, String>,
+    out: &mut Translated,
+) -> Vec<DesiredTranslation> {
+    let Some(raw) = annotations.get(MAC_ADDRESS_ANNOTATION) else {
+        return Vec::new();
+    };
+    let Some(mac) = parse_mac(raw) else {
+        out.warn(
+            reason::INVALID_MAC_ADDRESS,
+            format!("annotation {MAC_ADDRESS_ANNOTATION}={raw:?} is not a MAC address"),
+        );
+        return Vec::new();
+    };
+    let hex = mac.to_hex();
+    let mut entries = vec![DesiredTranslation::versioned(
+        cfg,
+        NODE_MAC_KIND,
+        &format!("{name}/mac/{hex}"),
+        NODE_TRANSLATION_NAMESPACE,
+        vec![MacPort::new(ids.bridge, mac, ids.port).into()],
+    )];
+    if let Some(s) = subnet {
+        entries.push(DesiredTranslation::versioned(
+            cfg,
+            NODE_ARP_KIND,
+            &format!("{name}/ip/{}/{hex}", s.node_ip),
+            NODE_TRANSLATION_NAMESPACE,
+            vec![Ipv4MacPair::new(ids.bridge, s.node_ip, mac).into()],
+        ));
     }
-    out
+    entries
 }
 
 /// A `Normal` route of `router` from anywhere to `dst` through `next_hop_port`, with

@@ -26,77 +26,89 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
         Ok(id) => id,
         Err(w) => return Translated::refused(w),
     };
-    let (namespace, name) = (id.namespace, id.name);
     let mut out = Translated::default();
-    let Some(spec) = pod.spec.as_ref() else {
+    let Some((node_name, host)) = placement(pod, node) else {
         return out;
     };
-    let node_name = match spec.node_name.as_deref() {
-        Some(n) if !n.is_empty() => n,
-        _ => return out,
-    };
-    if spec.host_network == Some(true) {
-        return out;
-    }
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    if matches!(phase, Some("Succeeded" | "Failed")) {
-        return out;
-    }
-    let Some(node) = node.filter(|n| n.metadata.name.as_deref() == Some(node_name)) else {
-        return out;
-    };
-    // A missing or bad host id is the Node's problem, reported on the Node.
-    let Some(host) = node
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(HOST_ID_ANNOTATION))
-        .and_then(|raw| Uuid::parse_str(raw.trim()).ok())
-    else {
-        return out;
-    };
-
     let key = id.key();
     let bridge = node_bridge_id(cfg, node_name);
     let port = pod_port_id(cfg, &key);
     out.translations.push(DesiredTranslation::versioned(
         cfg,
         POD_KIND,
-        name,
-        namespace,
+        id.name,
+        id.namespace,
         vec![
             pod_port(cfg, bridge, port),
             HostInterfacePort::new(host, port, pod_interface_name(&key)).into(),
         ],
     ));
+    let entries = mac_entries(cfg, id, pod, bridge, port, &mut out);
+    out.translations.extend(entries);
+    out
+}
 
+/// The node a pod on the pod network runs on, and that node's host: `None` for a pod not
+/// on the pod network (unscheduled, `hostNetwork`, finished), or whose Node is not `node`
+/// or has no valid host id yet (that is the Node's problem, reported on the Node).
+fn placement<'a>(pod: &'a Pod, node: Option<&Node>) -> Option<(&'a str, Uuid)> {
+    let spec = pod.spec.as_ref()?;
+    let node_name = spec.node_name.as_deref().filter(|n| !n.is_empty())?;
+    if spec.host_network == Some(true) {
+        return None;
+    }
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return None;
+    }
+    let node = node.filter(|n| n.metadata.name.as_deref() == Some(node_name))?;
+    let host = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HOST_ID_ANNOTATION))
+        .and_then(|raw| Uuid::parse_str(raw.trim()).ok())?;
+    Some((node_name, host))
+}
+
+/// With the MAC annotation: the pod port's MAC-table entry and, once the pod has an IPv4
+/// address, its ARP entry, each its own Translation named by its content.
+fn mac_entries(
+    cfg: &TranslatorConfig,
+    id: NamespacedName,
+    pod: &Pod,
+    bridge: Uuid,
+    port: Uuid,
+    out: &mut Translated,
+) -> Vec<DesiredTranslation> {
     let Some(raw) = pod
         .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(MAC_ADDRESS_ANNOTATION))
     else {
-        return out;
+        return Vec::new();
     };
     let Some(mac) = parse_mac(raw) else {
         out.warn(
             reason::INVALID_MAC_ADDRESS,
             format!("annotation {MAC_ADDRESS_ANNOTATION}={raw:?} is not a MAC address"),
         );
-        return out;
+        return Vec::new();
     };
+    let (name, namespace) = (id.name, id.namespace);
     let hex = mac.to_hex();
     // Versioned like the port: the entries live under the version's bridge, so the old
     // version's stay (and keep the old topology working) until a bump has cut over.
-    out.translations.push(DesiredTranslation::versioned(
+    let mut entries = vec![DesiredTranslation::versioned(
         cfg,
         POD_MAC_KIND,
         &format!("{name}/mac/{hex}"),
         namespace,
         vec![MacPort::new(bridge, mac, port).into()],
-    ));
-    if let Some(ip) = pod_ipv4(pod, &mut out) {
-        out.translations.push(DesiredTranslation::versioned(
+    )];
+    if let Some(ip) = pod_ipv4(pod, out) {
+        entries.push(DesiredTranslation::versioned(
             cfg,
             POD_ARP_KIND,
             &format!("{name}/ip/{ip}/{hex}"),
@@ -104,7 +116,7 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
             vec![Ipv4MacPair::new(bridge, ip, mac).into()],
         ));
     }
-    out
+    entries
 }
 
 /// The pod's IPv4 address: `status.podIP`, or the first IPv4 entry of `status.podIPs`.

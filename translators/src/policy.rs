@@ -42,22 +42,19 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use uuid::Uuid;
 
 use crate::addr::{parse_cidr, parse_ipv4, CidrError, CidrRules};
-use crate::filters::tenant_chain;
 pub use crate::filters::{GROUP_NAME_PREFIX, NODE_PORT_GROUP_NAME};
 use crate::ids::{id_for_key, sub_id};
-use crate::model::{
-    IpAddrGroup, IpAddrGroupAddr, Ipv4Cidr, PortGroup, PortGroupPort, PortRange, Resource, Rule,
-    RuleType,
-};
+use crate::model::{IpAddrGroup, IpAddrGroupAddr, Ipv4Cidr, PortGroup, PortGroupPort, Resource};
 use crate::naming::backend_name;
-use crate::topology::{allow_chain_id, isolate_chain_id, pod_port_id, POD_KIND};
 pub use crate::topology::{filter_chain_id, Direction};
+use crate::topology::{pod_port_id, POD_KIND};
 use crate::translate::{
     reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig,
     GLOBAL_TRANSLATION_NAMESPACE,
 };
 
 mod encoding;
+mod generation;
 
 /// Kind used in a policy's IDs and Translation name.
 pub const NETWORK_POLICY_KIND: &str = "NetworkPolicy";
@@ -720,179 +717,37 @@ pub fn network_policy(
         Ok(id) => id,
         Err(w) => return Translated::refused(w),
     };
-    let (namespace, name) = (id.namespace, id.name);
     let mut out = Translated::default();
     let Some(spec) = np.spec.as_ref() else {
         return out;
     };
-    let key = id.key();
-    let base = id_for_key(cfg, NETWORK_POLICY_KIND, &key);
-
     check_selector(spec.pod_selector.as_ref(), &mut out);
-    let sel_addrs = selected_group(namespace, spec, GroupMembers::Addresses);
-    let selected: Vec<&PolicyPod> = sel_addrs.select(cluster);
-    let sel_addrs = sel_addrs.id(cfg);
-    let sel_ports = selected_group(namespace, spec, GroupMembers::Ports).id(cfg);
-    let plans = rule_plans(cfg, namespace, spec, &selected, cluster, &mut out);
-
+    let addresses = selected_group(id.namespace, spec, GroupMembers::Addresses);
+    let selected_pods: Vec<&PolicyPod> = addresses.select(cluster);
+    let selected = generation::Selected {
+        addresses: addresses.id(cfg),
+        ports: selected_group(id.namespace, spec, GroupMembers::Ports).id(cfg),
+    };
+    let plans = rule_plans(cfg, id.namespace, spec, &selected_pods, cluster, &mut out);
     // The generation: everything the chains match, hashed.
-    let hash = encoding::short_hash(&encoding::generation_text(&plans, sel_addrs, sel_ports));
-    let gen = sub_id(base, &format!("Generation/{hash}"));
-
-    let mut chains = Vec::new();
-    let mut rules = Vec::new();
-    let mut jumps = Vec::new();
-    let mut isolation = Vec::new();
-    for (dir, plan) in &plans {
-        let dir = *dir;
-        let tag = match dir {
-            Direction::Ingress => "IN",
-            Direction::Egress => "OUT",
-        };
-        let pol = sub_id(gen, &format!("{tag}/Chain"));
-        chains.push(tenant_chain(
-            cfg,
-            pol,
-            format!("KUBE-NP-{tag}-{key}-{hash}"),
-        ));
-        let mut pos = Positions::default();
-        // Not a pod this policy selects: leave the chain, nothing of it applies.
-        let mut head = Rule::new(pol, sub_id(pol, "Not Selected"), RuleType::Return);
-        match dir {
-            Direction::Ingress => {
-                head.condition.ip_addr_group_dst = Some(sel_addrs);
-                head.condition.inv_ip_addr_group_dst = Some(true);
-            }
-            Direction::Egress => {
-                head.condition.port_group = Some(sel_ports);
-                head.condition.inv_port_group = Some(true);
-            }
-        }
-        rules.push(pos.place(head));
-        for (i, r) in plan.iter().enumerate() {
-            let peers_id = sub_id(pol, &format!("Rule/{i}/Peers"));
-            chains.push(tenant_chain(
-                cfg,
-                peers_id,
-                format!("KUBE-NP-{tag}-{key}-{hash}-{i}"),
-            ));
-            match &r.ports {
-                None => rules.push(pos.place(Rule::jump(
-                    pol,
-                    sub_id(pol, &format!("Rule/{i}/Any Port")),
-                    peers_id,
-                ))),
-                Some(ports) => {
-                    for (k, p) in ports.iter().enumerate() {
-                        let mut j =
-                            Rule::jump(pol, sub_id(pol, &format!("Rule/{i}/Port/{k}")), peers_id);
-                        j.dl_type = Some(IPV4);
-                        j.nw_proto = p.proto;
-                        if let Some((start, end)) = p.range {
-                            j.tp_dst = Some(PortRange {
-                                start: Some(start),
-                                end: Some(end),
-                                ..PortRange::default()
-                            });
-                        }
-                        if let Some(ip) = p.pod_ip {
-                            j.nw_dst_address = Some(ip);
-                            j.nw_dst_length = Some(32);
-                        }
-                        rules.push(pos.place(j));
-                    }
-                }
-            }
-            let mut peer_pos = Positions::default();
-            for (j, peer) in r.peers.iter().enumerate() {
-                let rule_id = sub_id(peers_id, &format!("Peer/{j}"));
-                match peer {
-                    PeerMatch::Any => {
-                        rules.push(peer_pos.place(Rule::new(peers_id, rule_id, RuleType::Accept)))
-                    }
-                    PeerMatch::Group(g) => {
-                        let mut a = Rule::new(peers_id, rule_id, RuleType::Accept);
-                        let gid = Some(*g);
-                        match dir {
-                            Direction::Ingress => a.condition.ip_addr_group_src = gid,
-                            Direction::Egress => a.condition.ip_addr_group_dst = gid,
-                        }
-                        rules.push(peer_pos.place(a));
-                    }
-                    PeerMatch::Block { cidr, except } if except.is_empty() => {
-                        let mut a = Rule::new(peers_id, rule_id, RuleType::Accept);
-                        set_net(&mut a, dir, *cidr);
-                        rules.push(peer_pos.place(a));
-                    }
-                    PeerMatch::Block { cidr, except } => {
-                        let block = sub_id(peers_id, &format!("Peer/{j}/Block"));
-                        chains.push(tenant_chain(
-                            cfg,
-                            block,
-                            format!("KUBE-NP-{tag}-{key}-{hash}-{i}-{j}"),
-                        ));
-                        let mut block_pos = Positions::default();
-                        for (e, ex) in except.iter().enumerate() {
-                            let mut r = Rule::new(
-                                block,
-                                sub_id(block, &format!("Except/{e}")),
-                                RuleType::Return,
-                            );
-                            set_net(&mut r, dir, *ex);
-                            rules.push(block_pos.place(r));
-                        }
-                        let mut a = Rule::new(block, sub_id(block, "Accept"), RuleType::Accept);
-                        set_net(&mut a, dir, *cidr);
-                        rules.push(block_pos.place(a));
-                        rules.push(peer_pos.place(Rule::jump(peers_id, rule_id, block)));
-                    }
-                }
-            }
-        }
-        // Order inside the shared chains does not matter: the head is as good as any place.
-        let mut jump = Rule::jump(
-            allow_chain_id(cfg, dir),
-            sub_id(gen, &format!("{tag}/Jump")),
-            pol,
-        );
-        jump.position = Some(1);
-        jumps.push(entry(jump));
-        let mut drop = Rule::new(
-            isolate_chain_id(cfg, dir),
-            // Named after the group it drops for: a new selector is a new group, and so a
-            // new rule (rules are never updated in place).
-            sub_id(
-                base,
-                &format!(
-                    "Isolate {tag}/{}",
-                    match dir {
-                        Direction::Ingress => sel_addrs,
-                        Direction::Egress => sel_ports,
-                    }
-                ),
-            ),
-            RuleType::Drop,
-        );
-        drop.position = Some(1);
-        drop.dl_type = Some(IPV4);
-        match dir {
-            Direction::Ingress => drop.condition.ip_addr_group_dst = Some(sel_addrs),
-            Direction::Egress => drop.condition.port_group = Some(sel_ports),
-        }
-        isolation.push(entry(drop));
-    }
-    // Push order: the generation's chains and rules, its ALLOW jumps, and only then the
-    // isolation, so that a new policy never drops what it allows. The groups they name are
-    // in their own Translations, which the pusher pushes first (referents).
-    let mut resources = chains;
-    resources.extend(rules);
-    resources.extend(jumps);
-    resources.extend(isolation);
+    let text = encoding::generation_text(&plans, selected.addresses, selected.ports);
+    let hash = encoding::short_hash(&text);
+    let key = id.key();
+    let policy = id_for_key(cfg, NETWORK_POLICY_KIND, &key);
+    let generation = generation::Generation {
+        policy,
+        id: sub_id(policy, &format!("Generation/{hash}")),
+        hash: &hash,
+        key: &key,
+    };
+    // The groups the rules name are in their own Translations, which the pusher pushes
+    // first (referents).
+    let resources = generation::resources(cfg, &generation, &plans, &selected);
     out.translations.push(DesiredTranslation::versioned(
         cfg,
         NETWORK_POLICY_KIND,
-        name,
-        namespace,
+        id.name,
+        id.namespace,
         resources,
     ));
     // A bad selector is met once per pod it is tried on: report it once.
@@ -935,32 +790,6 @@ fn rule_plans(
     plans
 }
 
-fn set_net(r: &mut Rule, dir: Direction, cidr: Ipv4Cidr) {
-    r.dl_type = Some(IPV4);
-    match dir {
-        Direction::Ingress => {
-            r.nw_src_address = Some(cidr.addr);
-            r.nw_src_length = Some(cidr.prefix_len);
-        }
-        Direction::Egress => {
-            r.nw_dst_address = Some(cidr.addr);
-            r.nw_dst_length = Some(cidr.prefix_len);
-        }
-    }
-}
-
-/// Ascending positions of the rules of one chain, pushed in that order.
-#[derive(Default)]
-struct Positions(u32);
-
-impl Positions {
-    fn place(&mut self, mut r: Rule) -> Resource {
-        self.0 += 1;
-        r.position = Some(self.0);
-        entry(r)
-    }
-}
-
 fn plan_peers(
     cfg: &TranslatorConfig,
     namespace: &str,
@@ -990,6 +819,7 @@ fn plan_peers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::TranslationResource;
     use serde_json::json;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -1057,9 +887,9 @@ mod tests {
         out
     }
 
-    #[test]
-    fn policies_with_the_same_selectors_share_their_groups() {
-        let cfg = TranslatorConfig::default();
+    /// Two namespaces (`shop` of team a, `ops` of team b), web pods of tiers a and b, a db
+    /// pod, and three policies naming the same selectors in different writings.
+    fn shared_fixture() -> (PolicyCluster, [NetworkPolicy; 3]) {
         let namespaces: Vec<Namespace> = serde_json::from_value(json!([
             {"metadata": {"name": "shop", "labels": {"team": "a"}}},
             {"metadata": {"name": "ops", "labels": {"team": "b"}}}
@@ -1081,7 +911,6 @@ mod tests {
             pod("shop", "db", json!({"app": "db"}), "10.1.0.3"),
             pod("ops", "mon", json!({"app": "mon"}), "10.2.0.1"),
         ];
-        let cluster = PolicyCluster::new(&namespaces, &pods);
         // The same selectors written two ways: matchLabels versus an `In` expression, and
         // expressions in another order with repeated values; an absent peer podSelector
         // versus `{}` beside a namespaceSelector.
@@ -1109,33 +938,34 @@ mod tests {
                                                               {"key": "tier", "operator": "In",
                                                                "values": ["a", "b"]}]}}]}]}),
         );
-        let policies = [one, two, three];
+        (PolicyCluster::new(&namespaces, &pods), [one, two, three])
+    }
+
+    /// A group Translation's group ID and its member addresses, sorted.
+    fn members(tr: &DesiredTranslation) -> (String, Vec<String>) {
+        let body = |r: &TranslationResource| -> serde_json::Value {
+            serde_json::from_str(&r.body).unwrap()
+        };
+        let mut addrs: Vec<String> = tr
+            .resources
+            .iter()
+            .filter(|r| r.kind == "IpAddrGroupAddr")
+            .map(|r| body(r)["addr"].as_str().unwrap().to_string())
+            .collect();
+        addrs.sort();
+        let id = body(&tr.resources[0])["id"].as_str().unwrap().to_string();
+        (id, addrs)
+    }
+
+    #[test]
+    fn policies_with_the_same_selectors_share_their_groups() {
+        let cfg = TranslatorConfig::default();
+        let (cluster, policies) = shared_fixture();
         let groups = address_groups(&cfg, &policies, &cluster);
         // one and two: the selected web pods and the pods of team-b namespaces (two groups);
         // three: the selected db pod (a third), the web pods of tier a (a fourth), and the
         // web pods of tiers a and b as peers: the very group one and two select.
         assert_eq!(groups.len(), 4, "{groups:#?}");
-        // The orphan sweep knows the policies' groups by their name.
-        for g in &groups {
-            let b: serde_json::Value = serde_json::from_str(&g.resources[0].body).unwrap();
-            let name = b["name"].as_str().unwrap();
-            assert!(name.starts_with(GROUP_NAME_PREFIX), "{name}");
-        }
-        assert!(NODE_PORT_GROUP_NAME.starts_with(GROUP_NAME_PREFIX));
-        let members = |tr: &DesiredTranslation| -> (String, Vec<String>) {
-            let mut addrs: Vec<String> = tr
-                .resources
-                .iter()
-                .filter(|r| r.kind == "IpAddrGroupAddr")
-                .map(|r| {
-                    let b: serde_json::Value = serde_json::from_str(&r.body).unwrap();
-                    b["addr"].as_str().unwrap().to_string()
-                })
-                .collect();
-            addrs.sort();
-            let b: serde_json::Value = serde_json::from_str(&tr.resources[0].body).unwrap();
-            (b["id"].as_str().unwrap().to_string(), addrs)
-        };
         let by_members: BTreeMap<Vec<String>, (String, String)> = groups
             .iter()
             .map(|g| {
@@ -1143,16 +973,19 @@ mod tests {
                 (addrs, (id, g.namespace.clone()))
             })
             .collect();
-        let web = &by_members[&vec!["10.1.0.1".to_string(), "10.1.0.2".to_string()]];
-        let web_a = &by_members[&vec!["10.1.0.1".to_string()]];
-        let team_b = &by_members[&vec!["10.2.0.1".to_string()]];
-        let db = &by_members[&vec!["10.1.0.3".to_string()]];
+        let group = |addrs: &[&str]| {
+            by_members[&addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>()].clone()
+        };
+        let web = group(&["10.1.0.1", "10.1.0.2"]);
+        let web_a = group(&["10.1.0.1"]);
+        let team_b = group(&["10.2.0.1"]);
+        let db = group(&["10.1.0.3"]);
         // The web pods are one group although three policies name them (two as the pods
         // they select, one as peers): a label selector's canonical form, not its writing.
         assert_eq!(by_members.len(), 4);
-        assert_eq!(web.1, "shop");
-        assert_eq!(web_a.1, "shop");
-        assert_eq!(db.1, "shop");
+        for g in [&web, &web_a, &db] {
+            assert_eq!(g.1, "shop");
+        }
         // A namespaceSelector group spans namespaces: it lives with the global Translations.
         assert_eq!(team_b.1, GLOBAL_TRANSLATION_NAMESPACE);
         let rules: Vec<Vec<String>> = policies
@@ -1164,29 +997,45 @@ mod tests {
                 groups_named(&out.translations[0])
             })
             .collect();
-        let mut want_shared = vec![web.0.clone(), team_b.0.clone()];
-        want_shared.sort();
-        assert_eq!(rules[0], want_shared);
-        assert_eq!(rules[1], want_shared);
-        let mut want_three = vec![web.0.clone(), web_a.0.clone(), db.0.clone()];
-        want_three.sort();
-        assert_eq!(rules[2], want_three);
-        // Every group a policy names is one the groups provide, and the group of each is
-        // a Translation of its own, labelled as such with the version.
+        let sorted = |mut ids: Vec<String>| {
+            ids.sort();
+            ids
+        };
+        let shared = sorted(vec![web.0.clone(), team_b.0]);
+        assert_eq!(rules[0], shared);
+        assert_eq!(rules[1], shared);
+        assert_eq!(rules[2], sorted(vec![web.0, web_a.0, db.0]));
+    }
+
+    #[test]
+    fn groups_are_translations_of_their_own() {
+        let cfg = TranslatorConfig::default();
+        let (cluster, policies) = shared_fixture();
+        let groups = address_groups(&cfg, &policies, &cluster);
+        // The orphan sweep knows the policies' groups by their name.
+        for g in &groups {
+            let b: serde_json::Value = serde_json::from_str(&g.resources[0].body).unwrap();
+            let name = b["name"].as_str().unwrap();
+            assert!(name.starts_with(GROUP_NAME_PREFIX), "{name}");
+        }
+        assert!(NODE_PORT_GROUP_NAME.starts_with(GROUP_NAME_PREFIX));
+        // Each group is a Translation of its own, labelled as such with the version.
+        let version = cfg.version.as_str();
         for g in &groups {
             assert_eq!(g.labels.get(GROUP_LABEL).map(String::as_str), Some("true"));
             assert_eq!(
                 g.labels.get(crate::meta::VERSION_LABEL).map(String::as_str),
-                Some("1")
+                Some(version)
             );
-            assert!(g.name.starts_with("networkpolicygroup.1."), "{}", g.name);
+            let prefix = format!("networkpolicygroup.{version}.");
+            assert!(g.name.starts_with(&prefix), "{}", g.name);
         }
         // A version bump moves every group to new IDs and names.
-        let v2 = TranslatorConfig {
-            version: "2".into(),
+        let bumped_cfg = TranslatorConfig {
+            version: "7".into(),
             ..TranslatorConfig::default()
         };
-        let bumped = address_groups(&v2, &policies, &cluster);
+        let bumped = address_groups(&bumped_cfg, &policies, &cluster);
         for (old, new) in groups.iter().zip(&bumped) {
             assert_ne!(old.name, new.name);
             assert_ne!(members(old).0, members(new).0);

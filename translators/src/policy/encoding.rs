@@ -401,79 +401,58 @@ mod tests {
             range: Some((80, 80)),
             pod_ip: None,
         };
-        let base = vec![(
-            Direction::Ingress,
-            vec![RulePlan {
-                ports: Some(vec![port.clone()]),
-                peers: vec![PeerMatch::Group(id)],
-            }],
-        )];
+        let plan = |dir, ports: Option<Vec<PortMatch>>, peer: PeerMatch| {
+            vec![(
+                dir,
+                vec![RulePlan {
+                    ports,
+                    peers: vec![peer],
+                }],
+            )]
+        };
+        let ingress = |ports, peer| plan(Direction::Ingress, ports, peer);
+        let with = |p: PortMatch| Some(vec![p]);
+        let group = PeerMatch::Group(id);
+        let base = ingress(with(port.clone()), group.clone());
         let variants = [
-            vec![(Direction::Egress, base[0].1.clone())],
-            vec![(
-                Direction::Ingress,
-                vec![RulePlan {
-                    ports: None,
-                    peers: vec![PeerMatch::Group(id)],
-                }],
-            )],
-            vec![(
-                Direction::Ingress,
-                vec![RulePlan {
-                    ports: Some(vec![PortMatch {
-                        proto: Some(17),
-                        ..port.clone()
-                    }]),
-                    peers: vec![PeerMatch::Group(id)],
-                }],
-            )],
-            vec![(
-                Direction::Ingress,
-                vec![RulePlan {
-                    ports: Some(vec![PortMatch {
-                        range: Some((80, 81)),
-                        ..port.clone()
-                    }]),
-                    peers: vec![PeerMatch::Group(id)],
-                }],
-            )],
-            vec![(
-                Direction::Ingress,
-                vec![RulePlan {
-                    ports: Some(vec![PortMatch {
-                        pod_ip: Some("10.0.0.1".parse().unwrap()),
-                        ..port.clone()
-                    }]),
-                    peers: vec![PeerMatch::Group(id)],
-                }],
-            )],
-            vec![(
-                Direction::Ingress,
-                vec![RulePlan {
-                    ports: Some(vec![port.clone()]),
-                    peers: vec![PeerMatch::Any],
-                }],
-            )],
-            vec![(
-                Direction::Ingress,
-                vec![RulePlan {
-                    ports: Some(vec![port.clone()]),
-                    peers: vec![PeerMatch::Block {
-                        cidr: cidr("10.0.0.0/8"),
-                        except: vec![],
-                    }],
-                }],
-            )],
-            vec![(
-                Direction::Ingress,
-                vec![RulePlan {
-                    ports: Some(vec![port.clone()]),
-                    peers: vec![PeerMatch::Block {
-                        cidr: cidr("10.0.0.0/8"),
-                        except: vec![cidr("10.1.0.0/16")],
-                    }],
-                }],
-            )],
+            plan(Direction::Egress, with(port.clone()), group.clone()),
+            ingress(None, group.clone()),
+            ingress(
+                with(PortMatch {
+                    proto: Some(17),
+                    ..port.clone()
+                }),
+                group.clone(),
+            ),
+            ingress(
+                with(PortMatch {
+                    range: Some((80, 81)),
+                    ..port.clone()
+                }),
+                group.clone(),
+            ),
+            ingress(
+                with(PortMatch {
+                    pod_ip: Some([10, 0, 0, 1].into()),
+                    ..port.clone()
+                }),
+                group.clone(),
+            ),
+            ingress(with(port.clone()), PeerMatch::Any),
+            ingress(
+                with(port.clone()),
+                PeerMatch::Block {
+                    cidr: cidr("10.0.0.0/8"),
+                    except: vec![],
+                },
+            ),
+            ingress(
+                with(port.clone()),
+                PeerMatch::Block {
+                    cidr: cidr("10.0.0.0/8"),
+                    except: vec![cidr("10.1.0.0/16")],
+                },
+            ),
         ];
         let base_text = generation_text(&base, id, id);
         let mut texts = std::collections::BTreeSet::from([base_text.clone()]);
