@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 
 use kube::api::Api;
 use midonet_kube_controllers::crd::Translation;
-use midonet_translators::Resource;
+use midonet_translators::naming::{translation_name, NameKey};
+use midonet_translators::{Resource, TRANSLATION_VERSION};
 use support::check::assert_check_passes;
 use support::child::ChildControllers;
 use support::scenario::{Scale, Scenario, ScenarioApi};
@@ -94,7 +95,11 @@ async fn watches_resume_after_an_apiserver_restart() {
     // Spelled out: an object created after the restart is translated and pushed.
     let trs: Api<Translation> = Api::namespaced(client.clone(), &scenario.namespace(299));
     let late = trs
-        .get(&format!("pod.1.{}", Scenario::pod_name(299)))
+        .get(&translation_name(
+            "Pod",
+            TRANSLATION_VERSION,
+            &NameKey::object(&Scenario::pod_name(299)),
+        ))
         .await
         .expect("the Translation of a Pod created after the restart");
     let state = admin.state().await.unwrap();

@@ -24,7 +24,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
-use midonet_translators::translation_name;
+use midonet_translators::naming::NameKey;
+use midonet_translators::{translation_name, TRANSLATION_VERSION};
 use serde_json::{json, Value};
 use support::child::ChildControllers;
 use support::stack::{start_sim, wait_exact, wait_exact_except};
@@ -79,7 +80,8 @@ fn refused(object: &Value, because: &str) {
 }
 
 fn node_translation(node: &str) -> String {
-    format!("default/{}", translation_name("Node", "1", node))
+    let name = translation_name("Node", TRANSLATION_VERSION, &NameKey::object(node));
+    format!("default/{name}")
 }
 
 /// Waits for a Warning event `reason` about `kind`/`name`.

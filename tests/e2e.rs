@@ -288,15 +288,15 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     controllers.stop().await;
 
     // Translation version bump: everything rebuilt under new IDs, nothing left behind.
-    let controllers = Controllers::start(restricted, &sim, &["--translation-version", "2"]).await;
+    let controllers = Controllers::start(restricted, &sim, &["--translation-version", "3"]).await;
     wait_until(
-        "only version-2 Translations",
+        "only version-3 Translations",
         Duration::from_secs(90),
         || async {
             let list = trs.list(&ListParams::default()).await.ok()?;
             list.items
                 .iter()
-                .all(|t| t.label(VERSION_LABEL).is_none_or(|v| v == "2"))
+                .all(|t| t.label(VERSION_LABEL).is_none_or(|v| v == "3"))
                 .then_some(())
         },
     )

@@ -5,10 +5,11 @@
 //! no status subresource, no `spec`), its version-4 Translations (top-level `resources`,
 //! owner references, the `midonet.org/owner-uid` or `midonet.org/global` label, the
 //! `midonet.org/deleter` finalizer, no status), Nodes annotated by its nodeannotator, and
-//! the backend resources it pushed. The translators compute the original's IDs and names
-//! for an equal version (see `translators/MAPPING.md`), so the controllers run at version 4
-//! produce that backend state and those Translations, which are then rewritten into the
-//! original's form (version-independent ones under the original's frozen `3` segment)
+//! the backend resources it pushed. The translators compute the original's IDs for an equal
+//! version, and its names for the Translations of one object (`pod.4.web-1`; see
+//! `translators/MAPPING.md`), so the controllers run at version 4 produce that backend state
+//! and those Translations, which are then rewritten into the original's form
+//! (version-independent ones under the original's frozen `3` segment)
 //! under the original's CRD. Then the upgrade as `docs/operations.md` describes it: apply
 //! the new CRD in place, start the new controllers; every old Translation must be replaced
 //! and deleted, and the backend must hold exactly what the new Translations ask for.

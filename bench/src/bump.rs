@@ -21,6 +21,9 @@ use crate::report::{row, secs, Row};
 use crate::tracker::{ReadyTracker, Want};
 use crate::{Bench, Res};
 
+/// The version the bump goes to from the current one (`TRANSLATION_VERSION`, which it must
+/// differ from).
+const BUMP_VERSION: &str = "3";
 /// The probe's sample period. Below the 100 ms target, so that the samples longer than the
 /// period (the probe starts the next one at once) leave the mean period within it.
 const PROBE_PERIOD: Duration = Duration::from_millis(80);
@@ -93,11 +96,16 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     admin.reset_requests().await?;
     let since = Instant::now();
     // Drift verification's GETs are periodic, whatever the bump does: left out here.
-    let args = ["--translation-version", "2", "--verify-period", "0"];
+    let args = [
+        "--translation-version",
+        BUMP_VERSION,
+        "--verify-period",
+        "0",
+    ];
     let ctl = Controllers::spawn(&bench.kubeconfig, &bench.api_url, &args)?;
     let want = Want {
         count: translations,
-        stale_version: Some("1"),
+        stale_version: Some(midonet_translators::TRANSLATION_VERSION),
         ..Want::default()
     };
     let time = wait_converged(tracker, admin, &want, since, "version bump").await?;

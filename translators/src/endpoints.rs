@@ -99,7 +99,7 @@ use sha2::{Digest, Sha256};
 use crate::addr::{parse_ipv4, AddrError};
 use crate::ids::{id_for_key, sub_id};
 use crate::model::{Chain, FlowAction, NatTarget, Resource, Rule, RuleType};
-use crate::naming::backend_name;
+use crate::naming::{backend_name, NameKey, Part};
 use crate::service_spec::{cluster_ipv4, port_number, protocol_number, valid_ports};
 use crate::topology::{service_port_chain_id, service_port_key, SNAT_PORT_FROM, SNAT_PORT_TO};
 use crate::translate::{reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
@@ -490,7 +490,11 @@ fn generation(
     DesiredTranslation::versioned(
         cfg,
         ENDPOINTS_PORT_KIND,
-        &format!("{}/{}/{hash}", port.name, port.port_name),
+        // A Service's name is a DNS-1123 label; an unnamed port is left out of a readable
+        // name.
+        &NameKey::new(Part::Label(port.name))
+            .then(Part::Label(port.port_name))
+            .then(Part::Label(&hash)),
         port.namespace,
         resources,
     )
@@ -634,7 +638,7 @@ mod tests {
         let tr = out
             .translations
             .iter()
-            .filter(|t| t.name.starts_with("endpoints-port.1.web-http-"))
+            .filter(|t| t.name.starts_with("endpoints-port.2.web.http."))
             .collect::<Vec<_>>();
         let mut set = BTreeSet::new();
         for t in &tr {

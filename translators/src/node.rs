@@ -17,7 +17,7 @@ use crate::model::{
     Bridge, Chain, FlowAction, HostInterfacePort, Ipv4Cidr, Ipv4MacPair, MacPort, NatTarget, Port,
     PortLink, Resource, Route, RouteType, Rule, RuleType, TunnelZoneHost,
 };
-use crate::naming::{backend_name, NODE_INTERFACE_NAME};
+use crate::naming::{backend_name, NameKey, Part, NODE_INTERFACE_NAME};
 pub use crate::topology::NODE_KIND;
 use crate::topology::{
     cluster_router_id, default_tunnel_zone_id, main_chain_id, node_bridge_id, SNAT_PORT_FROM,
@@ -110,7 +110,7 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     out.translations.push(DesiredTranslation::versioned(
         cfg,
         NODE_KIND,
-        name,
+        &NameKey::object(name),
         NODE_TRANSLATION_NAMESPACE,
         resources,
     ));
@@ -285,7 +285,7 @@ fn mac_entries(
     let mut entries = vec![DesiredTranslation::versioned(
         cfg,
         NODE_MAC_KIND,
-        &format!("{name}/mac/{hex}"),
+        &NameKey::object(name).marked("mac", Part::Label(&hex)),
         NODE_TRANSLATION_NAMESPACE,
         vec![MacPort::new(ids.bridge, mac, ids.port).into()],
     )];
@@ -293,7 +293,9 @@ fn mac_entries(
         entries.push(DesiredTranslation::versioned(
             cfg,
             NODE_ARP_KIND,
-            &format!("{name}/ip/{}/{hex}", s.node_ip),
+            &NameKey::object(name)
+                .marked("ip", Part::Ipv4(s.node_ip))
+                .then(Part::Label(&hex)),
             NODE_TRANSLATION_NAMESPACE,
             vec![Ipv4MacPair::new(ids.bridge, s.node_ip, mac).into()],
         ));
@@ -462,7 +464,7 @@ fn tunnel_zone_membership(
     Some(DesiredTranslation::named_by_entry(
         cfg,
         NODE_TUNNEL_ENDPOINT_KIND,
-        &format!("{name}/{zone}/{host}"),
+        &NameKey::object(name).then(Part::Hashed(&format!("{zone}/{host}"))),
         NODE_TRANSLATION_NAMESPACE,
         vec![TunnelZoneHost::new(zone, host, ip).into()],
     ))

@@ -9,7 +9,7 @@ use crate::addr::{parse_ipv4, parse_mac, AddrError};
 use crate::filters::pod_port;
 use crate::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
 use crate::model::{HostInterfacePort, Ipv4MacPair, MacPort};
-use crate::naming::pod_interface_name;
+use crate::naming::{pod_interface_name, NameKey, Part};
 pub use crate::topology::POD_KIND;
 use crate::topology::{node_bridge_id, pod_port_id};
 use crate::translate::{reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
@@ -36,7 +36,7 @@ pub fn pod(cfg: &TranslatorConfig, pod: &Pod, node: Option<&Node>) -> Translated
     out.translations.push(DesiredTranslation::versioned(
         cfg,
         POD_KIND,
-        id.name,
+        &NameKey::object(id.name),
         id.namespace,
         vec![
             pod_port(cfg, bridge, port),
@@ -103,7 +103,7 @@ fn mac_entries(
     let mut entries = vec![DesiredTranslation::versioned(
         cfg,
         POD_MAC_KIND,
-        &format!("{name}/mac/{hex}"),
+        &NameKey::object(name).marked("mac", Part::Label(&hex)),
         namespace,
         vec![MacPort::new(bridge, mac, port).into()],
     )];
@@ -111,7 +111,9 @@ fn mac_entries(
         entries.push(DesiredTranslation::versioned(
             cfg,
             POD_ARP_KIND,
-            &format!("{name}/ip/{ip}/{hex}"),
+            &NameKey::object(name)
+                .marked("ip", Part::Ipv4(ip))
+                .then(Part::Label(&hex)),
             namespace,
             vec![Ipv4MacPair::new(bridge, ip, mac).into()],
         ));

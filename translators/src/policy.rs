@@ -45,7 +45,7 @@ use crate::addr::{parse_cidr, parse_ipv4, CidrError, CidrRules};
 pub use crate::filters::{GROUP_NAME_PREFIX, NODE_PORT_GROUP_NAME};
 use crate::ids::{id_for_key, sub_id};
 use crate::model::{IpAddrGroup, IpAddrGroupAddr, Ipv4Cidr, PortGroup, PortGroupPort, Resource};
-use crate::naming::backend_name;
+use crate::naming::{backend_name, NameKey, Part};
 pub use crate::topology::{filter_chain_id, Direction};
 use crate::topology::{pod_port_id, POD_KIND};
 use crate::translate::{
@@ -461,7 +461,7 @@ pub fn address_group(
     let mut tr = DesiredTranslation::versioned(
         cfg,
         GROUP_KIND,
-        &key.hash(),
+        &NameKey::new(Part::Label(&key.hash())),
         key.translation_namespace(),
         resources,
     );
@@ -746,7 +746,7 @@ pub fn network_policy(
     out.translations.push(DesiredTranslation::versioned(
         cfg,
         NETWORK_POLICY_KIND,
-        id.name,
+        &NameKey::object(id.name),
         id.namespace,
         resources,
     ));

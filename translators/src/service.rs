@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Service;
 use crate::addr::{parse_ipv4, AddrError};
 use crate::ids::id_for_key;
 use crate::model::{Chain, Resource, Rule};
-use crate::naming::backend_name;
+use crate::naming::{backend_name, NameKey};
 use crate::service_spec::{cluster_ipv4, valid_ports};
 pub use crate::service_spec::{PROTO_TCP, PROTO_UDP};
 use crate::topology::services_chain_id;
@@ -127,7 +127,7 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
         out.translations.push(DesiredTranslation::versioned(
             cfg,
             SERVICE_KIND,
-            name,
+            &NameKey::object(name),
             namespace,
             resources,
         ));

@@ -15,6 +15,7 @@ use crate::config::TranslatorConfig;
 use crate::ids::{id_for_key, sub_id};
 use crate::meta::GLOBAL_LABEL;
 use crate::model::Resource;
+use crate::naming::{NameKey, Part};
 use crate::translate::{DesiredTranslation, GLOBAL_TRANSLATION_NAMESPACE};
 
 /// Pseudo kind of the global Translations and of the root of the global IDs.
@@ -138,7 +139,7 @@ pub fn global_translation(
     let mut tr = DesiredTranslation::versioned(
         cfg,
         GLOBAL_KIND,
-        key,
+        &NameKey::new(Part::Label(key)),
         GLOBAL_TRANSLATION_NAMESPACE,
         resources,
     );

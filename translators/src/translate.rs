@@ -9,7 +9,7 @@ pub use crate::config::{TranslatorConfig, DEFAULT_TENANT};
 use crate::entry::TranslationResource;
 use crate::meta::VERSION_LABEL;
 use crate::model::Resource;
-use crate::naming::{translation_name, unversioned_translation_name};
+use crate::naming::{translation_name, unversioned_translation_name, NameKey};
 
 /// Namespace of the Translations of cluster-scoped Nodes.
 pub const NODE_TRANSLATION_NAMESPACE: &str = "default";
@@ -142,11 +142,11 @@ impl Translated {
 }
 
 impl DesiredTranslation {
-    /// A versioned Translation named `<kind>.<version>.<key>`.
+    /// A versioned Translation of `kind` named after `key` ([`translation_name`]).
     pub(crate) fn versioned(
         cfg: &TranslatorConfig,
         kind: &str,
-        key: &str,
+        key: &NameKey,
         namespace: &str,
         resources: Vec<Resource>,
     ) -> Self {
@@ -158,17 +158,17 @@ impl DesiredTranslation {
         }
     }
 
-    /// A Translation named `<kind>.<key>` by its backend entry alone (see
+    /// A Translation named by its backend entry alone, without the version (see
     /// [`unversioned_translation_name`]), labelled with the version like every other.
     pub(crate) fn named_by_entry(
         cfg: &TranslatorConfig,
         kind: &str,
-        key: &str,
+        key: &NameKey,
         namespace: &str,
         resources: Vec<Resource>,
     ) -> Self {
         Self {
-            name: unversioned_translation_name(kind, key),
+            name: unversioned_translation_name(kind, &cfg.version, key),
             namespace: namespace.to_string(),
             labels: BTreeMap::from([(VERSION_LABEL.to_string(), cfg.version.clone())]),
             resources: entries(resources),

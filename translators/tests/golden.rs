@@ -12,9 +12,15 @@
 //!   they share);
 //! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`.
 //!
+//! Without a `config`, a case runs at version 1, whose output every cluster translated by
+//! version 1 holds and which a rollback to version 1 must find unchanged; each case is also
+//! run at version 2, where only the Translation names differ beside the IDs (which every
+//! version seeds): `names-v2.json` holds them, per case.
+//!
 //! Regenerate the expected files with `UPDATE_GOLDEN=1 cargo test -p midonet-translators
 //! --test golden`, then review the diff: the expected files are the specification.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -54,14 +60,21 @@ fn parse_opt<T: serde::de::DeserializeOwned>(v: Option<Value>) -> Option<T> {
     v.map(|v| serde_json::from_value(v).expect("bad dependency"))
 }
 
-fn run(case: Case) -> Translated {
+/// The version a case without `config` runs at, and the one its names are also shown at.
+const CASE_VERSION: &str = "1";
+const READABLE_VERSION: &str = "2";
+
+fn run(case: Case, default_version: &str) -> Translated {
     let cfg = case
         .config
         .map(|c| TranslatorConfig {
             tenant: c.tenant,
             version: c.version,
         })
-        .unwrap_or_default();
+        .unwrap_or_else(|| TranslatorConfig {
+            version: default_version.to_string(),
+            ..TranslatorConfig::default()
+        });
     match case.translator.as_str() {
         "global" => Translated {
             translations: midonet_translators::global(&cfg),
@@ -149,9 +162,12 @@ fn golden_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
-#[test]
-fn golden() {
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1");
+fn update() -> bool {
+    std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1")
+}
+
+/// Every case: its name and its input.
+fn cases() -> Vec<(String, Case)> {
     let mut inputs: Vec<PathBuf> = fs::read_dir(golden_dir())
         .expect("tests/golden exists")
         .map(|e| e.expect("readable dir entry").path())
@@ -159,14 +175,61 @@ fn golden() {
         .collect();
     inputs.sort();
     assert!(!inputs.is_empty(), "no golden cases found");
+    inputs
+        .iter()
+        .map(|input| {
+            let file = input.file_name().unwrap().to_string_lossy().to_string();
+            let case: Case = serde_json::from_str(&fs::read_to_string(input).unwrap())
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            (file.trim_end_matches(".input.json").to_string(), case)
+        })
+        .collect()
+}
 
+/// The names each case's Translations get at version 2 (a case with its own `config`
+/// keeps it): `namespace/name`, in output order. Every name is at most 253 characters and
+/// says its kind and version (but the version-independent tunnel-zone memberships).
+#[test]
+fn names_at_version_2() {
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (case_name, case) in cases() {
+        let out = run(case, READABLE_VERSION);
+        check_invariants(&case_name, &out);
+        for tr in &out.translations {
+            let version = &tr.labels["midonet.org/translation-version"];
+            let (kind, rest) = tr.name.split_once('.').unwrap();
+            assert!(
+                kind == "node-tunnel-endpoint" || rest.starts_with(&format!("{version}.")),
+                "{case_name}: {} does not say its version",
+                tr.name
+            );
+        }
+        let list = out
+            .translations
+            .iter()
+            .map(|t| format!("{}/{}", t.namespace, t.name))
+            .collect();
+        names.insert(case_name, list);
+    }
+    let actual = serde_json::to_string_pretty(&names).unwrap() + "\n";
+    let path = golden_dir().join("names-v2.json");
+    if update() {
+        fs::write(&path, &actual).unwrap();
+        return;
+    }
+    let expected = fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        expected == actual,
+        "names-v2.json differs (UPDATE_GOLDEN=1 regenerates):\n{actual}"
+    );
+}
+
+#[test]
+fn golden() {
+    let update = update();
     let mut failures = Vec::new();
-    for input in &inputs {
-        let file = input.file_name().unwrap().to_string_lossy().to_string();
-        let case_name = file.trim_end_matches(".input.json").to_string();
-        let case: Case = serde_json::from_str(&fs::read_to_string(input).unwrap())
-            .unwrap_or_else(|e| panic!("{file}: {e}"));
-        let out = run(case);
+    for (case_name, case) in cases() {
+        let out = run(case, CASE_VERSION);
         check_invariants(&case_name, &out);
         let actual = serde_json::to_string_pretty(&out).unwrap() + "\n";
         let expected_path = golden_dir().join(format!("{case_name}.expected.json"));

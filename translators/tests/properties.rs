@@ -437,3 +437,65 @@ proptest! {
         prop_assert!(a.is_disjoint(&b));
     }
 }
+
+/// Objects of one namespace never share a Translation name, whatever their names, MACs and
+/// addresses (in the current version's readable names, the parts of a key stay apart: an
+/// object name with dots, then parts of a fixed shape). Every combination of a few values
+/// chosen so that a key read two ways would show: names whose labels look like the address
+/// or the MAC after them.
+#[test]
+fn objects_never_share_a_name() {
+    let cfg = TranslatorConfig::default();
+    let labels = ["a", "1", "0a0000000001"];
+    let mut names: Vec<String> = labels.iter().map(|l| l.to_string()).collect();
+    for _ in 0..3 {
+        let longer: Vec<String> = names
+            .iter()
+            .flat_map(|n| labels.iter().map(move |l| format!("{n}.{l}")))
+            .collect();
+        names.extend(longer);
+    }
+    names.sort();
+    names.dedup();
+    let macs = ["0a:00:00:00:00:01", "0a:00:00:00:00:02"];
+    let ips = ["1.1.1.1", "1.1.1.10", "0.0.0.1"];
+    let worker: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "worker-1", "annotations": {
+            HOST_ID_ANNOTATION: "8c2b5b1e-3f0a-4a53-9d2c-1f2e3d4c5b6a"}},
+        "spec": {"podCIDR": "10.244.1.0/24"},
+    }))
+    .unwrap();
+    let mut owner_of: BTreeMap<(String, String), String> = BTreeMap::new();
+    for name in &names {
+        for mac in macs {
+            for ip in ips {
+                let node: Node = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name, "annotations": {
+                        HOST_ID_ANNOTATION: "8c2b5b1e-3f0a-4a53-9d2c-1f2e3d4c5b6a",
+                        TUNNEL_ENDPOINT_IP_ANNOTATION: ip,
+                        MAC_ADDRESS_ANNOTATION: mac}},
+                    "spec": {"podCIDR": format!("{ip}/30")},
+                }))
+                .unwrap();
+                let pod: Pod = serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": name, "namespace": "shop",
+                                 "annotations": {MAC_ADDRESS_ANNOTATION: mac}},
+                    "spec": {"nodeName": "worker-1", "containers": []},
+                    "status": {"podIP": ip},
+                }))
+                .unwrap();
+                let trs = midonet_translators::node(&cfg, &node)
+                    .translations
+                    .into_iter()
+                    .chain(midonet_translators::pod(&cfg, &pod, Some(&worker)).translations);
+                for tr in trs {
+                    let owner = owner_of
+                        .entry((tr.namespace.clone(), tr.name.clone()))
+                        .or_insert_with(|| name.clone());
+                    assert_eq!(owner, name, "{} is two objects'", tr.name);
+                }
+            }
+        }
+    }
+    assert!(owner_of.len() > 1000, "{}", owner_of.len());
+}

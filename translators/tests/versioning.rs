@@ -1,6 +1,8 @@
 //! What a Translation version bump changes: every name and every ID, so the new version can
 //! be built beside the old one; only a membership in a tunnel zone named by annotation, the
-//! same backend entry in every version, keeps its name.
+//! same backend entry in every version, keeps its name (within a naming scheme). And what a
+//! version keeps whatever release translates it: its names and IDs, so that a rollback finds
+//! them.
 
 use std::collections::BTreeSet;
 
@@ -66,7 +68,10 @@ fn a_bump_renames_every_translation() {
 }
 
 /// A membership in a tunnel zone the operator named is the same backend entry in every
-/// version: one Translation, relabelled by a bump, rather than two claiming one entry.
+/// version: one Translation, relabelled by a bump, rather than two claiming one entry. The
+/// bump from version 1 to 2 renames it once (version 2 names Translations readably): for
+/// that bump the new Translation claims the entry, and the pusher leaves a claimed entry in
+/// place when it deletes the old one.
 #[test]
 fn a_membership_in_a_named_zone_keeps_its_name() {
     let zone = "4b8c9f5e-1111-4222-8333-444455556666";
@@ -82,10 +87,92 @@ fn a_membership_in_a_named_zone_keeps_its_name() {
             .find(|t| t.name.starts_with("node-tunnel-endpoint."))
             .unwrap()
     };
-    let (m1, m2) = (membership("1"), membership("2"));
-    assert_eq!(m1.name, m2.name);
-    assert_eq!(m1.resources, m2.resources);
-    assert_eq!(m2.labels.get(VERSION_LABEL).map(String::as_str), Some("2"));
+    let (m2, m3) = (membership("2"), membership("3"));
+    assert_eq!(m2.name, m3.name);
+    assert_eq!(m2.resources, m3.resources);
+    assert_eq!(m3.labels.get(VERSION_LABEL).map(String::as_str), Some("3"));
+    let m1 = membership("1");
+    assert_ne!(m1.name, m2.name);
+    assert_eq!(m1.resources, m2.resources, "the same backend entry");
+}
+
+/// Version 1 is translated as version 1 wrote it (a rollback to it finds its Translations
+/// where they are): its names are the original integration's. The golden files, run at
+/// version 1, hold the rest of its output byte for byte.
+#[test]
+fn version_1_keeps_its_names() {
+    let names = names(&all("1"));
+    let zone = midonet_translators::global::default_tunnel_zone_id(&cfg("1"));
+    let host = "8c2b5b1e-3f0a-4a53-9d2c-1f2e3d4c5b6a";
+    // A `/` in the key is replaced, and the 40-hex SHA-1 of the whole name appended.
+    let dotted = |name: &str, shown: &str| format!("{shown}-{}", sha1_hex(name));
+    let want: BTreeSet<String> = [
+        "midonet-global.1.tunnel-zone".to_string(),
+        "midonet-global.1.cluster-router".to_string(),
+        "midonet-global.1.chains".to_string(),
+        "midonet-global.1.network-policy".to_string(),
+        "node.1.worker-1".to_string(),
+        dotted(
+            &format!("node-tunnel-endpoint.worker-1/{zone}/{host}"),
+            &format!("node-tunnel-endpoint.worker-1-{zone}-{host}"),
+        ),
+        dotted(
+            "node-mac.1.worker-1/mac/020000000001",
+            "node-mac.1.worker-1-mac-020000000001",
+        ),
+        dotted(
+            "node-arp.1.worker-1/ip/10.244.1.2/020000000001",
+            "node-arp.1.worker-1-ip-10.244.1.2-020000000001",
+        ),
+        "pod.1.web-0".to_string(),
+        dotted(
+            "pod-mac.1.web-0/mac/0a580af40105",
+            "pod-mac.1.web-0-mac-0a580af40105",
+        ),
+        dotted(
+            "pod-arp.1.web-0/ip/10.244.1.5/0a580af40105",
+            "pod-arp.1.web-0-ip-10.244.1.5-0a580af40105",
+        ),
+    ]
+    .into();
+    assert_eq!(names, want);
+}
+
+fn sha1_hex(s: &str) -> String {
+    use sha1::{Digest, Sha1};
+    hex::encode(Sha1::digest(s.as_bytes()))
+}
+
+/// The current version names every Translation readably: the kind, the version, the
+/// object, and what tells the object's Translations apart.
+#[test]
+fn the_current_version_names_readably() {
+    let v = midonet_translators::TRANSLATION_VERSION;
+    let names = names(&all(v));
+    let zone = midonet_translators::global::default_tunnel_zone_id(&cfg(v));
+    let host = "8c2b5b1e-3f0a-4a53-9d2c-1f2e3d4c5b6a";
+    let membership = format!("{zone}/{host}");
+    let digest = sha256_hex(&membership);
+    let want: BTreeSet<String> = [
+        format!("midonet-global.{v}.tunnel-zone"),
+        format!("midonet-global.{v}.cluster-router"),
+        format!("midonet-global.{v}.chains"),
+        format!("midonet-global.{v}.network-policy"),
+        format!("node.{v}.worker-1"),
+        format!("node-tunnel-endpoint.worker-1.{}", &digest[..12]),
+        format!("node-mac.{v}.worker-1.020000000001"),
+        format!("node-arp.{v}.worker-1.10.244.1.2.020000000001"),
+        format!("pod.{v}.web-0"),
+        format!("pod-mac.{v}.web-0.0a580af40105"),
+        format!("pod-arp.{v}.web-0.10.244.1.5.0a580af40105"),
+    ]
+    .into();
+    assert_eq!(names, want);
+}
+
+fn sha256_hex(s: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(s.as_bytes()))
 }
 
 #[test]
