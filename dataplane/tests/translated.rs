@@ -391,7 +391,7 @@ fn snat_before_dnat_breaks_exactly_the_hairpin_flows_of_that_service_port() {
     // The generation chain of web:80: its DNAT (position 1) and first SNAT (position 2).
     let generation = trs
         .iter()
-        .find(|t| t.name.starts_with("endpoints-port.") && t.name.contains("web-http"))
+        .find(|t| t.name.starts_with("endpoints-port.") && t.name.contains(".web.http."))
         .expect("generation of web/http");
     let ids: Vec<Uuid> = generation
         .resources
@@ -682,7 +682,7 @@ fn a_cluster_on_endpoint_slices_is_checked_against_its_merged_slices() {
     // cluster IP and the ingress IP, and nothing else.
     let generation = trs
         .iter()
-        .find(|t| t.name.starts_with("endpoints-port.") && t.name.contains("lb-http"))
+        .find(|t| t.name.starts_with("endpoints-port.") && t.name.contains(".lb.http."))
         .expect("generation of lb/http");
     let dnat = generation
         .resources
