@@ -15,7 +15,7 @@
 //! - layer 0: `version`, `meta`, `entry`, `secret`
 //! - layer 1: `model`, `config`, `naming`
 //! - layer 2: `addr`, `ids`, `translate`
-//! - layer 3: `topology`, `service_spec`
+//! - layer 3: `topology`, `service_spec`, `annotations`
 //! - layer 4: `filters`
 //! - layer 5: `global`, `node`, `pod`, `service`, `endpoints`, `policy`
 
@@ -32,6 +32,7 @@ pub use version::TRANSLATION_VERSION;
 
 // Translators: identities, names and the per-kind translation functions (see MAPPING.md).
 pub mod addr;
+pub mod annotations;
 pub mod config;
 pub mod endpoints;
 pub mod filters;

@@ -6,13 +6,11 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::Node;
 use uuid::Uuid;
 
-use crate::addr::{parse_cidr, parse_ipv4, parse_mac, AddrError, CidrError, CidrRules};
+use crate::addr::{parse_cidr, parse_ipv4, AddrError, CidrError, CidrRules};
+use crate::annotations::mac_address;
 use crate::filters::{node_bridge_egress_filter, node_egress, node_ingress};
 use crate::ids::{mac_for_key, sub_id};
-use crate::meta::{
-    HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION,
-    TUNNEL_ZONE_ID_ANNOTATION,
-};
+use crate::meta::{HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, TUNNEL_ZONE_ID_ANNOTATION};
 use crate::model::{
     Bridge, Chain, FlowAction, HostInterfacePort, Ipv4Cidr, Ipv4MacPair, MacPort, NatTarget, Port,
     PortLink, Resource, Route, RouteType, Rule, RuleType, TunnelZoneHost,
@@ -271,14 +269,7 @@ fn mac_entries(
     annotations: &BTreeMap<String, String>,
     out: &mut Translated,
 ) -> Vec<DesiredTranslation> {
-    let Some(raw) = annotations.get(MAC_ADDRESS_ANNOTATION) else {
-        return Vec::new();
-    };
-    let Some(mac) = parse_mac(raw) else {
-        out.warn(
-            reason::INVALID_MAC_ADDRESS,
-            format!("annotation {MAC_ADDRESS_ANNOTATION}={raw:?} is not a MAC address"),
-        );
+    let Some(mac) = mac_address(Some(annotations), out) else {
         return Vec::new();
     };
     let hex = mac.to_hex();

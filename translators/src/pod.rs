@@ -5,9 +5,10 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use uuid::Uuid;
 
-use crate::addr::{parse_ipv4, parse_mac, AddrError};
+use crate::addr::{parse_ipv4, AddrError};
+use crate::annotations::mac_address;
 use crate::filters::pod_port;
-use crate::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
+use crate::meta::HOST_ID_ANNOTATION;
 use crate::model::{HostInterfacePort, Ipv4MacPair, MacPort};
 use crate::naming::{pod_interface_name, NameKey, Part};
 pub use crate::topology::POD_KIND;
@@ -81,19 +82,7 @@ fn mac_entries(
     port: Uuid,
     out: &mut Translated,
 ) -> Vec<DesiredTranslation> {
-    let Some(raw) = pod
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(MAC_ADDRESS_ANNOTATION))
-    else {
-        return Vec::new();
-    };
-    let Some(mac) = parse_mac(raw) else {
-        out.warn(
-            reason::INVALID_MAC_ADDRESS,
-            format!("annotation {MAC_ADDRESS_ANNOTATION}={raw:?} is not a MAC address"),
-        );
+    let Some(mac) = mac_address(pod.metadata.annotations.as_ref(), out) else {
         return Vec::new();
     };
     let (name, namespace) = (id.name, id.namespace);
