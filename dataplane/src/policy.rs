@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -202,7 +202,8 @@ impl Policies<'_> {
         }
     }
 
-    /// Named ports resolve on `server` (a pod); a name on anything else matches nothing.
+    /// Named ports resolve on `server` (a pod, its containers' and sidecars' ports); a
+    /// name on anything else matches nothing.
     fn ports_match(
         ports: Option<&[NetworkPolicyPort]>,
         server: Party<'_>,
@@ -231,7 +232,7 @@ impl Policies<'_> {
                     let Party::Pod(pod, _) = server else {
                         return false;
                     };
-                    pod.spec.iter().flat_map(|s| s.containers.iter()).any(|c| {
+                    pod.spec.iter().flat_map(containers_serving).any(|c| {
                         c.ports.iter().flatten().any(|cp| {
                             cp.name.as_deref() == Some(name.as_str())
                                 && cp.container_port == i32::from(port)
@@ -321,6 +322,14 @@ impl Policies<'_> {
     }
 }
 
+/// The containers of a pod that serve traffic: its containers, and its sidecars (init
+/// containers with `restartPolicy: Always`), which run beside them for the pod's life.
+fn containers_serving(spec: &PodSpec) -> impl Iterator<Item = &Container> {
+    let sidecars = spec.init_containers.iter().flatten();
+    let sidecars = sidecars.filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    spec.containers.iter().chain(sidecars)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -394,6 +403,37 @@ mod tests {
         assert!(!p.allows(Party::Address(ip("192.168.1.9")), pa, 1, Protocol::Udp));
         // Not selected: open.
         assert!(p.allows(pa, pc, 1, Protocol::Tcp));
+    }
+
+    #[test]
+    fn named_ports_resolve_on_sidecars_not_on_plain_init_containers() {
+        let server: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "x", "labels": {"pod": "a"}},
+            "spec": {"containers": [{"name": "app"}],
+                     "initContainers": [
+                         {"name": "proxy", "restartPolicy": "Always",
+                          "ports": [{"name": "tls", "containerPort": 8443}]},
+                         {"name": "setup", "ports": [{"name": "setup", "containerPort": 99}]}]}
+        }))
+        .unwrap();
+        let policies = [np(
+            "x",
+            json!({"podSelector": {}, "ingress": [{"ports": [{"port": "tls"}, {"port": "setup"}]}]}),
+        )];
+        let p = Policies {
+            policies: &policies,
+            namespaces: &[],
+        };
+        let client = Party::Address(ip("192.168.0.1"));
+        let a = Party::Pod(&server, ip("10.0.0.1"));
+        assert!(
+            p.allows(client, a, 8443, Protocol::Tcp),
+            "a sidecar's named port"
+        );
+        assert!(
+            !p.allows(client, a, 99, Protocol::Tcp),
+            "a plain init container's"
+        );
     }
 
     #[test]

@@ -52,6 +52,14 @@ pub struct CachedPodSpec {
     /// The named ports of all containers, in their order: `from_pod` reads them as one list.
     #[serde(default, rename = "containers", deserialize_with = "named_ports")]
     pub named_ports: Vec<ContainerPort>,
+    /// The named ports of the sidecars (init containers with `restartPolicy: Always`), which
+    /// serve for the pod's life as its containers do (`serving_containers`).
+    #[serde(
+        default,
+        rename = "initContainers",
+        deserialize_with = "sidecar_named_ports"
+    )]
+    pub sidecar_named_ports: Vec<ContainerPort>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
@@ -64,17 +72,36 @@ pub struct CachedPodStatus {
     pub pod_ips: Option<Vec<PodIP>>,
 }
 
+/// A container as the cache reads it: its ports, and whether it restarts always (a sidecar,
+/// when it is an init container).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ports {
+    #[serde(default)]
+    ports: Option<Vec<ContainerPort>>,
+    #[serde(default)]
+    restart_policy: Option<String>,
+}
+
 /// Reads `spec.containers` for their named ports only (name, number, protocol).
 fn named_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContainerPort>, D::Error> {
-    #[derive(Deserialize)]
-    struct Ports {
-        #[serde(default)]
-        ports: Option<Vec<ContainerPort>>,
-    }
     let containers: Option<Vec<Ports>> = Option::deserialize(d)?;
-    Ok(containers
+    Ok(only_named(containers.into_iter().flatten()))
+}
+
+/// Reads `spec.initContainers` for the named ports of the sidecars only.
+fn sidecar_named_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContainerPort>, D::Error> {
+    let containers: Option<Vec<Ports>> = Option::deserialize(d)?;
+    let sidecars = containers
         .into_iter()
         .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    Ok(only_named(sidecars))
+}
+
+/// The named ports of `containers` (name, number, protocol), in their order.
+fn only_named(containers: impl Iterator<Item = Ports>) -> Vec<ContainerPort> {
+    containers
         .flat_map(|c| c.ports.unwrap_or_default())
         .filter(|p| p.name.is_some())
         .map(|p| ContainerPort {
@@ -83,7 +110,7 @@ fn named_ports<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContainerPort>, D:
             protocol: p.protocol,
             ..ContainerPort::default()
         })
-        .collect())
+        .collect()
 }
 
 impl CachedPod {
@@ -95,19 +122,20 @@ impl CachedPod {
         Ok(cached)
     }
 
-    /// The Pod the translators take: these fields, the named ports in one container (none
-    /// for a pod without any).
+    /// The Pod the translators take: these fields, the named ports of the containers and
+    /// sidecars in one container (none for a pod without any).
     pub fn to_pod(&self) -> Pod {
         Pod {
             metadata: self.metadata.clone(),
             spec: self.spec.as_ref().map(|s| PodSpec {
                 node_name: s.node_name.clone(),
                 host_network: s.host_network,
-                containers: if s.named_ports.is_empty() {
+                containers: if s.named_ports.is_empty() && s.sidecar_named_ports.is_empty() {
                     Vec::new()
                 } else {
+                    let ports = s.named_ports.iter().chain(&s.sidecar_named_ports);
                     vec![Container {
-                        ports: Some(s.named_ports.clone()),
+                        ports: Some(ports.cloned().collect()),
                         ..Container::default()
                     }]
                 },
@@ -182,6 +210,10 @@ mod tests {
                           "ports": [{"name": "http", "containerPort": 80}, {"containerPort": 81}]},
                          {"name": "d", "image": "x"},
                          {"name": "e", "image": "x", "ports": [{"name": "dns", "containerPort": 53, "protocol": "UDP"}]}],
+                     "initContainers": [
+                         {"name": "setup", "image": "x", "ports": [{"name": "setup", "containerPort": 99}]},
+                         {"name": "proxy", "image": "x", "restartPolicy": "Always",
+                          "ports": [{"name": "tls", "containerPort": 8443}]}],
                      "volumes": [{"name": "v", "emptyDir": {}}]},
             "status": {"phase": "Running", "podIP": "10.1.2.7", "podIPs": [{"ip": "10.1.2.7"}],
                        "conditions": [{"type": "Ready", "status": "True"}],
@@ -201,7 +233,12 @@ mod tests {
                 .iter()
                 .map(|p| (p.name.as_deref(), p.container_port))
                 .collect::<Vec<_>>()),
-            Some(vec![(Some("http"), 80), (Some("dns"), 53)])
+            Some(vec![
+                (Some("http"), 80),
+                (Some("dns"), 53),
+                (Some("tls"), 8443)
+            ]),
+            "the containers' named ports and the sidecar's, not the plain init container's"
         );
         assert_eq!(spec.containers[0].env, None);
         assert_eq!(spec.volumes, None);
@@ -226,9 +263,9 @@ mod tests {
             .contains("02:00:00:00:00:01"));
         assert_eq!(midonet_translators::pod(&cfg, &trimmed, Some(&node)), want);
 
-        // The network-policy view: labels, address and both named ports.
+        // The network-policy view: labels, address and the three named ports.
         let policy_pod = PolicyPod::from_pod(&trimmed);
-        assert_eq!(policy_pod.as_ref().map(|p| p.ports.len()), Some(2));
+        assert_eq!(policy_pod.as_ref().map(|p| p.ports.len()), Some(3));
         assert_eq!(
             policy_pod.as_ref().map(|p| p.labels.len()),
             Some(2),

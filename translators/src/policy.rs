@@ -33,7 +33,7 @@ use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodSpec};
 use k8s_openapi::api::networking::v1::{
     IPBlock, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
 };
@@ -153,9 +153,7 @@ impl PolicyPod {
                 )
                 .find_map(|raw| parse_ipv4(raw).ok())
         });
-        let mut ports: Vec<NamedPort> = spec
-            .containers
-            .iter()
+        let mut ports: Vec<NamedPort> = serving_containers(spec)
             .flat_map(|c| c.ports.as_deref().unwrap_or_default())
             .filter_map(|p| {
                 Some(NamedPort {
@@ -179,6 +177,19 @@ impl PolicyPod {
     fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+}
+
+/// The containers whose ports a pod serves: its containers and its sidecars (init
+/// containers with `restartPolicy: Always`, Kubernetes 1.28+), which run beside them for the
+/// pod's life. Named ports are looked up in both, as the endpoints controller does for a
+/// Service's `targetPort` since 1.32; a plain init container has ended before the pod serves.
+pub fn serving_containers(spec: &PodSpec) -> impl Iterator<Item = &Container> {
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    spec.containers.iter().chain(sidecars)
 }
 
 /// The cluster as policies see it: namespace labels and the pods on the pod network.
@@ -869,6 +880,25 @@ mod tests {
             json!({"metadata": {"name": name, "namespace": "shop"}, "spec": spec}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_pods_named_ports_include_its_sidecars_not_its_plain_init_containers() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "shop"},
+            "spec": {"nodeName": "n1",
+                     "containers": [{"name": "app", "ports": [{"name": "http", "containerPort": 80}]}],
+                     "initContainers": [
+                         {"name": "proxy", "restartPolicy": "Always",
+                          "ports": [{"name": "tls", "containerPort": 8443}]},
+                         {"name": "setup", "ports": [{"name": "setup", "containerPort": 99}]}]},
+            "status": {"phase": "Running", "podIP": "10.1.0.1"}
+        }))
+        .unwrap();
+        let ports = PolicyPod::from_pod(&pod).map(|p| p.ports);
+        let names: Option<Vec<(String, u16)>> =
+            ports.map(|p| p.into_iter().map(|n| (n.name, n.port)).collect());
+        assert_eq!(names, Some(vec![("http".into(), 80), ("tls".into(), 8443)]));
     }
 
     /// The group IDs a policy's rules match on, in rule order.
