@@ -102,6 +102,8 @@ pub struct PusherContext {
     deps: deps::Dependencies,
     /// Where a version bump stands.
     rollout: rollout::Rollout,
+    /// When each provider of a refused referent was last verified.
+    rechecks: verify::Rechecks,
     /// Translations to reconcile now: woken dependents, drift repairs.
     wake_tx: mpsc::UnboundedSender<ObjectRef<Translation>>,
     wake_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<Translation>>>>,
@@ -129,6 +131,7 @@ impl PusherContext {
             tracker: tracked::Tracker::default(),
             deps: deps::Dependencies::new(informer.store.clone()),
             rollout: rollout::Rollout::new(config.version.clone()),
+            rechecks: verify::Rechecks::default(),
             wake_tx,
             wake_rx: Mutex::new(Some(wake_rx)),
         });
@@ -213,6 +216,17 @@ impl PusherContext {
             .written(&uid)
             .or_else(|| tr.status.clone())
             .unwrap_or_default()
+    }
+
+    /// [`Self::recorded_status`] without the pushed resources found gone from the backend
+    /// (not re-created yet): what stands in the backend, as far as the pusher knows.
+    fn standing_status(&self, tr: &Translation) -> TranslationStatus {
+        let mut status = self.recorded_status(tr);
+        let missing = self.tracker.missing(&tr.uid().unwrap_or_default());
+        if !missing.is_empty() {
+            status.pushed.retain(|p| !missing.contains_key(&p.path));
+        }
+        status
     }
 
     fn forget(&self, tr: &Translation, uid: &str) {
@@ -333,8 +347,7 @@ async fn gauge_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
     }
 }
 
-/// Sync state of a Translation, as the `translations` gauge counts it and drift
-/// verification selects it.
+/// Sync state of a Translation, as the `translations` gauge counts it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SyncState {
     /// The backend matches the current spec.

@@ -157,6 +157,9 @@ struct Progress {
     record: Vec<PushedResource>,
     /// Referents created so far, to wake who waits for them.
     created: Vec<Referent>,
+    /// Those among them that had gone missing from the backend: what other Translations
+    /// had under them went with them.
+    recreated: std::collections::HashSet<Referent>,
     /// Paths MidoNet cannot update in place.
     immutable: Vec<String>,
 }
@@ -239,13 +242,14 @@ impl<'a> Reconciling<'a> {
         for path in &settled {
             self.ctx.tracker.recreated(self.uid, path);
         }
-        // Referents another Translation provides but has not pushed yet: wait to be woken
-        // rather than send requests the backend would refuse.
+        // Referents another Translation provides but has not pushed yet (or lost, and has
+        // not pushed again): wait to be woken rather than send requests the backend would
+        // refuse.
         let creating = plan.creates();
         if let Some((blocker, left)) = self
             .ctx
             .deps
-            .hold(&self.key, &creating, |t| self.ctx.recorded_status(t))
+            .hold(&self.key, &creating, |t| self.ctx.standing_status(t))
         {
             tracing::debug!(translation = %self.name(), namespace = %self.namespace(), awaited = ?blocker.awaited, provider = ?blocker.provider.map(|p| p.to_string()), "waiting for a referent or a bound interface");
             return Ok(Outcome::Held(left));
@@ -255,12 +259,24 @@ impl<'a> Reconciling<'a> {
         let Progress {
             record,
             created,
+            recreated,
             immutable,
         } = progress;
         if let Some(stopped) = stopped {
+            let refused = stopped
+                .error
+                .is_referent_missing()
+                .then(|| plan.steps.iter().find(|(d, _)| d.path == stopped.path))
+                .flatten()
+                .map(|(d, _)| d.resource.clone());
             let outcome = self.push_failed(record, entries.len(), stopped).await;
             // What was created before the failure is recorded: its waiters can go on.
-            self.ctx.pushed(created);
+            self.pushed(created, &recreated);
+            // A referent recorded as pushed (by another Translation, or by this one) may
+            // be lost: verified once the failure is recorded.
+            if let (Ok(_), Some(refused)) = (&outcome, refused) {
+                super::verify::recheck_providers(self.ctx, &self.key, &refused);
+            }
             return outcome;
         }
 
@@ -282,7 +298,7 @@ impl<'a> Reconciling<'a> {
                 .map(|(d, _)| d.path.clone()),
         );
         self.ctx.deps.release(&self.key);
-        self.ctx.pushed(created);
+        self.pushed(created, &recreated);
         let outcome = match not_ready {
             None => {
                 self.ctx.tracker.succeeded(self.uid);
@@ -365,6 +381,7 @@ impl<'a> Reconciling<'a> {
         let mut progress = Progress {
             record: self.before.pushed.clone(),
             created: Vec::new(),
+            recreated: std::collections::HashSet::new(),
             immutable: Vec::new(),
         };
         for (desired, step) in &plan.steps {
@@ -394,6 +411,7 @@ impl<'a> Reconciling<'a> {
             };
             if let Some(counter) = repaired {
                 counter.with_label_values(&[kind.name()]).inc();
+                progress.recreated.extend(desired.resource.provides());
             }
             status::upsert(
                 &mut progress.record,
@@ -419,6 +437,16 @@ impl<'a> Reconciling<'a> {
         }
         self.note_removals(plan, &plan.removals, &progress.record);
         (progress, None)
+    }
+
+    /// `created` (referents this push created) exist now: wakes who waits for them. Those
+    /// `recreated` had been lost from the backend, and MidoNet had taken with them what
+    /// other Translations built on them: those are verified, as after a cascade.
+    fn pushed(&self, created: Vec<Referent>, recreated: &std::collections::HashSet<Referent>) {
+        if !recreated.is_empty() {
+            self.ctx.deps.note_cascade(recreated, &self.key);
+        }
+        self.ctx.pushed(created);
     }
 
     /// A request refused for want of something another Translation provides (a referent,

@@ -213,19 +213,52 @@ pub async fn unique_namespace(client: &Client, prefix: &str) -> String {
     name
 }
 
-/// Polls `probe` until it returns `Some`, panicking with `what` after `timeout`.
-pub async fn wait_until<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+/// The hang guard of a wait on something the system reports: generous, because it is no
+/// timing assertion (a loaded machine may be several times slower than an idle one; how
+/// fast things are is the benchmark's business). A wait that reaches it fails saying what
+/// was still missing.
+pub const CEILING: Duration = Duration::from_secs(180);
+
+/// What a wait's probe answers: the value once the condition holds, else what is still
+/// missing. `Option` probes say nothing more than "not yet"; `Result<T, String>` probes
+/// name what they wait for, and the failure of the wait repeats it.
+pub trait Condition<T> {
+    fn holds(self) -> Result<T, String>;
+}
+
+impl<T> Condition<T> for Option<T> {
+    fn holds(self) -> Result<T, String> {
+        self.ok_or_else(|| "the condition was not met (the probe says no more)".to_string())
+    }
+}
+
+impl<T> Condition<T> for Result<T, String> {
+    fn holds(self) -> Result<T, String> {
+        self
+    }
+}
+
+/// Polls `probe` until its condition holds (see [`Condition`]); after `ceiling` (a hang
+/// guard, see [`CEILING`]) panics with `what` and the probe's last word on what is missing.
+pub async fn wait_until<T, C, F, Fut>(what: &str, ceiling: Duration, mut probe: F) -> T
 where
+    C: Condition<T>,
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
+    Fut: std::future::Future<Output = C>,
 {
     let start = Instant::now();
+    let mut polls = 0u32;
     loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for: {what}");
+        polls += 1;
+        let missing = match probe().await.holds() {
+            Ok(v) => return v,
+            Err(missing) => missing,
+        };
+        if start.elapsed() > ceiling {
+            panic!(
+                "waited {:.1?} ({polls} polls) for: {what}; still missing: {missing}",
+                start.elapsed()
+            );
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
