@@ -192,8 +192,9 @@ pub async fn wait_converged_within(
 
 /// What the objects in the cluster call for, computed with the pure translators (as the
 /// controllers do, with the default tenant and version, and endpoints from EndpointSlices
-/// when the apiserver serves them): the Translations (`ns/name`) and the backend item paths
-/// of their resources.
+/// when the apiserver serves them; NetworkPolicies' when there are any, as the
+/// `networkpolicy` controller translates them): the Translations (`ns/name`) and the
+/// backend item paths of their resources.
 #[derive(Debug, Default)]
 pub struct Expected {
     /// `ns/name` → the item paths of its resources.
@@ -205,8 +206,9 @@ pub struct Expected {
 /// [`Expected`] of the cluster as it is now; `Err` names the read that failed (an apiserver
 /// still coming back, for the callers that poll).
 pub async fn expected_from_cluster(client: &Client) -> Result<Expected, String> {
-    use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+    use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
     use k8s_openapi::api::discovery::v1::EndpointSlice;
+    use k8s_openapi::api::networking::v1::NetworkPolicy;
     use midonet_kube_controllers::translate::slices::{
         discover, translate_with_slices, EndpointSliceV1Beta1, EndpointsSource,
     };
@@ -236,6 +238,16 @@ pub async fn expected_from_cluster(client: &Client) -> Result<Expected, String> 
         .list(&lp)
         .await
         .map_err(|e| format!("list Endpoints: {e}"))?
+        .items;
+    let policies = Api::<NetworkPolicy>::all(client.clone())
+        .list(&lp)
+        .await
+        .map_err(|e| format!("list NetworkPolicies: {e}"))?
+        .items;
+    let namespaces = Api::<Namespace>::all(client.clone())
+        .list(&lp)
+        .await
+        .map_err(|e| format!("list Namespaces: {e}"))?
         .items;
     // Where the controllers read endpoints from, decided as they decide it.
     let slices: Option<Vec<EndpointSlice>> = match discover(client)
@@ -323,6 +335,24 @@ pub async fn expected_from_cluster(client: &Client) -> Result<Expected, String> 
                 all.extend(midonet_translators::endpoints(&cfg, e, svc).translations);
             }
         }
+    }
+    // The NetworkPolicy controller's: each live policy's Translations and the address
+    // groups of the selectors they use (none without a policy).
+    let live_policies: Vec<&NetworkPolicy> =
+        policies.iter().filter(|np| live(&np.metadata)).collect();
+    if !live_policies.is_empty() {
+        let cluster = midonet_translators::PolicyCluster::new(
+            namespaces.iter().filter(|ns| live(&ns.metadata)),
+            pods.iter().filter(|p| live(&p.metadata)),
+        );
+        for np in &live_policies {
+            all.extend(midonet_translators::network_policy(&cfg, np, &cluster).translations);
+        }
+        all.extend(midonet_translators::address_groups(
+            &cfg,
+            live_policies.iter().copied(),
+            &cluster,
+        ));
     }
     let mut out = Expected::default();
     for d in &all {
