@@ -4,8 +4,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use kube::api::{Api, PostParams};
 use midonet_kube_controllers::crd::{Translation, TranslationResource};
 use support::fixtures::{bridge, chain, port, translation};
@@ -46,35 +44,25 @@ async fn what_a_deleted_providers_cascade_took_is_recreated() {
     create("provider", vec![bridge(b)]).await;
     // The chain is not built on the bridge: left alone.
     create("consumer", vec![port(b, p), chain(other)]).await;
-    wait_until("both pushed", Duration::from_secs(30), port_present(true)).await;
-    wait_until("consumer Ready", Duration::from_secs(30), || async {
+    wait_until("both pushed", CEILING, port_present(true)).await;
+    wait_until("consumer Ready", CEILING, || async {
         api.get("consumer").await.ok()?.is_ready().then_some(())
     })
     .await;
 
     // The provider goes: its bridge is deleted, and the consumer's port with it.
     api.delete("provider", &Default::default()).await.unwrap();
-    wait_until("provider gone", Duration::from_secs(30), || async {
+    wait_until("provider gone", CEILING, || async {
         api.get_opt("provider").await.ok()?.is_none().then_some(())
     })
     .await;
-    wait_until(
-        "port cascaded",
-        Duration::from_secs(30),
-        port_present(false),
-    )
-    .await;
+    wait_until("port cascaded", CEILING, port_present(false)).await;
     admin.reset_requests().await.unwrap();
 
     // A new provider of the same bridge: the consumer's port comes back within seconds.
     create("provider-2", vec![bridge(b)]).await;
-    wait_until(
-        "port re-created",
-        Duration::from_secs(30),
-        port_present(true),
-    )
-    .await;
-    wait_until("consumer Ready again", Duration::from_secs(30), || async {
+    wait_until("port re-created", CEILING, port_present(true)).await;
+    wait_until("consumer Ready again", CEILING, || async {
         api.get("consumer").await.ok()?.is_ready().then_some(())
     })
     .await;

@@ -88,7 +88,7 @@ fn node_translation(node: &str) -> String {
 async fn wait_warning(client: &kube::Client, kind: &str, name: &str, reason: &str) {
     wait_until(
         &format!("Warning {reason} on {kind} {name}"),
-        Duration::from_secs(60),
+        CEILING,
         || async {
             warning_events(client)
                 .await
@@ -269,7 +269,7 @@ async fn malformed_objects_are_reported_and_the_rest_converges() {
     let trs: Api<Translation> = Api::namespaced(client.clone(), tr_ns);
     let condition = wait_until(
         "the refused Node's Translation reports why",
-        Duration::from_secs(60),
+        CEILING,
         || async {
             let tr = trs.get(tr_name).await.ok()?;
             let c = tr
@@ -327,7 +327,7 @@ async fn malformed_objects_are_reported_and_the_rest_converges() {
     let deleting = std::time::Instant::now();
     wait_until(
         "the refused Node's Translation is deleted",
-        Duration::from_secs(60),
+        CEILING,
         || async { trs.get_opt(tr_name).await.ok()?.is_none().then_some(()) },
     )
     .await;
@@ -336,13 +336,7 @@ async fn malformed_objects_are_reported_and_the_rest_converges() {
         "chaos_input: the refused Node's Translation was gone {:.1}s after the Node's deletion",
         deleting.elapsed().as_secs_f64()
     );
-    wait_exact(
-        &client,
-        &admin,
-        "after deleting the refused Node",
-        Duration::from_secs(120),
-    )
-    .await;
+    wait_exact(&client, &admin, "after deleting the refused Node", CEILING).await;
     drop(child);
     sim.shutdown().await;
 }

@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -138,8 +136,8 @@ async fn status_subresource_and_finalizer_hold_deletion() {
     let out = kubectl(&["get", "tr", "t-fin", "-n", &ns, "--no-headers"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("True"));
 
+    // The finalizer holds it, marked for deletion by the DELETE itself.
     api.delete("t-fin", &DeleteParams::default()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
     let terminating = api.get("t-fin").await.unwrap();
     assert!(terminating.metadata.deletion_timestamp.is_some());
 
@@ -150,7 +148,7 @@ async fn status_subresource_and_finalizer_hold_deletion() {
     )
     .await
     .unwrap();
-    wait_until("Translation gone", Duration::from_secs(10), || async {
+    wait_until("Translation gone", CEILING, || async {
         api.get_opt("t-fin").await.unwrap().is_none().then_some(())
     })
     .await;
@@ -171,7 +169,7 @@ async fn garbage_collection_marks_owned_translation() {
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
     wait_until(
         "garbage collector marks the Translation for deletion",
-        Duration::from_secs(60),
+        CEILING,
         || async {
             let tr = api.get("t-owned").await.ok()?;
             tr.metadata.deletion_timestamp.is_some().then_some(())

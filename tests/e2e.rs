@@ -7,8 +7,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -165,7 +163,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
         }
     });
     // The watch's initial list shows the old generation before anything changes.
-    wait_until("watch started", Duration::from_secs(30), || async {
+    wait_until("watch started", CEILING, || async {
         (!seen.lock().unwrap().is_empty()).then_some(())
     })
     .await;
@@ -176,14 +174,14 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     })
     .await
     .unwrap();
-    wait_until("3 DNAT targets", Duration::from_secs(60), || async {
+    wait_until("3 DNAT targets", CEILING, || async {
         (dnat_targets(&admin, 8080).await == vec!["10.244.1.5", "10.244.1.6", "10.244.2.5"])
             .then_some(())
     })
     .await;
     wait_converged(&client, &admin, "scaled to 3").await;
     assert_check_passes(&api, "scaled to 3").await;
-    wait_until("old generation gone", Duration::from_secs(60), || async {
+    wait_until("old generation gone", CEILING, || async {
         trs_here
             .get_opt(&old_generations[0])
             .await
@@ -215,7 +213,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     )
     .await
     .unwrap();
-    wait_until("no DNAT targets", Duration::from_secs(60), || async {
+    wait_until("no DNAT targets", CEILING, || async {
         dnat_targets(&admin, 8080).await.is_empty().then_some(())
     })
     .await;
@@ -235,7 +233,7 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
     pods.delete("p2", &DeleteParams::default().grace_period(0))
         .await
         .unwrap();
-    wait_until("p2's port deleted", Duration::from_secs(60), || async {
+    wait_until("p2's port deleted", CEILING, || async {
         (admin.state().await.ok()?.count(Kind::Port) < p2_port_count).then_some(())
     })
     .await;
@@ -251,17 +249,13 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
         .await
         .unwrap();
     let trs: Api<Translation> = Api::all(client.clone());
-    wait_until(
-        "GC marks the Translations",
-        Duration::from_secs(60),
-        || async {
-            let list = trs.list(&ListParams::default()).await.ok()?;
-            list.items
-                .iter()
-                .any(|t| t.metadata.deletion_timestamp.is_some())
-                .then_some(())
-        },
-    )
+    wait_until("GC marks the Translations", CEILING, || async {
+        let list = trs.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|t| t.metadata.deletion_timestamp.is_some())
+            .then_some(())
+    })
     .await;
     let controllers = Controllers::start(restricted, &sim, &[]).await;
     wait_converged(&client, &admin, "after offline deletion").await;
@@ -289,17 +283,13 @@ async fn whole_system_lifecycles_as_least_privilege_user() {
 
     // Translation version bump: everything rebuilt under new IDs, nothing left behind.
     let controllers = Controllers::start(restricted, &sim, &["--translation-version", "3"]).await;
-    wait_until(
-        "only version-3 Translations",
-        Duration::from_secs(90),
-        || async {
-            let list = trs.list(&ListParams::default()).await.ok()?;
-            list.items
-                .iter()
-                .all(|t| t.label(VERSION_LABEL).is_none_or(|v| v == "3"))
-                .then_some(())
-        },
-    )
+    wait_until("only version-3 Translations", CEILING, || async {
+        let list = trs.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .all(|t| t.label(VERSION_LABEL).is_none_or(|v| v == "3"))
+            .then_some(())
+    })
     .await;
     wait_converged(&client, &admin, "after the version bump").await;
     let after = assert_check_passes(&api, "after the version bump").await;

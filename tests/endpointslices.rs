@@ -144,7 +144,7 @@ async fn wait_candidates(api: &str, ns: &str, svc: &str, want: &[&str]) {
             return;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(60),
+            start.elapsed() < CEILING,
             "{svc}: balanced onto {got:?}, want {want:?}"
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -222,7 +222,7 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
-    wait_until("the node's host id", Duration::from_secs(60), || async {
+    wait_until("the node's host id", CEILING, || async {
         let n = nodes.get("es-node").await.ok()?;
         (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
     })
@@ -292,7 +292,7 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     wait_candidates(&api, &ns, "web", &["p1", "p2"]).await;
     // The exact state follows the slices (there are no Endpoints objects to follow), and
     // so does `check`: web:80 is expected at the merged slices' ready endpoints.
-    stack::wait_exact(&client, &admin, "two slices", Duration::from_secs(60)).await;
+    stack::wait_exact(&client, &admin, "two slices", CEILING).await;
     let report = check_live(&api, &ns, &["10.244.1.11:8080", "10.244.1.12:8080"]).await;
     assert!(report.passed(), "{}", describe(&report));
 
@@ -317,7 +317,7 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     .await;
     wait_converged(&client, &admin, "only terminating endpoints").await;
     wait_candidates(&api, &ns, "web", &["p1", "p3"]).await;
-    stack::wait_exact(&client, &admin, "only terminating", Duration::from_secs(60)).await;
+    stack::wait_exact(&client, &admin, "only terminating", CEILING).await;
     let report = check_live(&api, &ns, &["10.244.1.11:8080", "10.244.1.13:8080"]).await;
     assert!(report.passed(), "{}", describe(&report));
 
@@ -405,7 +405,7 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
         put_slice(&client, &ns, &format!("big-{k}"), "big", 9090, &eps).await;
     }
     let want: BTreeSet<String> = all.iter().cloned().collect();
-    wait_until("1,030 DNAT targets", Duration::from_secs(120), || async {
+    wait_until("1,030 DNAT targets", CEILING, || async {
         (stack::dnat_targets(&admin, 9090)
             .await
             .into_iter()

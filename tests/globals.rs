@@ -65,7 +65,7 @@ async fn filter_mismatches(client: &Client, admin: &AdminClient) -> Vec<String> 
 
 /// The exact state, and the filter references the exact state does not compare.
 async fn wait_healed(client: &Client, admin: &AdminClient, what: &str) {
-    wait_exact(client, admin, what, Duration::from_secs(90)).await;
+    wait_exact(client, admin, what, CEILING).await;
     let start = Instant::now();
     loop {
         let wrong = filter_mismatches(client, admin).await;
@@ -73,7 +73,7 @@ async fn wait_healed(client: &Client, admin: &AdminClient, what: &str) {
             return;
         }
         assert!(
-            start.elapsed() < Duration::from_secs(30),
+            start.elapsed() < CEILING,
             "{what}: filters not restored: {wrong:?}"
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -148,14 +148,10 @@ async fn wait_restored(
     old_uid: &str,
     since: Instant,
 ) -> Duration {
-    wait_until(
-        &format!("{name} restored and pushed"),
-        Duration::from_secs(60),
-        || async {
-            let tr = api.get_opt(name).await.ok()??;
-            (tr.uid().as_deref() != Some(old_uid) && tr.is_ready()).then_some(())
-        },
-    )
+    wait_until(&format!("{name} restored and pushed"), CEILING, || async {
+        let tr = api.get_opt(name).await.ok()??;
+        (tr.uid().as_deref() != Some(old_uid) && tr.is_ready()).then_some(())
+    })
     .await;
     since.elapsed()
 }
@@ -267,16 +263,12 @@ async fn deleted_or_edited_global_translations_are_restored_with_what_hung_off_t
     let put_back = |after: Option<i64>| {
         let api = api.clone();
         async move {
-            wait_until(
-                "the chains' spec put back",
-                Duration::from_secs(20),
-                || async {
-                    let tr = api.get(&chains.name).await.ok()?;
-                    let restored = tr.desired_resources() == chains.resources.as_slice()
-                        && tr.metadata.generation > after;
-                    restored.then_some(())
-                },
-            )
+            wait_until("the chains' spec put back", CEILING, || async {
+                let tr = api.get(&chains.name).await.ok()?;
+                let restored = tr.desired_resources() == chains.resources.as_slice()
+                    && tr.metadata.generation > after;
+                restored.then_some(())
+            })
             .await
         }
     };
@@ -309,14 +301,10 @@ async fn deleted_or_edited_global_translations_are_restored_with_what_hung_off_t
     .await;
     wait_healed(&client, &admin, "pusher alone").await;
     let generation = edit().await;
-    wait_until(
-        "KUBE-SERVICES deleted by the pusher",
-        Duration::from_secs(30),
-        || async {
-            let state = admin.state().await.ok()?;
-            (!state.contains(&format!("/chains/{services_chain}"))).then_some(())
-        },
-    )
+    wait_until("KUBE-SERVICES deleted by the pusher", CEILING, || async {
+        let state = admin.state().await.ok()?;
+        (!state.contains(&format!("/chains/{services_chain}"))).then_some(())
+    })
     .await;
     let translators = Controllers::start(
         restricted,

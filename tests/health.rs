@@ -41,7 +41,7 @@ fn start_pusher(api: &str, extra: &[&str]) -> ChildControllers {
 }
 
 async fn wait_status(proc: &ChildControllers, path: &str, code: u16, what: &str) -> String {
-    wait_until(what, Duration::from_secs(90), || async {
+    wait_until(what, CEILING, || async {
         let (c, body) = proc.get(path).await?;
         (c == code).then_some(body)
     })
@@ -104,11 +104,9 @@ async fn healthz_fails_while_a_reconcile_does_not_return() {
     api.create(&PostParams::default(), &bridge_translation("stuck", &ns))
         .await
         .unwrap();
-    wait_until(
-        "the push reaches MidoNet",
-        Duration::from_secs(60),
-        || async { (bridge_posts(&admin).await > 0).then_some(()) },
-    )
+    wait_until("the push reaches MidoNet", CEILING, || async {
+        (bridge_posts(&admin).await > 0).then_some(())
+    })
     .await;
     let body = wait_status(&proc, "/healthz", 503, "healthz fails").await;
     assert!(
@@ -157,11 +155,9 @@ async fn healthz_fails_while_queued_work_is_not_taken() {
     api.create(&PostParams::default(), &bridge_translation("first", &ns))
         .await
         .unwrap();
-    wait_until(
-        "the push reaches MidoNet",
-        Duration::from_secs(60),
-        || async { (bridge_posts(&admin).await > 0).then_some(()) },
-    )
+    wait_until("the push reaches MidoNet", CEILING, || async {
+        (bridge_posts(&admin).await > 0).then_some(())
+    })
     .await;
     // The single worker is busy for as long as the push hangs: still live.
     let (code, body) = proc.get("/healthz").await.unwrap();
@@ -223,18 +219,16 @@ async fn readyz_follows_a_midonet_outage_and_healthz_stays_ok() {
     admin.clear_faults().await.unwrap();
     let body = wait_status(&proc, "/readyz", 200, "ready after the outage").await;
     assert!(body.contains("[+] backend"), "{body}");
-    wait_until(
-        "pushed after the outage",
-        Duration::from_secs(90),
-        || async { api.get("t").await.ok()?.is_ready().then_some(()) },
-    )
+    wait_until("pushed after the outage", CEILING, || async {
+        api.get("t").await.ok()?.is_ready().then_some(())
+    })
     .await;
     let (code, body) = proc.get("/healthz").await.unwrap();
     assert_eq!(code, 200, "{body}");
 
     // Cleaned up by the pusher itself.
     api.delete("t", &DeleteParams::default()).await.unwrap();
-    wait_until("deleted", Duration::from_secs(60), || async {
+    wait_until("deleted", CEILING, || async {
         api.get_opt("t").await.ok()?.is_none().then_some(())
     })
     .await;
@@ -284,7 +278,7 @@ async fn the_original_variable_names_still_configure_the_controllers() {
     api.create(&PostParams::default(), &bridge_translation("t", &ns))
         .await
         .unwrap();
-    wait_until("pushed", Duration::from_secs(60), || async {
+    wait_until("pushed", CEILING, || async {
         api.get("t").await.ok()?.is_ready().then_some(())
     })
     .await;
@@ -309,7 +303,7 @@ async fn the_original_variable_names_still_configure_the_controllers() {
     );
 
     api.delete("t", &DeleteParams::default()).await.unwrap();
-    wait_until("deleted", Duration::from_secs(60), || async {
+    wait_until("deleted", CEILING, || async {
         api.get_opt("t").await.ok()?.is_none().then_some(())
     })
     .await;

@@ -195,14 +195,10 @@ async fn network_policies_keep_their_truth_tables() {
             )
             .await
             .unwrap();
-        wait_until(
-            "nodeannotator sets the host id",
-            Duration::from_secs(60),
-            || async {
-                let n = nodes.get(name).await.ok()?;
-                (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
-            },
-        )
+        wait_until("nodeannotator sets the host id", CEILING, || async {
+            let n = nodes.get(name).await.ok()?;
+            (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
+        })
         .await;
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -241,7 +237,7 @@ async fn network_policies_keep_their_truth_tables() {
             .await
             .unwrap();
     }
-    let deadline = Duration::from_secs(30);
+    let deadline = CEILING;
     wait_table(&client, &admin, "no policy", |_, _, _, _| true, deadline).await;
 
     for case in static_cases() {
@@ -319,9 +315,26 @@ async fn network_policies_keep_their_truth_tables() {
     wait_table(&client, &admin, "all removed", |_, _, _, _| true, deadline).await;
     wait_groups(&client, &admin, "all removed", &BTreeSet::new()).await;
 
-    shared_groups(&client, &admin, sim.api_url().as_str(), deadline).await;
+    shared_groups(
+        &client,
+        &admin,
+        sim.api_url().as_str(),
+        controllers.metrics_port,
+        deadline,
+    )
+    .await;
 
     controllers.stop().await;
+}
+
+/// The `networkpolicy` controller's group passes so far, off its metrics.
+async fn group_passes(port: u16) -> f64 {
+    support::objects::metric(
+        port,
+        "midonet_kube_controllers_translator_reconciles_total",
+        "kind=\"networkpolicy-groups\"",
+    )
+    .await
 }
 
 /// The group Translations, by (namespace, name).
@@ -365,7 +378,7 @@ async fn wait_groups(
         if have == *want && backend.len() == want.len() {
             return;
         }
-        if start.elapsed() > Duration::from_secs(60) {
+        if start.elapsed() > CEILING {
             panic!(
                 "{what}: group Translations {have:?} (want {want:?}); backend groups {backend:?}"
             );
@@ -376,7 +389,13 @@ async fn wait_groups(
 
 /// Two policies with the same selectors (written differently) share their groups; the
 /// groups outlive the first policy's deletion and go with the last one.
-async fn shared_groups(client: &Client, admin: &AdminClient, api: &str, deadline: Duration) {
+async fn shared_groups(
+    client: &Client,
+    admin: &AdminClient,
+    api: &str,
+    metrics: u16,
+    deadline: Duration,
+) {
     let one = from_any_b();
     // The same selection: `In` expressions for matchLabels, `{}` for every namespace.
     let two = policy(
@@ -412,7 +431,7 @@ async fn shared_groups(client: &Client, admin: &AdminClient, api: &str, deadline
     // Pruning, were it wrong, would have its chance: the deleted policy's Translation is gone.
     wait_until(
         "the deleted policy's Translation is gone",
-        Duration::from_secs(60),
+        CEILING,
         || async {
             let trs = Api::<Translation>::namespaced(client.clone(), "x")
                 .list(&ListParams::default())
@@ -429,7 +448,18 @@ async fn shared_groups(client: &Client, admin: &AdminClient, api: &str, deadline
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // ... and a group pass has run since (one runs every resync at the latest): what it
+    // keeps, it keeps on purpose.
+    let passes_before = group_passes(metrics).await;
+    wait_until("a group pass after the deletion", CEILING, || async {
+        let now = group_passes(metrics).await;
+        if now > passes_before {
+            Ok(())
+        } else {
+            Err(format!("group passes still {now}"))
+        }
+    })
+    .await;
     wait_groups(client, admin, "first policy deleted", &groups).await;
     wait_table(
         client,

@@ -57,11 +57,11 @@ async fn health_readiness_metrics_and_sigterm() {
     let (sim, _admin) = start_sim(&[]).await;
     let mut proc = start_pusher(sim.api_url().as_str(), &["--leader-elect", "false"]);
     // Alive quickly; ready only once caches are synced and the backend login worked.
-    wait_until("healthz", Duration::from_secs(30), || async {
+    wait_until("healthz", CEILING, || async {
         (proc.get("/healthz").await?.0 == 200).then_some(())
     })
     .await;
-    let (code, body) = wait_until("readyz ready", Duration::from_secs(30), || async {
+    let (code, body) = wait_until("readyz ready", CEILING, || async {
         let r = proc.get("/readyz").await?;
         (r.0 == 200).then_some(r)
     })
@@ -100,12 +100,23 @@ async fn readyz_is_not_ready_before_the_backend_answers() {
     // A backend that is not there: alive, but never ready.
     let dead = format!("http://127.0.0.1:{}/midonet-api", free_port());
     let proc = start_pusher(&dead, &["--leader-elect", "false"]);
-    wait_until("healthz", Duration::from_secs(30), || async {
+    wait_until("healthz", CEILING, || async {
         (proc.get("/healthz").await?.0 == 200).then_some(())
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let (code, body) = proc.get("/readyz").await.unwrap();
+    // Once a request to the backend has been tried (and failed): never ready.
+    let (code, body) = wait_until("the backend tried", CEILING, || async {
+        let (code, body) = proc
+            .get("/readyz")
+            .await
+            .ok_or_else(|| "no /readyz answer".to_string())?;
+        if body.contains("no request made yet") {
+            Err(format!("{code}: {body}"))
+        } else {
+            Ok((code, body))
+        }
+    })
+    .await;
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("[-] backend"), "{body}");
 }
@@ -135,7 +146,7 @@ async fn leader_election_one_works_then_the_standby_takes_over() {
     ];
     let a = start_pusher(sim.api_url().as_str(), &args);
     let b = start_pusher(sim.api_url().as_str(), &args);
-    wait_until("one leader", Duration::from_secs(30), || async {
+    wait_until("one leader", CEILING, || async {
         (a.is_leader().await || b.is_leader().await).then_some(())
     })
     .await;
@@ -180,27 +191,25 @@ async fn leader_election_one_works_then_the_standby_takes_over() {
         .await
         .unwrap();
     }
-    wait_until("5 bridges", Duration::from_secs(30), bridges(5)).await;
+    wait_until("5 bridges", CEILING, bridges(5)).await;
     // Each push recorded too: a leader killed between a POST and its status write leaves
     // the survivor to POST again (and adopt the resource on 409), which is right but is
     // not what this test counts.
-    wait_until("5 Translations Ready", Duration::from_secs(30), || async {
+    wait_until("5 Translations Ready", CEILING, || async {
         let list = api.list(&Default::default()).await.ok()?;
         (list.items.iter().filter(|t| t.is_ready()).count() == 5).then_some(())
     })
     .await;
     drop(leader); // SIGKILL: no lease release, the standby waits out the lease
-    wait_until(
-        "the standby takes over",
-        Duration::from_secs(30),
-        || async { standby.is_leader().await.then_some(()) },
-    )
+    wait_until("the standby takes over", CEILING, || async {
+        standby.is_leader().await.then_some(())
+    })
     .await;
     // The survivor converges new work.
     api.create(&PostParams::default(), &bridge_translation("after", &ns))
         .await
         .unwrap();
-    wait_until("the survivor pushes", Duration::from_secs(30), bridges(6)).await;
+    wait_until("the survivor pushes", CEILING, bridges(6)).await;
     let counts = admin.requests().await.unwrap();
     let posts = counts.get(midonet_translators::Kind::Bridge, "POST");
     assert_eq!(posts, 6, "no duplicate backend requests: {counts:?}");
@@ -242,7 +251,7 @@ async fn json_logs_carry_the_translation_and_object_fields() {
         .create(&PostParams::default(), &bridge_translation("logged", &ns))
         .await
         .unwrap();
-    let pushed = wait_until("the push is logged", Duration::from_secs(30), || async {
+    let pushed = wait_until("the push is logged", CEILING, || async {
         json_lines(&proc).into_iter().find(|l| {
             l["message"] == "pushed" && log_field(l, "translation") == Some(&json!("logged"))
         })

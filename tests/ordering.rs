@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use kube::api::{Api, DeleteParams, PostParams};
 use midonet_kube_controllers::crd::{Translation, TranslationResource};
 use midonet_translators::model::{
@@ -17,6 +15,17 @@ use support::fixtures::{bridge, port, translation};
 use support::stack::Controllers;
 use support::*;
 use uuid::Uuid;
+
+/// The pusher's reconciles so far that held a Translation back for a referent or an
+/// interface.
+async fn held(pusher: &Controllers) -> f64 {
+    support::objects::metric(
+        pusher.metrics_port,
+        "midonet_kube_controllers_pusher_reconciles_total",
+        "result=\"held\"",
+    )
+    .await
+}
 
 /// The Ready condition's reason.
 fn reason(tr: &Translation) -> Option<String> {
@@ -54,15 +63,31 @@ async fn translations_wait_for_their_referents_and_interfaces_instead_of_being_r
             async move { api.get(name).await.ok()?.is_ready().then_some(()) }
         }
     };
+    // Once the pusher reports `n` more reconciles that held a Translation back.
+    let held_since = |before: f64, n: f64, what: &'static str| {
+        let pusher = &pusher;
+        async move {
+            wait_until(what, CEILING, || async {
+                let held = held(pusher).await - before;
+                if held >= n {
+                    Ok(())
+                } else {
+                    Err(format!("{held} held"))
+                }
+            })
+            .await
+        }
+    };
     admin.reset_requests().await.unwrap();
 
     // The consumer first, its provider a moment later (as the Translation of an Endpoints
-    // often comes before its Service's).
+    // often comes before its Service's): the provider is written while the consumer is
+    // held (3 s at most for a referent nobody provides yet; from then on, 30 s for the
+    // provider's push).
     let (b, p) = (Uuid::new_v4(), Uuid::new_v4());
+    let before = held(&pusher).await;
     create("consumer", vec![port(b, p)]).await;
-    // Well inside the 3 s hold for a referent nobody provides yet, so that the provider's
-    // push comes before the hold runs out even on a loaded machine.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    held_since(before, 1.0, "the consumer held").await;
     let counts = admin.requests().await.unwrap();
     assert_eq!(
         counts.total - counts.login,
@@ -70,8 +95,8 @@ async fn translations_wait_for_their_referents_and_interfaces_instead_of_being_r
         "the port was sent before any Translation provided its bridge: {counts:?}"
     );
     create("provider", vec![bridge(b)]).await;
-    wait_until("provider Ready", Duration::from_secs(30), ready("provider")).await;
-    wait_until("consumer Ready", Duration::from_secs(30), ready("consumer")).await;
+    wait_until("provider Ready", CEILING, ready("provider")).await;
+    wait_until("consumer Ready", CEILING, ready("consumer")).await;
     // One POST each, none refused.
     let counts = admin.requests().await.unwrap();
     assert_eq!(counts.total - counts.login, 2, "{counts:?}");
@@ -81,7 +106,7 @@ async fn translations_wait_for_their_referents_and_interfaces_instead_of_being_r
     // condition says what is missing.
     let orphan_bridge = Uuid::new_v4();
     create("orphan", vec![port(orphan_bridge, Uuid::new_v4())]).await;
-    wait_until("orphan refused", Duration::from_secs(30), || async {
+    wait_until("orphan refused", CEILING, || async {
         let tr = api.get("orphan").await.ok()?;
         (reason(&tr)? == "WaitingForReferent").then_some(())
     })
@@ -107,12 +132,13 @@ async fn translations_wait_for_their_referents_and_interfaces_instead_of_being_r
         ]
     };
     create("web-0", pod(Uuid::new_v4())).await;
-    wait_until("web-0 Ready", Duration::from_secs(30), ready("web-0")).await;
+    wait_until("web-0 Ready", CEILING, ready("web-0")).await;
     admin.reset_requests().await.unwrap();
     // The old Translation is still there (its deletion not even asked for) when the new
     // one comes.
+    let before = held(&pusher).await;
     create("web-0-again", pod(Uuid::new_v4())).await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    held_since(before, 1.0, "web-0-again held").await;
     let counts = admin.requests().await.unwrap();
     assert_eq!(
         counts.get(midonet_translators::model::Kind::HostInterfacePort, "POST"),
@@ -120,12 +146,7 @@ async fn translations_wait_for_their_referents_and_interfaces_instead_of_being_r
         "the interface was bound again before the old binding was deleted: {counts:?}"
     );
     api.delete("web-0", &DeleteParams::default()).await.unwrap();
-    wait_until(
-        "web-0-again Ready",
-        Duration::from_secs(30),
-        ready("web-0-again"),
-    )
-    .await;
+    wait_until("web-0-again Ready", CEILING, ready("web-0-again")).await;
     let counts = admin.requests().await.unwrap();
     assert_eq!(
         counts.of_status(409),

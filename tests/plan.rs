@@ -34,7 +34,8 @@ const SCALE: Scale = Scale {
     namespaces: 1,
 };
 const CONTROLLERS: &str = "node,pod,service,endpoints,pusher";
-const CONVERGE: Duration = Duration::from_secs(60);
+/// The hang guard of each convergence.
+const CONVERGE: Duration = CEILING;
 
 #[derive(Parser)]
 struct Cli {

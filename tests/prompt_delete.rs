@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use support::objects::metric;
 use support::scenario::{self, ScenarioApi};
 use support::stack::{start_sim_with, wait_exact, Controllers};
@@ -29,7 +27,7 @@ async fn translations_of_deleted_objects_go_without_garbage_collection() {
     )
     .await;
     scenario.create(&client).await;
-    wait_exact(&client, &admin, "created", Duration::from_secs(120)).await;
+    wait_exact(&client, &admin, "created", CEILING).await;
 
     // Owners of the Translations about to go.
     let gone_uids = scenario::owner_uids(&scenario, &client, 0..10, 0..1).await;
@@ -52,7 +50,7 @@ async fn translations_of_deleted_objects_go_without_garbage_collection() {
         "the deleted objects' Translations are gone",
     )
     .await;
-    wait_exact(&client, &admin, "after deletions", Duration::from_secs(60)).await;
+    wait_exact(&client, &admin, "after deletions", CEILING).await;
     let deleted = metric(
         controllers.metrics_port,
         "midonet_kube_controllers_translator_translation_writes_total",

@@ -6,8 +6,6 @@
 
 mod support;
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
@@ -33,7 +31,7 @@ fn ready(tr: &Translation) -> Option<(String, String)> {
 async fn wait_reason(api: &Api<Translation>, name: &str, status: &str, reason: &str) {
     wait_until(
         &format!("{name} Ready={status} ({reason})"),
-        Duration::from_secs(60),
+        CEILING,
         || async {
             let tr = api.get(name).await.ok()?;
             (ready(&tr) == Some((status.into(), reason.into()))
@@ -44,12 +42,16 @@ async fn wait_reason(api: &Api<Translation>, name: &str, status: &str, reason: &
     .await;
 }
 
-/// The pusher's reconciles so far with this result.
+/// The pusher's reconciles so far with this result (`""`: any).
 async fn reconciles(pusher: &Controllers, result: &str) -> f64 {
     objects::metric(
         pusher.metrics_port,
         "midonet_kube_controllers_pusher_reconciles_total",
-        format!("result=\"{result}\""),
+        if result.is_empty() {
+            String::new()
+        } else {
+            format!("result=\"{result}\"")
+        },
     )
     .await
 }
@@ -100,7 +102,7 @@ async fn pusher_behaviour() {
     assert_eq!(status.resource_count, Some(2));
 
     own_status_writes_are_not_reconciled_again(&api, &ns, &pusher).await;
-    status_recorded_when_the_object_changed_meanwhile(&api, &ns, &admin).await;
+    status_recorded_when_the_object_changed_meanwhile(&api, &ns, &admin, &pusher).await;
 
     // Add a resource: only that one is requested from the backend.
     admin.reset_requests().await.unwrap();
@@ -112,7 +114,7 @@ async fn pusher_behaviour() {
     .await
     .unwrap();
     wait_reason(&api, "t1", "True", "Pushed").await;
-    wait_until("p2 pushed", Duration::from_secs(30), || async {
+    wait_until("p2 pushed", CEILING, || async {
         has(&admin, &format!("/ports/{p2}")).await.then_some(())
     })
     .await;
@@ -130,11 +132,9 @@ async fn pusher_behaviour() {
     )
     .await
     .unwrap();
-    wait_until(
-        "p1 deleted from the backend",
-        Duration::from_secs(30),
-        || async { (!has(&admin, &format!("/ports/{p1}")).await).then_some(()) },
-    )
+    wait_until("p1 deleted from the backend", CEILING, || async {
+        (!has(&admin, &format!("/ports/{p1}")).await).then_some(())
+    })
     .await;
     wait_reason(&api, "t1", "True", "Pushed").await;
 
@@ -207,23 +207,34 @@ async fn pusher_behaviour() {
         .await
         .unwrap();
     }
-    wait_until(
-        "100 Translations pushed",
-        Duration::from_secs(120),
-        || async {
-            let list = api.list(&ListParams::default()).await.ok()?;
-            list.items
-                .iter()
-                .filter(|t| t.name_any().starts_with("many-"))
-                .all(|t| ready(t).is_some_and(|(s, _)| s == "True"))
-                .then_some(())
-        },
-    )
+    wait_until("100 Translations pushed", CEILING, || async {
+        let list = api.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .filter(|t| t.name_any().starts_with("many-"))
+            .all(|t| ready(t).is_some_and(|(s, _)| s == "True"))
+            .then_some(())
+    })
     .await;
     pusher.stop().await;
     admin.reset_requests().await.unwrap();
     let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Once the restarted pusher has reconciled every Translation there is.
+    let all: Api<Translation> = Api::all(client.clone());
+    let in_sync = all.list(&ListParams::default()).await.unwrap().items.len() as f64;
+    wait_until(
+        "every Translation reconciled after the restart",
+        CEILING,
+        || async {
+            let done = reconciles(&pusher, "").await;
+            if done >= in_sync {
+                Ok(())
+            } else {
+                Err(format!("{done} of {in_sync} reconciled"))
+            }
+        },
+    )
+    .await;
     let counts = admin.requests().await.unwrap();
     // The only request is the login that readiness waits for: no resource is touched.
     assert_eq!(
@@ -243,7 +254,7 @@ async fn pusher_behaviour() {
     api.delete("t1", &DeleteParams::default()).await.unwrap();
     wait_until(
         "t1's backend resources gone, our finalizer removed",
-        Duration::from_secs(30),
+        CEILING,
         || async {
             let tr = api.get("t1").await.ok()?;
             (!has(&admin, &format!("/bridges/{b1}")).await
@@ -272,14 +283,10 @@ async fn pusher_behaviour() {
         .unwrap();
     api.delete("t-ok", &DeleteParams::default()).await.unwrap();
     // (A deletion bumps the generation; the condition is what tells the story here.)
-    wait_until(
-        "t-ok Ready=False (DeletionFailed)",
-        Duration::from_secs(90),
-        || async {
-            let tr = api.get("t-ok").await.ok()?;
-            (ready(&tr) == Some(("False".into(), "DeletionFailed".into()))).then_some(())
-        },
-    )
+    wait_until("t-ok Ready=False (DeletionFailed)", CEILING, || async {
+        let tr = api.get("t-ok").await.ok()?;
+        (ready(&tr) == Some(("False".into(), "DeletionFailed".into()))).then_some(())
+    })
     .await;
     wait_event(&client, &ns, Some("t-ok"), "TranslationDeletionError").await;
     let tr = api.get("t-ok").await.unwrap();
@@ -288,7 +295,7 @@ async fn pusher_behaviour() {
     admin.clear_faults().await.unwrap();
     wait_until(
         "t-ok cleaned and gone after the backend returns",
-        Duration::from_secs(90),
+        CEILING,
         || async {
             (api.get_opt("t-ok").await.ok()?.is_none()
                 && !has(&admin, &format!("/bridges/{b_ok}")).await)
@@ -301,7 +308,7 @@ async fn pusher_behaviour() {
     api.delete("bad-json", &DeleteParams::default())
         .await
         .unwrap();
-    wait_until("bad-json gone", Duration::from_secs(30), || async {
+    wait_until("bad-json gone", CEILING, || async {
         api.get_opt("bad-json").await.ok()?.is_none().then_some(())
     })
     .await;
@@ -316,7 +323,7 @@ async fn pusher_behaviour() {
     wait_reason(&api, "t-owned", "True", "Pushed").await;
     pusher.stop().await;
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
-    wait_until("GC marks t-owned", Duration::from_secs(60), || async {
+    wait_until("GC marks t-owned", CEILING, || async {
         api.get("t-owned")
             .await
             .ok()?
@@ -329,7 +336,7 @@ async fn pusher_behaviour() {
     let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
     wait_until(
         "t-owned cleaned after the pusher starts",
-        Duration::from_secs(60),
+        CEILING,
         || async {
             (api.get_opt("t-owned").await.ok()?.is_none()
                 && !has(&admin, &format!("/bridges/{b_owned}")).await)
@@ -378,16 +385,12 @@ async fn pusher_behaviour() {
         .await
         .unwrap();
     let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
-    wait_until(
-        "legacy Translation cleaned",
-        Duration::from_secs(60),
-        || async {
-            (api.get_opt("legacy").await.ok()?.is_none()
-                && !has(&admin, &format!("/bridges/{b_legacy}")).await
-                && !has(&admin, &format!("/ports/{p_legacy}")).await)
-                .then_some(())
-        },
-    )
+    wait_until("legacy Translation cleaned", CEILING, || async {
+        (api.get_opt("legacy").await.ok()?.is_none()
+            && !has(&admin, &format!("/bridges/{b_legacy}")).await
+            && !has(&admin, &format!("/ports/{p_legacy}")).await)
+            .then_some(())
+    })
     .await;
 
     pusher.stop().await;
@@ -418,8 +421,33 @@ async fn own_status_writes_are_not_reconciled_again(
     for i in 0..N {
         wait_reason(api, &format!("echo-{i}"), "True", "Pushed").await;
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let pushed = reconciles(pusher, "pushed").await - pushed_before;
+    // Every write's echo comes in before a Translation created afterwards: once that one
+    // is pushed and nothing is in flight, an echo let through would have been reconciled.
+    api.create(
+        &PostParams::default(),
+        &translation("echo-sentinel", ns, vec![bridge(Uuid::new_v4())]),
+    )
+    .await
+    .unwrap();
+    wait_until(
+        "the sentinel pushed, nothing in flight",
+        CEILING,
+        || async {
+            let pushed = reconciles(pusher, "pushed").await - pushed_before;
+            let in_flight = support::rollout::metric(
+                pusher.metrics_port,
+                "midonet_kube_controllers_pusher_reconciles_in_flight ",
+            )
+            .await;
+            if pushed >= (N + 1) as f64 && in_flight == Some(0.0) {
+                Ok(())
+            } else {
+                Err(format!("{pushed} pushed, {in_flight:?} in flight"))
+            }
+        },
+    )
+    .await;
+    let pushed = reconciles(pusher, "pushed").await - pushed_before - 1.0;
     let unchanged = reconciles(pusher, "unchanged").await - unchanged_before;
     assert_eq!(pushed, N as f64);
     // Without the filter every push is followed by an unchanged reconcile (N).
@@ -439,6 +467,7 @@ async fn status_recorded_when_the_object_changed_meanwhile(
     api: &Api<Translation>,
     ns: &str,
     admin: &AdminClient,
+    pusher: &Controllers,
 ) {
     admin
         .set_faults(Faults {
@@ -448,6 +477,7 @@ async fn status_recorded_when_the_object_changed_meanwhile(
         .await
         .unwrap();
     admin.reset_requests().await.unwrap();
+    let reconciled_before = reconciles(pusher, "").await;
     let b = Uuid::new_v4();
     api.create(
         &PostParams::default(),
@@ -455,8 +485,18 @@ async fn status_recorded_when_the_object_changed_meanwhile(
     )
     .await
     .unwrap();
-    // The POST is in flight for 2 s; change the object under it.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The POST is in flight (the simulator counts it as it arrives, then takes 2 s to
+    // answer): change the object under it.
+    wait_until("the POST in flight", CEILING, || async {
+        let counts = admin.requests().await.map_err(|e| e.to_string())?;
+        let answered: u64 = counts.by_status.values().sum();
+        if counts.of_method("POST") >= 1 && answered < counts.total {
+            Ok(())
+        } else {
+            Err(format!("requests: {counts:?}"))
+        }
+    })
+    .await;
     api.patch(
         "slow",
         &PatchParams::default(),
@@ -467,8 +507,22 @@ async fn status_recorded_when_the_object_changed_meanwhile(
     wait_reason(api, "slow", "True", "Pushed").await;
     let tr = api.get("slow").await.unwrap();
     assert_eq!(tr.status.unwrap().pushed.len(), 1);
-    // One POST: had the status been lost, the next reconcile would have pushed again.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // One POST: had the status been lost, the reconcile of the change would have pushed
+    // again. It comes after the push's (two at least), and is done once none is in flight.
+    wait_until("the change reconciled", CEILING, || async {
+        let done = reconciles(pusher, "").await - reconciled_before;
+        let in_flight = support::rollout::metric(
+            pusher.metrics_port,
+            "midonet_kube_controllers_pusher_reconciles_in_flight ",
+        )
+        .await;
+        if done >= 2.0 && in_flight == Some(0.0) {
+            Ok(())
+        } else {
+            Err(format!("{done} reconciles, {in_flight:?} in flight"))
+        }
+    })
+    .await;
     let counts = admin.requests().await.unwrap();
     assert_eq!(
         counts.total - counts.login,

@@ -13,7 +13,6 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use kube::config::Kubeconfig;
 use support::check::assert_check_passes;
@@ -117,7 +116,7 @@ async fn a_relist_deletes_the_translations_of_objects_deleted_while_the_watches_
         &log,
     );
     scenario.create(&client).await;
-    wait_exact(&client, &admin, "created", Duration::from_secs(120)).await;
+    wait_exact(&client, &admin, "created", CEILING).await;
 
     let gone_uids = scenario::owner_uids(&scenario, &client, 0..5, 0..1).await;
 
@@ -134,13 +133,7 @@ async fn a_relist_deletes_the_translations_of_objects_deleted_while_the_watches_
         "the Translations of the objects deleted while the watches were down are gone",
     )
     .await;
-    wait_exact(
-        &client,
-        &admin,
-        "after the re-list",
-        Duration::from_secs(120),
-    )
-    .await;
+    wait_exact(&client, &admin, "after the re-list", CEILING).await;
     // The remaining Pods and Services still reach each other through the data plane.
     assert_check_passes(sim.api_url().as_str(), "after the re-list").await;
     let logs = child.logs();

@@ -148,11 +148,9 @@ async fn orphan_sweep() {
             .unwrap();
     }
     for name in ["kept", "abandoned", "terminating"] {
-        wait_until(
-            &format!("{name} Ready"),
-            Duration::from_secs(60),
-            || async { ready(&api.get(name).await.ok()?).then_some(()) },
-        )
+        wait_until(&format!("{name} Ready"), CEILING, || async {
+            ready(&api.get(name).await.ok()?).then_some(())
+        })
         .await;
     }
     // Stop the pusher so that it neither re-adds the removed finalizer nor deletes the
@@ -234,7 +232,7 @@ async fn orphan_sweep() {
     api.delete("abandoned", &DeleteParams::default())
         .await
         .unwrap();
-    wait_until("abandoned gone", Duration::from_secs(30), || async {
+    wait_until("abandoned gone", CEILING, || async {
         api.get_opt("abandoned").await.ok()?.is_none().then_some(())
     })
     .await;
@@ -369,7 +367,7 @@ async fn orphan_sweep() {
         ],
     )
     .await;
-    wait_until("late stray swept", Duration::from_secs(30), || async {
+    wait_until("late stray swept", CEILING, || async {
         (!admin.state().await.ok()?.contains(&late_stray.item_path())).then_some(())
     })
     .await;
@@ -391,7 +389,7 @@ async fn orphan_sweep() {
         metrics.contains("midonet_kube_controllers_orphans_found{kind=\"Rule\"} 0"),
         "{metrics}"
     );
-    wait_until("terminating gone", Duration::from_secs(30), || async {
+    wait_until("terminating gone", CEILING, || async {
         api.get_opt("terminating")
             .await
             .ok()?

@@ -150,7 +150,7 @@ pub async fn apply_crd(client: &Client) {
     )
     .await
     .expect("apply CRD");
-    wait_until("CRD Established", Duration::from_secs(30), || async {
+    wait_until("CRD Established", CEILING, || async {
         let crd = crds
             .get(midonet_kube_controllers::crd::CRD_NAME)
             .await
@@ -333,25 +333,36 @@ pub async fn stop_controller_manager() {
     k8s_env("stop-controller-manager").await
 }
 
-/// Waits (30 s at most) for an event with `reason` in `namespace`, about `object` if given.
+/// Waits (up to [`CEILING`]) for an event with `reason` in `namespace`, about `object` if
+/// given; fails listing the reasons of the events there are.
 pub async fn wait_event(client: &Client, namespace: &str, object: Option<&str>, reason: &str) {
     use k8s_openapi::api::core::v1::Event;
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
     wait_until(
         &format!("event {reason} on {}", object.unwrap_or("any object")),
-        Duration::from_secs(30),
+        CEILING,
         || async {
-            events
+            let list = events
                 .list(&kube::api::ListParams::default())
                 .await
-                .ok()?
+                .map_err(|e| format!("list events: {e}"))?;
+            let about =
+                |e: &&Event| object.is_none_or(|o| e.involved_object.name.as_deref() == Some(o));
+            if list
                 .items
                 .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some(reason)
-                        && object.is_none_or(|o| e.involved_object.name.as_deref() == Some(o))
-                })
-                .then_some(())
+                .filter(about)
+                .any(|e| e.reason.as_deref() == Some(reason))
+            {
+                return Ok(());
+            }
+            let seen: std::collections::BTreeSet<&str> = list
+                .items
+                .iter()
+                .filter(about)
+                .filter_map(|e| e.reason.as_deref())
+                .collect();
+            Err(format!("events seen: {seen:?}"))
         },
     )
     .await;

@@ -1,8 +1,6 @@
 //! Kubernetes objects the tests create by hand, and what a kubelet, the CNI plugin and the
 //! nodeannotator do to them (addresses, host ids), written once for every test binary.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
@@ -87,7 +85,7 @@ pub async fn wait_host_ids(nodes: &Api<Node>, hosts: &[(&str, Uuid)]) {
     for (name, host) in hosts {
         super::wait_until(
             &format!("the nodeannotator sets the host id of {name}"),
-            Duration::from_secs(60),
+            super::CEILING,
             || async {
                 let n = nodes.get(name).await.ok()?;
                 (n.annotations().get(HOST_ID_ANNOTATION) == Some(&host.to_string())).then_some(())
@@ -103,7 +101,7 @@ pub async fn wait_host_ids(nodes: &Api<Node>, hosts: &[(&str, Uuid)]) {
 pub async fn metric(port: u16, name: &str, filter: impl AsRef<str>) -> f64 {
     let filter = filter.as_ref();
     let url = format!("http://127.0.0.1:{port}/metrics");
-    let text = super::wait_until("the metrics endpoint", Duration::from_secs(30), || async {
+    let text = super::wait_until("the metrics endpoint", super::CEILING, || async {
         reqwest::get(&url).await.ok()?.text().await.ok()
     })
     .await;

@@ -4,8 +4,6 @@
 //! Rules are taken from `kubectl kustomize deploy/`, not copied: a test using this helper
 //! breaks when `deploy/` stops granting something the code needs.
 
-use std::time::Duration;
-
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -193,7 +191,7 @@ pub async fn bind_deploy_role_without(
     // The RBAC authorizer reads bindings from an informer: wait until it has them.
     wait_until(
         "the deploy/ RBAC rules are enforced for the restricted user",
-        Duration::from_secs(30),
+        crate::support::CEILING,
         || async {
             let cluster = restricted_can("watch", "midonet.org", "translations", None, None).await;
             let lease = restricted_can(

@@ -265,7 +265,7 @@ pub async fn wait_owned_translations_gone(client: &Client, uids: &[String], what
     use midonet_kube_controllers::crd::Translation;
     use midonet_translators::meta::OWNER_UID_LABEL;
     let trs: Api<Translation> = Api::all(client.clone());
-    super::wait_until(what, Duration::from_secs(90), || async {
+    super::wait_until(what, super::CEILING, || async {
         let left = trs.list(&Default::default()).await.ok()?;
         let owned = |t: &Translation| {
             t.label(OWNER_UID_LABEL)

@@ -111,7 +111,7 @@ impl Controllers {
     /// Stops taking work, waits for in-flight work; panics if the run failed.
     pub async fn stop(self) {
         self.stop.cancel();
-        let res = tokio::time::timeout(Duration::from_secs(30), self.task)
+        let res = tokio::time::timeout(super::CEILING, self.task)
             .await
             .expect("controllers stop in time")
             .expect("controllers task");
@@ -149,7 +149,7 @@ pub async fn converged(client: &Client, admin: &AdminClient) -> Option<()> {
 
 /// Waits for convergence; on timeout reports the difference.
 pub async fn wait_converged(client: &Client, admin: &AdminClient, what: &str) {
-    wait_converged_within(client, admin, what, Duration::from_secs(90)).await
+    wait_converged_within(client, admin, what, super::CEILING).await
 }
 
 /// [`wait_converged`] with a given hang guard.
