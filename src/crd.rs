@@ -207,6 +207,14 @@ impl Translation {
     pub fn is_legacy(&self) -> bool {
         self.spec.is_none() && self.resources.is_some()
     }
+
+    /// The Translation version this one belongs to: its version label; for one written by
+    /// the original controller, which labels none, [`ORIGINAL_VERSION`] (a migration from
+    /// the original is a bump from that version); `None` for a version-independent one.
+    pub fn version(&self) -> Option<&str> {
+        self.label(midonet_translators::meta::VERSION_LABEL)
+            .or_else(|| self.is_legacy().then_some(ORIGINAL_VERSION))
+    }
 }
 
 /// Deletes the Translation `namespace/name` only while it is the object whose UID is `uid`
@@ -235,6 +243,11 @@ pub async fn delete_translation(
         Err(err) => Err(err),
     }
 }
+
+/// The version the original Go controller's Translations count as (see
+/// [`Translation::version`]). No configured version can be it: `--translation-version`
+/// takes lowercase letters, digits and '-'.
+pub const ORIGINAL_VERSION: &str = "(original)";
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TranslationSpec {
@@ -685,6 +698,7 @@ mod tests {
         });
         let tr: Translation = serde_json::from_value(legacy).unwrap();
         assert!(tr.is_legacy());
+        assert_eq!(tr.version(), Some(ORIGINAL_VERSION));
         assert_eq!(tr.desired_resources().len(), 1);
     }
 
@@ -693,6 +707,8 @@ mod tests {
         let tr: Translation = serde_json::from_value(serde_json::json!({"metadata": {}})).unwrap();
         assert!(tr.desired_resources().is_empty());
         assert!(!tr.is_legacy());
+        // Neither labelled nor the original's: version-independent.
+        assert_eq!(tr.version(), None);
     }
 
     #[test]

@@ -418,17 +418,25 @@ fn key_of(tr: &Translation) -> (String, String) {
     (tr.namespace().unwrap_or_default(), tr.name_any())
 }
 
+/// The version a Translation belongs to, the original controller's counting as one (see
+/// [`Translation::version`]).
 fn version_of(tr: &Translation) -> Option<&str> {
-    tr.label(VERSION_LABEL)
+    tr.version()
 }
 
 /// A Translation's name without its version segment, the same in every version:
-/// `(namespace, "<kind>.<key>")`, `None` for names not versioned this way.
+/// `(namespace, "<kind>.<key>")`, `None` for names not versioned this way. The original
+/// controller's names have the segment too (its version, or a frozen `3`), but no label
+/// saying which.
 fn identity(tr: &Translation) -> Option<(String, String)> {
-    let version = version_of(tr)?;
     let name = tr.name_any();
     let (kind, rest) = name.split_once('.')?;
-    let key = rest.strip_prefix(version)?.strip_prefix('.')?;
+    let key = if tr.is_legacy() {
+        rest.split_once('.')?.1
+    } else {
+        rest.strip_prefix(tr.label(VERSION_LABEL)?)?
+            .strip_prefix('.')?
+    };
     Some((tr.namespace().unwrap_or_default(), format!("{kind}.{key}")))
 }
 

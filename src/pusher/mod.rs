@@ -209,13 +209,20 @@ impl PusherContext {
             .collect()
     }
 
-    /// The most recent status: ours if we wrote one, else the object's.
+    /// The most recent status: ours if we wrote one, else the object's. For a Translation
+    /// of the original controller that records no push (it had no status), what it lists,
+    /// taken as pushed ([`status::adopted`]).
     fn recorded_status(&self, tr: &Translation) -> TranslationStatus {
         let uid = tr.uid().unwrap_or_default();
-        self.tracker
+        let recorded = self
+            .tracker
             .written(&uid)
             .or_else(|| tr.status.clone())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        if tr.is_legacy() && recorded.pushed_hash.is_none() && recorded.pushed.is_empty() {
+            return status::adopted(recorded, tr.desired_resources(), tr.metadata.generation);
+        }
+        recorded
     }
 
     /// [`Self::recorded_status`] without the pushed resources found gone from the backend
@@ -403,10 +410,7 @@ fn update_gauges(store: &Store<Translation>, metrics: &PusherMetrics) {
     let mut by_version: HashMap<String, i64> = HashMap::new();
     for tr in store.state() {
         *by_state.entry(sync_state(&tr)).or_default() += 1;
-        let version = tr
-            .label(midonet_translators::meta::VERSION_LABEL)
-            .unwrap_or("none")
-            .to_string();
+        let version = tr.version().unwrap_or("none").to_string();
         *by_version.entry(version).or_default() += 1;
     }
     for state in SyncState::ALL {

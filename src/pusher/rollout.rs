@@ -20,12 +20,18 @@
 //! Once reached, the cutover is not undone by a Translation that appears later (a pod
 //! created meanwhile): its binding conflicts with nobody's. Bumping back to the previous
 //! version (a rollback) is the same procedure with the roles swapped.
+//!
+//! The original Go controller's Translations are an old version too
+//! ([`crate::crd::ORIGINAL_VERSION`], see [`Translation::version`]): a migration from it is
+//! a bump. It recorded no status; what they list the pusher takes as pushed (see
+//! `PusherContext::recorded_status`), so they cost no request until they are retired.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use kube::runtime::watcher;
-use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL, VERSION_LABEL};
+use kube::ResourceExt;
+use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL};
 use uuid::Uuid;
 
 use super::status::{ready_condition, ReadyReason};
@@ -121,6 +127,26 @@ pub fn owner_of(tr: &Translation) -> Option<String> {
         .or_else(|| tr.has_label(GLOBAL_LABEL).then(|| "global".to_string()))
 }
 
+/// The object a Translation stands for, as the census counts owners: [`owner_of`], but a
+/// Service's and its Endpoints' Translations stand for one object, the Service, by
+/// namespace and name. The translators own a Service's endpoints Translations either by
+/// the Endpoints (the Endpoints controller) or by the Service (EndpointSlices, the Service
+/// controller); the original controller's are the Endpoints', so a migration to
+/// EndpointSlices would otherwise count their owner as never translated.
+fn census_owner(tr: &Translation) -> Option<Owner> {
+    match tr.owner_references().first() {
+        Some(o) if o.kind == "Service" || o.kind == "Endpoints" => Some(Owner::Other(
+            format!(
+                "Service {}/{}",
+                tr.metadata.namespace.as_deref().unwrap_or_default(),
+                o.name
+            )
+            .into(),
+        )),
+        _ => owner_of(tr).as_deref().map(Owner::from),
+    }
+}
+
 impl Member {
     pub fn of(tr: &Translation) -> Member {
         let settled = if tr.is_ready() {
@@ -142,8 +168,8 @@ impl Member {
             }
         };
         Member {
-            version: tr.label(VERSION_LABEL).map(Arc::from),
-            owner: owner_of(tr).as_deref().map(Owner::from),
+            version: tr.version().map(Arc::from),
+            owner: census_owner(tr),
             deleting: tr.metadata.deletion_timestamp.is_some(),
             settled,
         }
@@ -379,9 +405,10 @@ impl Rollout {
         self.lock().reached
     }
 
-    /// Whether `tr` belongs to a version other than the configured one.
+    /// Whether `tr` belongs to a version other than the configured one (the original
+    /// controller's Translations included, see [`Translation::version`]).
     pub fn is_old(&self, tr: &Translation) -> bool {
-        tr.label(VERSION_LABEL).is_some_and(|v| v != self.current)
+        tr.version().is_some_and(|v| v != self.current)
     }
 }
 
@@ -443,6 +470,8 @@ pub fn counts(p: &Progress) -> BTreeMap<&'static str, usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crd::ORIGINAL_VERSION;
+    use midonet_translators::meta::VERSION_LABEL;
 
     fn census(members: &[(Option<&str>, bool, Settled, usize)]) -> Census {
         let mut c = Census::default();
@@ -627,6 +656,76 @@ mod tests {
             .versions
             .get(&***v)
             .is_some_and(|kept| Arc::ptr_eq(kept, v))));
+    }
+
+    /// A Translation as the original controller wrote it: no spec, no version label.
+    fn original(name: &str, uid: &str, owner: &str) -> Translation {
+        let mut tr = labelled(name, uid, "4", owner);
+        tr.metadata.labels = Some(BTreeMap::from([(
+            OWNER_UID_LABEL.to_string(),
+            owner.to_string(),
+        )]));
+        tr.resources = tr.spec.take().map(|s| s.resources);
+        tr
+    }
+
+    #[test]
+    fn the_original_controllers_translations_are_an_old_version() {
+        let rollout = Rollout::new("1");
+        let old = original("pod.4.a", "00000000-0000-0000-0000-000000000001", POD_UID);
+        assert!(rollout.is_old(&old));
+        rollout.observe(&watcher::Event::Apply(old.clone()));
+        let p = rollout.assess();
+        assert_eq!(
+            p.old_versions,
+            BTreeSet::from([ORIGINAL_VERSION.to_string()])
+        );
+        // Not translated yet: the bump builds.
+        assert_eq!((p.phase, p.owners_not_translated), (Phase::Building, 1));
+        let mut new = labelled(
+            "pod.1.a",
+            "00000000-0000-0000-0000-000000000002",
+            "1",
+            POD_UID,
+        );
+        new.status = Some(crate::crd::TranslationStatus {
+            observed_generation: Some(1),
+            conditions: vec![crate::crd::Condition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                observed_generation: Some(1),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        new.metadata.generation = Some(1);
+        rollout.observe(&watcher::Event::Apply(new));
+        assert_eq!(rollout.assess().phase, Phase::Retiring);
+        // A Translation of this version without a label is version-independent, not old.
+        let mut independent = labelled("x", "u", "1", POD_UID);
+        independent.metadata.labels = None;
+        assert!(!rollout.is_old(&independent));
+    }
+
+    #[test]
+    fn a_services_and_its_endpoints_translations_stand_for_one_object() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owned_by = |kind: &str, uid: &str| {
+            let mut tr = labelled("t", "u", "1", uid);
+            tr.metadata.owner_references = Some(vec![OwnerReference {
+                kind: kind.into(),
+                name: "web".into(),
+                uid: uid.into(),
+                ..Default::default()
+            }]);
+            tr
+        };
+        let service = owned_by("Service", "6f1c2a4e-8d3b-4c5a-9e7f-000000000001");
+        let endpoints = owned_by("Endpoints", "6f1c2a4e-8d3b-4c5a-9e7f-000000000002");
+        assert_eq!(census_owner(&service), census_owner(&endpoints));
+        // Other objects by their UID.
+        let pod = owned_by("Pod", POD_UID);
+        assert_eq!(census_owner(&pod), Some(Owner::from(POD_UID)));
     }
 
     #[test]

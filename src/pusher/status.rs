@@ -109,6 +109,33 @@ pub fn invalid(
     (status, message)
 }
 
+/// The status of a Translation the original Go controller wrote, which recorded none:
+/// everything it lists taken as pushed (the original pushed it), as of its current spec
+/// (`entries`, `generation`). A reconcile then finds nothing to do, a deletion deletes
+/// what it lists, and verification finds what is missing. `before` is what the status
+/// holds (conditions without a record are kept).
+pub fn adopted(
+    before: TranslationStatus,
+    entries: &[midonet_translators::TranslationResource],
+    generation: Option<i64>,
+) -> TranslationStatus {
+    let pushed = super::plan::parse_lenient(entries)
+        .into_iter()
+        .map(|d| PushedResource {
+            kind: d.resource.kind().name().to_string(),
+            path: d.path,
+            body_hash: d.body_hash,
+        })
+        .collect();
+    TranslationStatus {
+        pushed,
+        pushed_hash: Some(super::plan::resources_hash(entries)),
+        observed_generation: generation,
+        resource_count: Some(entries.len() as i64),
+        ..before
+    }
+}
+
 /// Adds or replaces the record of one pushed resource.
 pub fn upsert(record: &mut Vec<PushedResource>, entry: PushedResource) {
     match record.iter_mut().find(|p| p.path == entry.path) {
@@ -239,6 +266,34 @@ mod tests {
                 body_hash: d.body_hash.clone(),
             })
             .collect()
+    }
+
+    #[test]
+    fn the_original_controllers_list_is_taken_as_pushed_and_needs_no_request() {
+        use crate::pusher::plan::{decide_apply, resources_hash, ApplyDecision};
+        let entries = entries();
+        let adopted = adopted(TranslationStatus::default(), &entries, Some(1));
+        let plan = plan_apply(parse_all(&entries).unwrap(), &[]);
+        assert_eq!(adopted.pushed, record_of(&plan));
+        assert_eq!(adopted.resource_count, Some(2));
+        // Nothing left to push for that spec...
+        let hash = resources_hash(&entries);
+        assert!(matches!(
+            decide_apply(&entries, &hash, &adopted, &Default::default(), Some(1)),
+            ApplyDecision::Unchanged
+        ));
+        // ... but what verification finds missing is created again.
+        let missing = [(
+            format!("/ports/{PORT}"),
+            crate::pusher::tracked::Cause::Drift,
+        )]
+        .into();
+        let ApplyDecision::Push { plan, .. } =
+            decide_apply(&entries, &hash, &adopted, &missing, Some(1))
+        else {
+            panic!("a missing resource is pushed");
+        };
+        assert_eq!(plan.creates().len(), 1);
     }
 
     #[test]

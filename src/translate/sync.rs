@@ -29,7 +29,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
-use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL, VERSION_LABEL};
+use midonet_translators::meta::{FINALIZER, OWNER_UID_LABEL};
 use midonet_translators::DesiredTranslation;
 use sha2::{Digest, Sha256};
 
@@ -102,8 +102,10 @@ fn applied_digest(tr: &Translation) -> String {
 /// replacement is taken to be stuck (its status says why) and the old one goes anyway.
 pub const HANDOVER_MAX: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The version a Translation belongs to, the original controller's counting as one (see
+/// [`Translation::version`]): an owner's Translations of another version are the bump's.
 fn version_of(tr: &Translation) -> Option<&str> {
-    tr.label(VERSION_LABEL)
+    tr.version()
 }
 
 /// Whether the stale Translation `old` must wait for a replacement among `wanted` (the
@@ -272,8 +274,9 @@ pub trait View {
 /// Decides how to make the Translations of one owner exactly `desired` (built with
 /// [`build`]), given the ones it owns now (`owned`, inherited ones included), without I/O.
 /// Another Translation version's are left alone while the owner has Translations of this
-/// one: a version bump keeps them until the new version has taken over, and then the
-/// pusher deletes them (see `pusher::rollout`). An owner with none in this version (a pod
+/// one (the original controller's count as one: a migration from it is a bump): a version
+/// bump keeps them until the new version has taken over, and then the pusher deletes them
+/// (see `pusher::rollout`). An owner with none in this version (a pod
 /// that has finished, say) has nothing to hand over to: its old ones go at once.
 pub fn decide_sync(
     view: &impl View,
@@ -549,6 +552,7 @@ mod tests {
     use crate::crd::{Condition, TranslationStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::{SignedDuration, Timestamp};
+    use midonet_translators::meta::VERSION_LABEL;
     use std::sync::Arc;
 
     fn tr(name: &str, version: &str, created: Timestamp, ready: bool) -> Arc<Translation> {
@@ -826,11 +830,12 @@ mod tests {
             Timestamp::now(),
         );
         assert_eq!(decision.deletes.len(), 1);
-        // Unlabelled ones (written by hand, by the original controller) are pruned.
-        let mut legacy = (*cached_as(&old, "u-legacy")).clone();
-        legacy.metadata.labels = None;
-        legacy.cached_labels = Default::default();
-        view.cache.insert(key("pod.1.a"), Arc::new(legacy));
+        // Unlabelled ones written by hand are pruned.
+        let mut unlabelled = (*cached_as(&old, "u-hand")).clone();
+        unlabelled.metadata.labels = None;
+        unlabelled.cached_labels = Default::default();
+        view.cache
+            .insert(key("pod.1.a"), Arc::new(unlabelled.clone()));
         let decision = decide_sync(
             &view,
             "2",
@@ -839,5 +844,19 @@ mod tests {
             Timestamp::now(),
         );
         assert_eq!(decision.deletes.len(), 1);
+        // The original controller's (no spec, no version label) are an old version's: the
+        // migration from it is a bump.
+        let mut original = unlabelled;
+        original.resources = original.spec.take().map(|s| s.resources);
+        assert!(original.is_legacy());
+        view.cache.insert(key("pod.1.a"), Arc::new(original));
+        let decision = decide_sync(
+            &view,
+            "2",
+            vec![desired("pod.2.a", "2")],
+            [key("pod.1.a")].into(),
+            Timestamp::now(),
+        );
+        assert!(decision.deletes.is_empty(), "{:?}", decision.deletes);
     }
 }

@@ -269,6 +269,7 @@ pub mod fixtures;
 pub mod monitoring;
 pub mod node;
 pub mod objects;
+pub mod original;
 pub mod probe;
 pub mod rbac;
 pub mod rollout;
