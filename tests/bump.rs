@@ -18,7 +18,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::{Api, ListParams};
 use midonet_dataplane::Report;
@@ -29,7 +29,8 @@ use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::probe::{assert_interrupted_at_most, EVERY_FLOW};
 use support::rollout::{
-    metric, phase_series, versions, wait_only_version, CONTROLLERS, CONVERGE, SCALE,
+    assert_within_cutover, metric, phase_series, versions, wait_only_version, watch_cutover,
+    CONTROLLERS, CONVERGE, SCALE,
 };
 use support::scenario::{Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact, Controllers};
@@ -37,24 +38,6 @@ use support::*;
 
 /// How often the probe samples every flow.
 const SAMPLE: Duration = Duration::from_millis(20);
-
-/// Watches the controllers' phase metric until `stop`; returns when the cutover was first
-/// and last seen.
-async fn watch_cutover(
-    port: u16,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Option<(Instant, Instant)> {
-    let series = phase_series("cutting_over");
-    let mut seen: Option<(Instant, Instant)> = None;
-    while !*stop.borrow() {
-        if metric(port, &series).await == Some(1.0) {
-            let now = Instant::now();
-            seen = Some(seen.map_or((now, now), |(first, _)| (first, now)));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    seen
-}
 
 /// Starts the controllers at `version` (the previous ones stopped) under the flow probe,
 /// waits until only `version` is left and the backend is exact, and requires every flow to
@@ -81,10 +64,7 @@ async fn bump_under_probe(
     let (first, last) = cutover.expect("the controllers reported a cutover phase");
     let window = last - first;
     eprintln!("{label}: cutover seen for {window:?}");
-    // The phase metric is read every few ms; the probe samples every SAMPLE: a flow may
-    // be seen down for up to a sample on either side of the window.
-    assert_interrupted_at_most(&report, window + 2 * SAMPLE + Duration::from_millis(100));
-    assert_interrupted_at_most(&report, Duration::from_secs(1));
+    assert_within_cutover(&report, window, SAMPLE);
     let checked = assert_check_passes(sim.api_url().as_str(), &label).await;
     (controllers, checked)
 }

@@ -4,10 +4,9 @@
 
 mod support;
 
-use kube::api::{Api, PostParams};
-use midonet_kube_controllers::crd::{Translation, TranslationResource};
-use support::fixtures::{bridge, chain, port, translation};
-use support::stack::Controllers;
+use midonet_kube_controllers::crd::TranslationResource;
+use support::fixtures::{bridge, chain, create, port};
+use support::stack::PusherAlone;
 use support::*;
 use uuid::Uuid;
 
@@ -16,26 +15,21 @@ use uuid::Uuid;
 /// the next verification: they are re-created as soon as a new provider pushes.
 #[tokio::test]
 async fn what_a_deleted_providers_cascade_took_is_recreated() {
-    let client = admin_client().await;
-    let (sim, admin) = stack::start_sim(&[]).await;
-    let ns = unique_namespace(&client, "cascade").await;
-    let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
     // Periodic verification is far away: only the cascade check can repair in time.
-    let pusher = Controllers::start(
-        &control_plane().kubeconfig,
-        &sim,
-        &["--controllers", "pusher", "--verify-period", "1h"],
-    )
-    .await;
+    let alone = PusherAlone::start("cascade", &["--verify-period", "1h"]).await;
+    let PusherAlone {
+        client,
+        admin,
+        ns,
+        api,
+        ..
+    } = &alone;
     let (b, p, other) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-    let create = |name: &str, resources: Vec<TranslationResource>| {
-        let tr = translation(name, &ns, resources);
-        let api = api.clone();
-        async move { api.create(&PostParams::default(), &tr).await.unwrap() }
-    };
+    let create =
+        |name: &'static str, resources: Vec<TranslationResource>| create(api, ns, name, resources);
     let port_path = format!("/ports/{p}");
     let port_present = |present: bool| {
-        let (admin, path) = (&admin, &port_path);
+        let (admin, path) = (admin, &port_path);
         move || async move {
             let state = admin.state().await.ok()?;
             (state.get(path).is_some() == present).then_some(())
@@ -71,8 +65,6 @@ async fn what_a_deleted_providers_cascade_took_is_recreated() {
     // The untouched chain was not asked for again.
     let counts = admin.requests().await.unwrap();
     assert!(!counts.by_kind.contains_key("Chain"), "{counts:?}");
-    wait_event(&client, &ns, Some("consumer"), "BackendCascadeRepaired").await;
-
-    pusher.stop().await;
-    sim.shutdown().await;
+    wait_event(client, ns, Some("consumer"), "BackendCascadeRepaired").await;
+    alone.stop().await;
 }

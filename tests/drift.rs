@@ -13,7 +13,7 @@ use midonet_kube_controllers::backend::{BackendClient, BackendConfig};
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::Kind;
 use support::fixtures::{self, bridge, port};
-use support::stack::Controllers;
+use support::stack::{Controllers, PusherAlone};
 use support::*;
 use uuid::Uuid;
 
@@ -125,34 +125,27 @@ async fn out_of_band_deletions_are_repaired() {
 #[tokio::test]
 async fn a_push_refused_for_a_lost_referent_rebuilds_its_provider() {
     let _one = ONE_PUSHER.lock().await;
-    let client = admin_client().await;
-    let (sim, admin) = stack::start_sim(&[]).await;
-    let ns = unique_namespace(&client, "refused").await;
-    let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
-    let pusher = Controllers::start(
-        &control_plane().kubeconfig,
-        &sim,
-        &["--controllers", "pusher", "--verify-period", "1h"],
-    )
-    .await;
+    let alone = PusherAlone::start("refused", &["--verify-period", "1h"]).await;
+    let PusherAlone {
+        client,
+        admin,
+        ns,
+        api,
+        ..
+    } = &alone;
     let [a, b, p, p2, q, r] = [(); 6].map(|()| Uuid::new_v4());
-    let create = |name: &str, resources| {
-        let tr = fixtures::translation(name, &ns, resources);
-        let api = api.clone();
-        async move { api.create(&PostParams::default(), &tr).await.unwrap() }
-    };
-    create("provider", vec![bridge(a)]).await;
-    create("own", vec![bridge(b), port(b, p)]).await;
-    create("consumer", vec![port(a, q)]).await;
+    fixtures::create(api, ns, "provider", vec![bridge(a)]).await;
+    fixtures::create(api, ns, "own", vec![bridge(b), port(b, p)]).await;
+    fixtures::create(api, ns, "consumer", vec![port(a, q)]).await;
     let before: Vec<String> = vec![
         format!("/bridges/{a}"),
         format!("/bridges/{b}"),
         format!("/ports/{p}"),
         format!("/ports/{q}"),
     ];
-    wait_until("pushed", CEILING, || present(&admin, &before)).await;
+    wait_until("pushed", CEILING, || present(admin, &before)).await;
     wait_until("Ready", CEILING, || {
-        all_ready(&api, &["provider", "own", "consumer"])
+        all_ready(api, &["provider", "own", "consumer"])
     })
     .await;
 
@@ -160,7 +153,7 @@ async fn a_push_refused_for_a_lost_referent_rebuilds_its_provider() {
     admin.wipe().await.unwrap();
     let lost = std::time::Instant::now();
     // A resource added under its own lost bridge: refused, for a bridge it records.
-    let grown = fixtures::translation("own", &ns, vec![bridge(b), port(b, p), port(b, p2)]);
+    let grown = fixtures::translation("own", ns, vec![bridge(b), port(b, p), port(b, p2)]);
     api.patch(
         "own",
         &PatchParams::default(),
@@ -169,7 +162,7 @@ async fn a_push_refused_for_a_lost_referent_rebuilds_its_provider() {
     .await
     .unwrap();
     // A new Translation on another's lost bridge: refused, for a bridge "provider" records.
-    create("newcomer", vec![port(a, r)]).await;
+    fixtures::create(api, ns, "newcomer", vec![port(a, r)]).await;
 
     let after: Vec<String> = before
         .iter()
@@ -177,16 +170,14 @@ async fn a_push_refused_for_a_lost_referent_rebuilds_its_provider() {
         .chain([format!("/ports/{p2}"), format!("/ports/{r}")])
         .collect();
     wait_until("rebuilt after the refusals", CEILING, || async {
-        present(&admin, &after).await?;
-        all_ready(&api, &["provider", "own", "consumer", "newcomer"]).await
+        present(admin, &after).await?;
+        all_ready(api, &["provider", "own", "consumer", "newcomer"]).await
     })
     .await;
     eprintln!("rebuilt {:.1?} after the wipe", lost.elapsed());
-    wait_event(&client, &ns, Some("own"), "BackendDriftRepaired").await;
-    wait_event(&client, &ns, Some("provider"), "BackendDriftRepaired").await;
+    wait_event(client, ns, Some("own"), "BackendDriftRepaired").await;
+    wait_event(client, ns, Some("provider"), "BackendDriftRepaired").await;
     // The consumer's port went with the provider's bridge: verified when it came back.
-    wait_event(&client, &ns, Some("consumer"), "BackendCascadeRepaired").await;
-
-    pusher.stop().await;
-    sim.shutdown().await;
+    wait_event(client, ns, Some("consumer"), "BackendCascadeRepaired").await;
+    alone.stop().await;
 }

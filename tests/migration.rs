@@ -21,7 +21,7 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Parser;
 use kube::api::{Api, ListParams};
@@ -31,8 +31,8 @@ use midonet_kube_controllers::plancmd::{cli::compute, Reason};
 use midonet_translators::meta::VERSION_LABEL;
 use support::check::assert_check_passes;
 use support::original::deployed_for;
-use support::probe::{assert_interrupted_at_most, EVERY_FLOW};
-use support::rollout::{metric, phase_series, CONTROLLERS, SCALE};
+use support::probe::EVERY_FLOW;
+use support::rollout::{assert_within_cutover, watch_cutover, CONTROLLERS, SCALE};
 use support::scenario::{Scenario, ScenarioApi};
 use support::stack::{exact_state, start_sim_for, wait_exact, Controllers};
 use support::*;
@@ -44,24 +44,6 @@ const SAMPLE: Duration = Duration::from_millis(20);
 struct Cli {
     #[command(flatten)]
     run: midonet_kube_controllers::config::RunArgs,
-}
-
-/// Watches the controllers' phase metric until `stop`; answers when the cutover was first
-/// and last seen.
-async fn watch_cutover(
-    port: u16,
-    stop: tokio::sync::watch::Receiver<bool>,
-) -> Option<(Instant, Instant)> {
-    let series = phase_series("cutting_over");
-    let mut seen: Option<(Instant, Instant)> = None;
-    while !*stop.borrow() {
-        if metric(port, &series).await == Some(1.0) {
-            let now = Instant::now();
-            seen = Some(seen.map_or((now, now), |(first, _)| (first, now)));
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    seen
 }
 
 /// `Ok` once none of `old` (namespace, name) is left.
@@ -165,10 +147,7 @@ async fn upgrading_a_live_deployment_of_the_original_controller() {
     let (first, last) = cutover.expect("the controllers reported a cutover phase");
     let window = last - first;
     eprintln!("migration: cutover seen for {window:?}");
-    // The phase metric is read every few ms; the probe samples every SAMPLE: a flow may be
-    // seen down for up to a sample on either side of the window.
-    assert_interrupted_at_most(&report, window + 2 * SAMPLE + Duration::from_millis(100));
-    assert_interrupted_at_most(&report, Duration::from_secs(1));
+    assert_within_cutover(&report, window, SAMPLE);
     controllers.stop().await;
 
     // What the simulator counted is what `plan` said.

@@ -809,54 +809,41 @@ mod tests {
 
     #[test]
     fn another_versions_translations_are_left_to_the_bump() {
-        let mut view = FakeView::default();
-        let old = desired("pod.1.a", "1");
-        view.cache.insert(key("pod.1.a"), cached_as(&old, "u-old"));
-        let decision = decide_sync(
-            &view,
-            "2",
-            vec![desired("pod.2.a", "2")],
-            [key("pod.1.a")].into(),
-            Timestamp::now(),
-        );
+        // The owner's sync decision at version 2, wanting `wanted` (its version-2 Translation or
+        // nothing), with `pod.1.a` cached as `cached`.
+        let decision_with = |cached: Translation, wanted: bool| {
+            let mut view = FakeView::default();
+            view.cache.insert(key("pod.1.a"), Arc::new(cached));
+            let desired = if wanted {
+                vec![desired("pod.2.a", "2")]
+            } else {
+                vec![]
+            };
+            decide_sync(
+                &view,
+                "2",
+                desired,
+                [key("pod.1.a")].into(),
+                Timestamp::now(),
+            )
+        };
+        let old = (*cached_as(&desired("pod.1.a", "1"), "u-old")).clone();
+        let decision = decision_with(old.clone(), true);
         assert_eq!(decision.writes.len(), 1);
         assert!(decision.deletes.is_empty(), "{:?}", decision.deletes);
         // An owner with nothing in the new version hands nothing over.
-        let decision = decide_sync(
-            &view,
-            "2",
-            vec![],
-            [key("pod.1.a")].into(),
-            Timestamp::now(),
-        );
-        assert_eq!(decision.deletes.len(), 1);
+        assert_eq!(decision_with(old.clone(), false).deletes.len(), 1);
         // Unlabelled ones written by hand are pruned.
-        let mut unlabelled = (*cached_as(&old, "u-hand")).clone();
+        let mut unlabelled = old;
         unlabelled.metadata.labels = None;
         unlabelled.cached_labels = Default::default();
-        view.cache
-            .insert(key("pod.1.a"), Arc::new(unlabelled.clone()));
-        let decision = decide_sync(
-            &view,
-            "2",
-            vec![desired("pod.2.a", "2")],
-            [key("pod.1.a")].into(),
-            Timestamp::now(),
-        );
-        assert_eq!(decision.deletes.len(), 1);
+        assert_eq!(decision_with(unlabelled.clone(), true).deletes.len(), 1);
         // The original controller's (no spec, no version label) are an old version's: the
         // migration from it is a bump.
         let mut original = unlabelled;
         original.resources = original.spec.take().map(|s| s.resources);
         assert!(original.is_legacy());
-        view.cache.insert(key("pod.1.a"), Arc::new(original));
-        let decision = decide_sync(
-            &view,
-            "2",
-            vec![desired("pod.2.a", "2")],
-            [key("pod.1.a")].into(),
-            Timestamp::now(),
-        );
+        let decision = decision_with(original, true);
         assert!(decision.deletes.is_empty(), "{:?}", decision.deletes);
     }
 }

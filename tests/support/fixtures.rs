@@ -11,6 +11,22 @@ pub fn translation(name: &str, ns: &str, resources: Vec<TranslationResource>) ->
     tr
 }
 
+/// Creates the Translation `name` with `resources` in the namespace of `api` (`ns`);
+/// panics if the apiserver refuses it.
+pub async fn create(
+    api: &kube::Api<Translation>,
+    ns: &str,
+    name: &str,
+    resources: Vec<TranslationResource>,
+) -> Translation {
+    api.create(
+        &kube::api::PostParams::default(),
+        &translation(name, ns, resources),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("create Translation {ns}/{name}: {e}"))
+}
+
 pub fn bridge(id: Uuid) -> TranslationResource {
     TranslationResource::new(
         "Bridge",

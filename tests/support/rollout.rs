@@ -69,6 +69,40 @@ pub fn phase_series(phase: &str) -> String {
     format!("midonet_kube_controllers_rollout_phase{{phase=\"{phase}\"}} ")
 }
 
+/// Watches the controllers' phase metric at `port` until `stop`; answers when the cutover
+/// was first and last seen.
+pub async fn watch_cutover(
+    port: u16,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Option<(std::time::Instant, std::time::Instant)> {
+    let series = phase_series("cutting_over");
+    let mut seen: Option<(std::time::Instant, std::time::Instant)> = None;
+    while !*stop.borrow() {
+        if metric(port, &series).await == Some(1.0) {
+            let now = std::time::Instant::now();
+            seen = Some(seen.map_or((now, now), |(first, _)| (first, now)));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    seen
+}
+
+/// Panics, listing the flows, unless no flow of `report` was interrupted longer than the
+/// cutover (`window`, as the phase metric showed it: read every few ms, while the probe
+/// samples every `sample`, so a flow may be seen down for up to a sample on either side),
+/// nor longer than a second.
+pub fn assert_within_cutover(
+    report: &midonet_testkit::probe::ProbeReport,
+    window: Duration,
+    sample: Duration,
+) {
+    super::probe::assert_interrupted_at_most(
+        report,
+        window + 2 * sample + Duration::from_millis(100),
+    );
+    super::probe::assert_interrupted_at_most(report, Duration::from_secs(1));
+}
+
 /// Waits until the controllers' metrics at `port` show the bump in one of `phases`;
 /// answers which, or `None` after `timeout`.
 pub async fn wait_phase(port: u16, phases: &[&str], timeout: Duration) -> Option<String> {

@@ -119,6 +119,47 @@ impl Controllers {
     }
 }
 
+/// A test of the pusher alone (`--controllers pusher`) on a simulator without hosts, with
+/// a namespace of its own for its Translations.
+pub struct PusherAlone {
+    pub client: Client,
+    pub sim: SimHandle,
+    pub admin: AdminClient,
+    pub ns: String,
+    /// Translations in `ns`.
+    pub api: Api<Translation>,
+    pub pusher: Controllers,
+}
+
+impl PusherAlone {
+    /// Starts it all; `prefix` names the namespace, `extra` are more pusher settings.
+    pub async fn start(prefix: &str, extra: &[&str]) -> PusherAlone {
+        let client = super::admin_client().await;
+        let (sim, admin) = start_sim(&[]).await;
+        let ns = super::unique_namespace(&client, prefix).await;
+        let api = Api::namespaced(client.clone(), &ns);
+        let args: Vec<&str> = ["--controllers", "pusher"]
+            .into_iter()
+            .chain(extra.iter().copied())
+            .collect();
+        let pusher = Controllers::start(&super::control_plane().kubeconfig, &sim, &args).await;
+        PusherAlone {
+            client,
+            sim,
+            admin,
+            ns,
+            api,
+            pusher,
+        }
+    }
+
+    /// Stops the pusher and the simulator.
+    pub async fn stop(self) {
+        self.pusher.stop().await;
+        self.sim.shutdown().await;
+    }
+}
+
 /// Item paths every live Translation in the cluster asks for.
 pub async fn expected_paths(client: &Client) -> BTreeSet<String> {
     let trs = Api::<Translation>::all(client.clone())
