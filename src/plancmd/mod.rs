@@ -23,7 +23,9 @@
 //!
 //! Only the Translations of the enabled controllers are planned ([`Scope`]); every
 //! Translation of another version goes, whatever its kind, as the pusher's retirement of a
-//! bump deletes them all. The I/O shell ([`cli`]) lists the objects once and writes nothing.
+//! bump deletes them all. The original Go controller's Translations are of another version
+//! ([`Translation::version`]): a migration from it is planned as a bump. The I/O shell
+//! ([`cli`]) lists the objects once and writes nothing.
 
 pub mod cli;
 

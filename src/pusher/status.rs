@@ -2,7 +2,9 @@
 //!
 //! `status.pushed` is the record of what exists in the backend because of the Translation
 //! (deletion deletes exactly that); `pushedHash` and `observedGeneration` say which spec was
-//! pushed completely; the `Ready` condition says why not when it was not.
+//! pushed completely; the `Ready` condition says why not when it was not. A Translation of
+//! the original Go controller records nothing: what it lists is taken as pushed
+//! ([`adopted`]), never written as such.
 
 use crate::crd::{Condition, PushedResource, TranslationStatus};
 
