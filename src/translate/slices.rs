@@ -93,18 +93,75 @@ pub async fn discover(client: &Client) -> Result<EndpointsSource, kube::Error> {
     Ok(choose(&served))
 }
 
-/// A `discovery.k8s.io/v1beta1` EndpointSlice (Kubernetes 1.17–1.24). The fields read here
-/// have the v1 shape (v1beta1's `topology` is not read), so the v1 element types are used.
+/// A `discovery.k8s.io/v1beta1` EndpointSlice (Kubernetes 1.17–1.24), read as the v1
+/// slice: its fields have the v1 shape but for an endpoint's node and zone, which v1beta1
+/// carries in `topology` and which are moved to `nodeName`/`zone` as it is read
+/// ([`EndpointV1Beta1`]).
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "RawSliceV1Beta1")]
 pub struct EndpointSliceV1Beta1 {
     pub metadata: ObjectMeta,
-    #[serde(default)]
     pub address_type: String,
-    #[serde(default)]
     pub endpoints: Vec<Endpoint>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<EndpointPort>>,
+}
+
+/// A v1beta1 EndpointSlice as the apiserver sends it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawSliceV1Beta1 {
+    metadata: ObjectMeta,
+    #[serde(default)]
+    address_type: String,
+    #[serde(default)]
+    endpoints: Vec<EndpointV1Beta1>,
+    #[serde(default)]
+    ports: Option<Vec<EndpointPort>>,
+}
+
+impl From<RawSliceV1Beta1> for EndpointSliceV1Beta1 {
+    fn from(raw: RawSliceV1Beta1) -> Self {
+        EndpointSliceV1Beta1 {
+            metadata: raw.metadata,
+            address_type: raw.address_type,
+            endpoints: raw
+                .endpoints
+                .into_iter()
+                .map(EndpointV1Beta1::into_v1)
+                .collect(),
+            ports: raw.ports,
+        }
+    }
+}
+
+/// The topology key v1beta1 EndpointSlices carry an endpoint's node name under: the
+/// EndpointSlice controller writes the pod's `spec.nodeName` there; `nodeName` itself is
+/// filled on v1beta1 only behind a feature gate (alpha in 1.20).
+pub const HOSTNAME_TOPOLOGY_KEY: &str = "kubernetes.io/hostname";
+/// The topology key of an endpoint's zone on v1beta1 (`zone` in v1).
+pub const ZONE_TOPOLOGY_KEY: &str = "topology.kubernetes.io/zone";
+
+/// One endpoint of a v1beta1 EndpointSlice: the v1 fields, plus `topology`.
+#[derive(Deserialize)]
+struct EndpointV1Beta1 {
+    #[serde(flatten)]
+    endpoint: Endpoint,
+    #[serde(default)]
+    topology: BTreeMap<String, String>,
+}
+
+impl EndpointV1Beta1 {
+    /// The v1 endpoint: `nodeName` and `zone` taken from `topology` where unset.
+    fn into_v1(mut self) -> Endpoint {
+        if self.endpoint.node_name.is_none() {
+            self.endpoint.node_name = self.topology.remove(HOSTNAME_TOPOLOGY_KEY);
+        }
+        if self.endpoint.zone.is_none() {
+            self.endpoint.zone = self.topology.remove(ZONE_TOPOLOGY_KEY);
+        }
+        self.endpoint
+    }
 }
 
 impl k8s_openapi::Resource for EndpointSliceV1Beta1 {
@@ -267,8 +324,11 @@ mod tests {
         });
         let beta: EndpointSliceV1Beta1 = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(beta.endpoints[0].addresses, ["10.1.0.1"]);
+        // v1beta1 names the endpoint's node in its topology only.
+        assert_eq!(beta.endpoints[0].node_name.as_deref(), Some("n1"));
         let mut v1_json = json;
         v1_json["apiVersion"] = "discovery.k8s.io/v1".into();
+        v1_json["endpoints"][0]["nodeName"] = "n1".into();
         let v1: EndpointSlice = serde_json::from_value(v1_json).unwrap();
         let svc: Service = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "web", "namespace": "ns", "uid": "u"},
