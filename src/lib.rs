@@ -5,6 +5,7 @@ pub mod authz;
 pub mod backend;
 pub mod cache;
 pub mod clients;
+pub mod compat;
 pub mod config;
 mod conventions;
 pub mod crd;

@@ -155,6 +155,7 @@ pub async fn run_until(cfg: Config, stop: CancellationToken) -> Result<(), RunEr
     });
 
     let kube = kube_client(&cfg).await?;
+    crate::compat::log_apiserver_version(&kube).await;
     let (backend, _follow_backend) = backend_followed(&cfg, &registry, &health)?;
     let guard = match lease(&cfg, &kube, &health, &authz, &stop).await? {
         Lease::Held(guard) => guard,
