@@ -1,8 +1,8 @@
 //! The flow probe (`midonet_testkit::probe`) on the real parts: it must report a flow interrupted
 //! for as long as its pod's port is unbound behind the controllers' back, every other flow
 //! uninterrupted, and nothing at all while nothing changes. How fast it samples at scale S is
-//! the benchmark's to measure (`docs/benchmark.md`, the version bump under the flow probe), and the cost of one sample is
-//! `testkit/examples/check_at_scale.rs`'s.
+//! the benchmark's to measure (`docs/benchmark.md`, the version bump under the flow probe),
+//! and the cost of one sample is `testkit/examples/check_at_scale.rs`'s.
 
 mod support;
 
