@@ -589,7 +589,10 @@ impl Workload {
             &format!("{want} Running pods with addresses in {}", self.namespace),
             timeout,
             || async {
-                let pods = api.list(&ListParams::default()).await.ok()?.items;
+                let pods = match api.list(&ListParams::default()).await {
+                    Ok(list) => list.items,
+                    Err(e) => return Err(format!("pods not listed: {e}")),
+                };
                 let ips: Vec<String> = pods
                     .iter()
                     .filter(|p| {
@@ -599,11 +602,65 @@ impl Workload {
                     })
                     .filter_map(pod_ip)
                     .collect();
-                (pods.len() == want && ips.len() == want).then_some(ips)
+                if pods.len() == want && ips.len() == want {
+                    return Ok(ips);
+                }
+                Err(pods_not_running(&pods, want))
             },
         )
         .await
     }
+}
+
+/// What keeps `pods` from being `want` Running, Ready pods with addresses: each pod's phase,
+/// readiness, address, and why its containers wait or its conditions are false.
+fn pods_not_running(pods: &[Pod], want: usize) -> String {
+    let each: Vec<String> = pods.iter().map(pod_state).collect();
+    format!("{} of {want} pods: {}", pods.len(), each.join("; "))
+}
+
+/// One pod's state in a line, with the reasons the kubelet gave.
+fn pod_state(p: &Pod) -> String {
+    let status = p.status.clone().unwrap_or_default();
+    let waiting = status
+        .container_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+        .map(|w| {
+            format!(
+                "waiting {} {}",
+                w.reason.as_deref().unwrap_or("?"),
+                w.message.as_deref().unwrap_or("")
+            )
+        });
+    let unmet = status
+        .conditions
+        .iter()
+        .flatten()
+        .filter(|c| c.status != "True")
+        .map(|c| {
+            format!(
+                "{}={} {} {}",
+                c.type_,
+                c.status,
+                c.reason.as_deref().unwrap_or(""),
+                c.message.as_deref().unwrap_or("")
+            )
+        });
+    let reasons: Vec<String> = waiting.chain(unmet).collect();
+    format!(
+        "{} {}{} ip={} [{}]",
+        p.metadata.name.as_deref().unwrap_or("?"),
+        status.phase.as_deref().unwrap_or("no phase"),
+        if p.metadata.deletion_timestamp.is_some() {
+            " deleting"
+        } else {
+            ""
+        },
+        status.pod_ip.as_deref().unwrap_or("none"),
+        reasons.join(", ")
+    )
 }
 
 /// The node's `spec.podCIDR` as the controller-manager allocated it.
