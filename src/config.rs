@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use clap::builder::TypedValueParser;
 use clap::Args;
+use midonet_translators::model::Ipv4Cidr;
 pub use midonet_translators::Secret;
 use url::Url;
 
@@ -38,10 +39,12 @@ pub enum Controller {
     Pusher,
     /// Annotates Nodes with their MidoNet host ID.
     NodeAnnotator,
+    /// Gives LoadBalancer Services addresses of the `--lb-pool` pools (none: off).
+    LbIpam,
 }
 
 impl Controller {
-    pub const ALL: [Controller; 7] = [
+    pub const ALL: [Controller; 8] = [
         Controller::Node,
         Controller::Pod,
         Controller::Service,
@@ -49,6 +52,7 @@ impl Controller {
         Controller::NetworkPolicy,
         Controller::Pusher,
         Controller::NodeAnnotator,
+        Controller::LbIpam,
     ];
 
     /// The name `--controllers` and the logs use.
@@ -61,6 +65,7 @@ impl Controller {
             Controller::NetworkPolicy => "networkpolicy",
             Controller::Pusher => "pusher",
             Controller::NodeAnnotator => "nodeannotator",
+            Controller::LbIpam => "lbipam",
         }
     }
 
@@ -71,6 +76,14 @@ impl Controller {
     /// Talks to the backend (the others only to Kubernetes).
     pub fn needs_backend(self) -> bool {
         matches!(self, Controller::Pusher | Controller::NodeAnnotator)
+    }
+
+    /// Translates a kind into Translations.
+    pub fn is_translator(self) -> bool {
+        !matches!(
+            self,
+            Controller::Pusher | Controller::NodeAnnotator | Controller::LbIpam
+        )
     }
 
     fn all_names() -> String {
@@ -107,7 +120,7 @@ pub struct RunArgs {
     )]
     pub log_format: LogFormat,
     /// Controllers to run, comma-separated (node, pod, service, endpoints, networkpolicy,
-    /// pusher, nodeannotator). Default: all.
+    /// pusher, nodeannotator, lbipam). Default: all.
     // The path-qualified `Vec` makes clap take the whole list as one value.
     #[arg(long, env = "MIDONETKUBE_CONTROLLERS", value_parser = setting(parse_controllers))]
     pub controllers: Option<std::vec::Vec<Controller>>,
@@ -309,6 +322,16 @@ pub struct RunArgs {
         default_value_t = crate::pusher::CutoverOrder::AllAtOnce
     )]
     pub bump_cutover: crate::pusher::CutoverOrder,
+    /// An address pool of the LB IPAM (an IPv4 CIDR; repeat the flag, or separate them by
+    /// commas, for several pools, used in their order). No pool: the LB IPAM is off, for
+    /// clusters where a cloud provider or another IPAM assigns LoadBalancer addresses.
+    #[arg(
+        long = "lb-pool",
+        env = "MIDONETKUBE_LB_POOLS",
+        value_delimiter = ',',
+        value_parser = setting(parse_lb_pool)
+    )]
+    pub lb_pools: Vec<Ipv4Cidr>,
 }
 
 /// The log line format `--log-format` names.
@@ -348,6 +371,8 @@ pub struct Config {
     pub lease_duration: Duration,
     pub translation_version: String,
     pub bump_cutover: crate::pusher::CutoverOrder,
+    /// The LB IPAM's pools; empty: off.
+    pub lb_pools: crate::lbipam::decide::Pools,
     pub backend_probe_period: Duration,
     pub liveness: crate::health::LivenessLimits,
     /// Settings taken from the original controller's variable names, to report at startup.
@@ -550,6 +575,14 @@ pub fn parse_controllers(s: &str) -> Result<Vec<Controller>, String> {
     Ok(out)
 }
 
+fn parse_lb_pool(s: &str) -> Result<Ipv4Cidr, String> {
+    use midonet_translators::addr::{parse_cidr, CidrError, CidrRules};
+    parse_cidr(s, CidrRules::LB_POOL).map_err(|e| match e {
+        CidrError::Ipv6 => format!("{s:?} is IPv6; MidoNet needs IPv4 pools"),
+        _ => format!("{s:?} is not an IPv4 CIDR (a.b.c.d/n)"),
+    })
+}
+
 fn parse_log_filter(s: &str) -> Result<String, String> {
     tracing_subscriber::EnvFilter::try_new(s)
         .map(|_| s.to_string())
@@ -738,6 +771,7 @@ impl RunArgs {
                 .translation_version
                 .unwrap_or_else(|| midonet_translators::TRANSLATION_VERSION.to_string()),
             bump_cutover: self.bump_cutover,
+            lb_pools: crate::lbipam::decide::Pools::new(self.lb_pools),
             backend_probe_period: self.backend_probe_period,
             liveness: crate::health::LivenessLimits {
                 reconcile: self.liveness_reconcile_limit,
@@ -788,6 +822,7 @@ impl fmt::Debug for Config {
             .field("lease_duration", &self.lease_duration)
             .field("translation_version", &self.translation_version)
             .field("bump_cutover", &self.bump_cutover)
+            .field("lb_pools", &self.lb_pools)
             .field("backend_probe_period", &self.backend_probe_period)
             .field("liveness", &self.liveness)
             .field("deprecated", &self.deprecated)
@@ -946,7 +981,8 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         let c = parse(&[]).unwrap();
-        assert_eq!(c.controllers.len(), 7);
+        assert_eq!(c.controllers.len(), 8);
+        assert!(c.lb_pools.is_empty(), "the LB IPAM is off without pools");
         assert_eq!(c.metrics_address.port(), 9453);
         assert!(c.metrics_address.ip().is_unspecified());
         assert_eq!(c.tenant, "midonetkube");
@@ -957,6 +993,24 @@ mod tests {
         assert_eq!(c.midonet_api.as_str(), "http://127.0.0.1:8181/midonet-api");
         assert!(!c.log_json);
         assert_eq!(c.worker_threads, 1);
+    }
+
+    #[test]
+    fn lb_pools_repeat_or_are_comma_separated_and_must_be_ipv4_cidrs() {
+        use crate::lbipam::decide::Pools;
+        let cidr = |s: &str| s.parse::<Ipv4Cidr>().unwrap();
+        let c = parse(&["--lb-pool", "192.0.2.0/24", "--lb-pool", "198.51.100.7/32"]).unwrap();
+        let both = Pools::new(vec![cidr("192.0.2.0/24"), cidr("198.51.100.7/32")]);
+        assert_eq!(c.lb_pools, both);
+        let c = parse(&["--lb-pool", "192.0.2.9/24,198.51.100.7/32"]).unwrap();
+        assert_eq!(c.lb_pools, both, "host bits cleared");
+        let message = refused(&["--lb-pool", "2001:db8::/64"]);
+        assert!(
+            message.contains("IPv6") && message.contains("--lb-pool"),
+            "{message}"
+        );
+        let message = refused(&["--lb-pool", "192.0.2.0"]);
+        assert!(message.contains("not an IPv4 CIDR"), "{message}");
     }
 
     #[test]

@@ -53,6 +53,15 @@ pub mod reason {
     pub const HOST_NOT_FOUND: &str = "MidoNetHostNotFound";
     /// The MidoNet hosts could not be listed (Warning, on the Node).
     pub const HOST_LOOKUP_FAILED: &str = "MidoNetHostLookupFailed";
+    /// The LB IPAM gave a LoadBalancer Service an address (Normal, on the Service).
+    pub const LB_IP_ASSIGNED: &str = "LoadBalancerIPAssigned";
+    /// The LB IPAM took a pool address back from a Service (Normal, on the Service).
+    pub const LB_IP_RELEASED: &str = "LoadBalancerIPReleased";
+    /// Every address of the LB pools is taken (Warning, on the Service left without one).
+    pub const LB_POOL_EXHAUSTED: &str = "LoadBalancerPoolExhausted";
+    /// The `spec.loadBalancerIP` asked for is invalid, in no pool or held by another
+    /// Service (Warning, on the Service).
+    pub const LB_IP_UNAVAILABLE: &str = "LoadBalancerIPUnavailable";
 }
 
 /// Normal events waiting to be written; beyond this, new ones are dropped.

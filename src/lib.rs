@@ -15,6 +15,7 @@ pub(crate) mod fixtures;
 pub mod health;
 pub mod http;
 pub mod informer;
+pub mod lbipam;
 pub mod leader;
 pub mod locks;
 pub mod logfields;

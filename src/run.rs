@@ -378,6 +378,9 @@ async fn start_controllers(
             shutdown,
         ));
     }
+    if cfg.enabled(Controller::LbIpam) {
+        start_lbipam(&mut tasks, cfg, &kube, authz, &events, health, stop);
+    }
     if let Some(sweep) = orphan_sweep(cfg, &kube, backend, registry, stop) {
         tasks.spawn(sweep);
     }
@@ -385,6 +388,31 @@ async fn start_controllers(
         start_translators(&mut tasks, cfg, &kube, shared, health, stop).await;
     }
     Ok(tasks)
+}
+
+/// The LB IPAM, when it has pools.
+fn start_lbipam(
+    tasks: &mut JoinSet<()>,
+    cfg: &Config,
+    kube: &Client,
+    authz: &Authz,
+    events: &EventPublisher,
+    health: &Health,
+    stop: &CancellationToken,
+) {
+    if cfg.lb_pools.is_empty() {
+        tracing::info!("LB IPAM off: no --lb-pool given");
+        return;
+    }
+    tracing::info!(pools = ?cfg.lb_pools, "starting the LB IPAM");
+    tasks.spawn(crate::lbipam::run(
+        kube.clone(),
+        cfg.lb_pools.clone(),
+        authz.clone(),
+        events.clone(),
+        health.clone(),
+        shutdown_on(stop),
+    ));
 }
 
 /// The periodic orphan sweep, when configured.
@@ -444,7 +472,7 @@ fn translator_context(
     events: &EventPublisher,
     informer: &mut TranslationInformer,
 ) -> Result<Option<Arc<TranslatorContext>>, RunError> {
-    if !cfg.controllers.iter().any(|c| !c.needs_backend()) {
+    if !cfg.controllers.iter().any(|c| c.is_translator()) {
         return Ok(None);
     }
     let config = midonet_translators::TranslatorConfig {
@@ -478,7 +506,7 @@ async fn start_translators(
         .controllers
         .iter()
         .copied()
-        .filter(|c| !c.needs_backend())
+        .filter(|c| c.is_translator())
         .collect();
     let runner = RunnerConfig {
         workers: cfg.translator_workers,

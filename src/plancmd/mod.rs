@@ -117,7 +117,7 @@ impl Enabled {
                 Controller::Service => self.service,
                 Controller::Endpoints => self.endpoints,
                 Controller::NetworkPolicy => self.network_policy,
-                Controller::Pusher | Controller::NodeAnnotator => false,
+                Controller::Pusher | Controller::NodeAnnotator | Controller::LbIpam => false,
             })
             .collect()
     }

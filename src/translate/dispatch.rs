@@ -45,7 +45,7 @@ pub fn for_each_translator(
             (Controller::Endpoints, EndpointsSource::SlicesV1 | EndpointsSource::SlicesV1Beta1) => {
             }
             (Controller::NetworkPolicy, _) => translators.network_policy(),
-            (Controller::Pusher | Controller::NodeAnnotator, _) => {}
+            (Controller::Pusher | Controller::NodeAnnotator | Controller::LbIpam, _) => {}
         }
     }
 }

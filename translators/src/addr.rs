@@ -50,6 +50,8 @@ impl CidrRules {
     pub const POD_CIDR: CidrRules = CidrRules { max_prefix: 30 };
     /// A NetworkPolicy `ipBlock` (`cidr` and each `except`): any prefix, /32 a single host.
     pub const IP_BLOCK: CidrRules = CidrRules { max_prefix: 32 };
+    /// A LoadBalancer address pool (`--lb-pool`): any prefix, /32 a single address.
+    pub const LB_POOL: CidrRules = CidrRules { max_prefix: 32 };
 }
 
 /// Parses `a.b.c.d/n` into the model's CIDR: the one CIDR parser of the translators. The
