@@ -96,6 +96,7 @@ fn expected_cluster_rules() -> BTreeSet<Rule> {
             &["get", "list", "watch"],
         ),
         ("", &["nodes"], &["patch"]),
+        ("", &["services/status"], &["patch"]),
         (
             "discovery.k8s.io",
             &["endpointslices"],
@@ -516,6 +517,7 @@ async fn deploy_rbac_allows_the_controllers_job_and_nothing_more() {
         ("list", "discovery.k8s.io", "endpointslices", None, None),
         ("watch", "discovery.k8s.io", "endpointslices", None, None),
         ("patch", "", "nodes", None, None),
+        ("patch", "", "services", Some("status"), Some(&ns)),
         ("create", "midonet.org", "translations", None, Some(&ns)),
         ("watch", "midonet.org", "translations", None, None),
         (
@@ -552,6 +554,7 @@ async fn deploy_rbac_allows_the_controllers_job_and_nothing_more() {
         ("delete", "", "nodes", None, None),
         ("patch", "", "pods", None, Some(&ns)),
         ("patch", "", "services", None, Some(&ns)),
+        ("update", "", "services", Some("status"), Some(&ns)),
         (
             "create",
             "discovery.k8s.io",
