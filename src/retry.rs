@@ -8,7 +8,7 @@
 //! `max · (1 + jitter)`. The three forms below follow that schedule.
 //!
 //! **Every retry after a failure in this crate is one of these**, each with its own bounds:
-//! the reconciles' (the pusher's per Translation, the translators', the nodeannotator's;
+//! the reconciles' (the pusher's per Translation, the translators', the nodeannotator's, the LB IPAM's;
 //! see [`crate::scaffold`]), the pass loops' (global Translations, NetworkPolicy groups),
 //! the start-up retries (writing the global Translations, API discovery), the MidoNet login
 //! of the readiness probe, the watches' relists ([`RetryPolicy::backoff`]) and the backend

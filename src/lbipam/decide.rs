@@ -148,7 +148,7 @@ pub struct Ledger {
 }
 
 /// Rank of a claim on an address: lower wins.
-type Rank = (bool, Option<Time>, String, String);
+type Rank = (bool, Option<Time>, Option<String>, String);
 
 impl Ledger {
     /// The ledger of `services` (every Service the IPAM sees), with `claims`: addresses
@@ -170,7 +170,7 @@ impl Ledger {
                 let rank: Rank = (
                     requested != Requested::Ip(ip),
                     svc.metadata.creation_timestamp.clone(),
-                    key.namespace.clone().unwrap_or_default(),
+                    key.namespace.clone(),
                     key.name.clone(),
                 );
                 let better = best.get(&ip).is_none_or(|(r, _)| rank < *r);
@@ -192,6 +192,14 @@ impl Ledger {
     /// Whether `ip` is held by a Service other than `me`.
     fn taken_from(&self, me: &ObjectRef<Service>, ip: Ipv4Addr) -> bool {
         self.holder(ip).is_some_and(|h| h != me)
+    }
+}
+
+/// `namespace/name`.
+fn named(key: &ObjectRef<Service>) -> String {
+    match &key.namespace {
+        Some(ns) => format!("{ns}/{}", key.name),
+        None => key.name.clone(),
     }
 }
 
@@ -240,12 +248,10 @@ pub fn decide(svc: &Service, pools: &Pools, ledger: &Ledger) -> Decision {
         }
         Requested::Ip(ip) => match ledger.holder(ip) {
             Some(other) if *other != me => {
-                let other = format!(
-                    "{}/{}",
-                    other.namespace.as_deref().unwrap_or(""),
-                    other.name
+                let msg = format!(
+                    "spec.loadBalancerIP {ip} is held by Service {}",
+                    named(other)
                 );
-                let msg = format!("spec.loadBalancerIP {ip} is held by Service {other}");
                 return refuse(reason::LB_IP_UNAVAILABLE, msg);
             }
             _ => ip,

@@ -29,7 +29,7 @@
 
 pub mod decide;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -68,7 +68,7 @@ pub struct LbIpamContext {
     /// Addresses written, until the cache shows them.
     claims: Mutex<HashMap<ObjectRef<Service>, Ipv4Addr>>,
     /// Services refused an address: woken when one is released.
-    waiting: Mutex<BTreeSet<(String, String)>>,
+    waiting: Mutex<HashSet<ObjectRef<Service>>>,
     wake: mpsc::UnboundedSender<ObjectRef<Service>>,
     failures: Mutex<HashMap<ObjectRef<Service>, u32>>,
 }
@@ -90,14 +90,14 @@ impl LbIpamContext {
 
     fn settled(&self, key: &ObjectRef<Service>) {
         lock(&self.failures).remove(key);
-        lock(&self.waiting).remove(&waiting_key(key));
+        lock(&self.waiting).remove(key);
     }
 
     /// An address came free: every waiting Service is reconciled again.
     fn released(&self) {
         let waiting = std::mem::take(&mut *lock(&self.waiting));
-        for (ns, name) in waiting {
-            let _ = self.wake.send(ObjectRef::new(&name).within(&ns));
+        for key in waiting {
+            let _ = self.wake.send(key);
         }
     }
 
@@ -126,10 +126,6 @@ impl LbIpamContext {
         }
         decision
     }
-}
-
-fn waiting_key(key: &ObjectRef<Service>) -> (String, String) {
-    (key.namespace.clone().unwrap_or_default(), key.name.clone())
 }
 
 async fn reconcile(svc: Arc<Service>, ctx: Arc<LbIpamContext>) -> Result<Action, LbIpamError> {
@@ -169,7 +165,7 @@ async fn reconcile(svc: Arc<Service>, ctx: Arc<LbIpamContext>) -> Result<Action,
                 "no LoadBalancer address: {message}; retrying in {delay:?}"
             );
             ctx.events.warning(&oref, reason, message).await;
-            lock(&ctx.waiting).insert(waiting_key(&key));
+            lock(&ctx.waiting).insert(key);
             return Ok(Action::requeue(delay));
         }
     }
@@ -189,7 +185,11 @@ async fn write_ingress(
         "metadata": {"resourceVersion": svc.resource_version()},
         "status": {"loadBalancer": {"ingress": ingress}},
     });
-    let ns = svc.namespace().unwrap_or_default();
+    // Services are namespaced: one without a namespace is not from the apiserver.
+    let Some(ns) = svc.namespace() else {
+        tracing::warn!("a Service without a namespace: not written");
+        return Ok(());
+    };
     let api = Api::<Service>::namespaced(ctx.kube.clone(), &ns);
     let written = api
         .patch_status(
