@@ -18,6 +18,15 @@
 //! 5. a jump from the service port's `KUBE-SVC-…` chain (made by the Service translator) to
 //!    the generation chain, at position 1.
 //!
+//! With `internalTrafficPolicy: Local` step 2 is several rules (see `balancing_rules`):
+//! the DNAT onto every target for the Service's addresses but the cluster IP, then per node
+//! with endpoints a DNAT of the cluster IP onto that node's own endpoints on that node's
+//! bridge (`traversedDevice`), then a `drop` of what is left for the cluster IP (a node
+//! without an endpoint of its own). The node of an endpoint is its `nodeName` (Endpoints
+//! addresses, EndpointSlice endpoints; a `v1beta1` slice's `topology` is not read); an
+//! endpoint without one is local to no node. The per-node sets are chosen like the
+//! cluster's ([`select`]) among the node's endpoints, and are part of the `<hash>`.
+//!
 //! `<hash>` is a hash of the cluster IP and the sorted target set, and it is part of the
 //! Translation's name and of every ID in it. Rules cannot be updated, so a changed target set
 //! is a new generation: a new Translation with new IDs; the runner deletes the old one once
@@ -95,13 +104,18 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
 use sha2::{Digest, Sha256};
+use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
 use crate::ids::{id_for_key, sub_id};
 use crate::model::{Chain, FlowAction, NatTarget, Resource, Rule, RuleType};
 use crate::naming::{backend_name, NameKey, Part};
-use crate::service_spec::{cluster_ipv4, port_number, protocol_number, valid_ports};
-use crate::topology::{service_port_chain_id, service_port_key, SNAT_PORT_FROM, SNAT_PORT_TO};
+use crate::service_spec::{
+    cluster_ipv4, internal_traffic_local, port_number, protocol_number, valid_ports,
+};
+use crate::topology::{
+    node_bridge_id, service_port_chain_id, service_port_key, SNAT_PORT_FROM, SNAT_PORT_TO,
+};
 use crate::translate::{reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
 
 /// Kind of the per-port generation Translations and of their IDs.
@@ -205,6 +219,8 @@ pub struct GroupPort {
 pub struct GroupAddress {
     pub ip: String,
     pub conditions: Conditions,
+    /// The node the endpoint runs on (`nodeName`), when the source says.
+    pub node: Option<String>,
 }
 
 /// Addresses that all serve the same ports: an Endpoints subset or an EndpointSlice.
@@ -267,6 +283,7 @@ impl ServiceEndpoints {
                         .map(|a| GroupAddress {
                             ip: a.ip.clone(),
                             conditions,
+                            node: a.node_name.clone(),
                         })
                         .collect::<Vec<_>>()
                 };
@@ -345,6 +362,7 @@ impl ServiceEndpoints {
                         Some(GroupAddress {
                             ip: e.addresses.first()?.clone(),
                             conditions: Conditions::of(e.conditions.as_ref()),
+                            node: e.node_name.clone(),
                         })
                     })
                     .collect(),
@@ -407,16 +425,20 @@ pub fn service_endpoints(
         .map(|p| (p.name, p.proto))
         .collect();
 
+    let local = internal_traffic_local(svc);
     let targets = targets(se, &service_ports, &mut out);
     for (port_name, targets) in &targets {
-        if !targets.is_empty() {
+        if !targets.all.is_empty() {
             let port = GenerationPort {
                 namespace,
                 name,
                 port_name,
                 cluster_ip,
             };
-            out.translations.push(generation(cfg, &port, targets));
+            // Cluster policy: the per-node sets play no part (nor in the generation's name).
+            let local = local.then_some(&targets.by_node);
+            out.translations
+                .push(generation(cfg, &port, &targets.all, local));
         }
     }
     out
@@ -430,33 +452,84 @@ struct GenerationPort<'a> {
     cluster_ip: Ipv4Addr,
 }
 
+/// The targets of one service port: for the cluster, and per node for the endpoints on it.
+#[derive(Debug, Default)]
+struct PortTargets {
+    all: BTreeSet<Target>,
+    by_node: BTreeMap<String, BTreeSet<Target>>,
+}
+
+/// The load-balancing rules of a generation, from position 1, into `chain`.
+///
+/// Cluster policy: one DNAT onto `all`. Local policy (`local`: the targets per node):
+/// traffic to the cluster IP is balanced onto the endpoints of the node whose bridge it
+/// is on, and dropped on a node without any (Kubernetes drops it too); the Service's other
+/// addresses keep the Cluster policy. The first DNAT leaves the cluster IP alone
+/// (`invNwDst`); each node's DNAT matches it on that node's bridge (`traversedDevice`:
+/// KUBE-MAIN is the inbound filter of every node bridge, and midolman tags the bridge
+/// before its inbound filter runs, `Bridge.process`); what is left for the cluster IP
+/// is dropped. A rewritten destination matches none of the later rules, so no flow is
+/// translated twice.
+fn balancing_rules(
+    cfg: &TranslatorConfig,
+    (chain, base): (Uuid, Uuid),
+    cluster_ip: Ipv4Addr,
+    all: &BTreeSet<Target>,
+    local: Option<&BTreeMap<String, BTreeSet<Target>>>,
+) -> Vec<Rule> {
+    let to = |t: &BTreeSet<Target>| t.iter().map(Target::nat_target).collect();
+    let dnat = |id: Uuid, targets: &BTreeSet<Target>| {
+        Rule::new(chain, id, RuleType::Dnat)
+            .with_flow_action(FlowAction::Continue)
+            .with_nat_targets(to(targets))
+    };
+    let Some(local) = local else {
+        return vec![dnat(sub_id(base, "DNAT"), all).at(1)];
+    };
+    let mut cluster = dnat(sub_id(base, "DNAT"), all).to_host(cluster_ip);
+    cluster.condition.inv_nw_dst = Some(true);
+    let mut rules = vec![cluster];
+    for (node, targets) in local.iter().filter(|(_, t)| !t.is_empty()) {
+        let mut rule = dnat(sub_id(base, &format!("DNAT/{node}")), targets).to_host(cluster_ip);
+        rule.condition.traversed_device = Some(node_bridge_id(cfg, node));
+        rules.push(rule);
+    }
+    rules.push(Rule::new(chain, sub_id(base, "Drop"), RuleType::Drop).to_host(cluster_ip));
+    (1u32..)
+        .zip(rules)
+        .map(|(position, rule)| rule.at(position))
+        .collect()
+}
+
 /// The generation of `port` for `targets` (not empty): its chain, the DNAT, a hairpin
 /// SNAT per endpoint address, the accept, and the jump into it from the port's chain.
 fn generation(
     cfg: &TranslatorConfig,
     port: &GenerationPort,
     targets: &BTreeSet<Target>,
+    local: Option<&BTreeMap<String, BTreeSet<Target>>>,
 ) -> DesiredTranslation {
     let port_key = service_port_key(port.namespace, port.name, port.port_name);
-    let hash = generation_hash(port.cluster_ip, targets);
+    let hash = generation_hash(port.cluster_ip, targets, local);
     let generation_key = format!("{port_key}/{hash}");
     let base = id_for_key(cfg, ENDPOINTS_PORT_KIND, &generation_key);
     let chain = base;
-    let mut resources: Vec<Resource> = vec![
-        Chain::named(
-            chain,
-            &cfg.tenant,
-            backend_name(format!("KUBE-SEP-{generation_key}")),
-        )
-        .into(),
-        Rule::new(chain, sub_id(base, "DNAT"), RuleType::Dnat)
-            .at(1)
-            .with_flow_action(FlowAction::Continue)
-            .with_nat_targets(targets.iter().map(Target::nat_target).collect())
-            .into(),
-    ];
-    let hosts: BTreeSet<Ipv4Addr> = targets.iter().map(|t| t.ip).collect();
-    let mut position = 1u32;
+    let mut resources: Vec<Resource> = vec![Chain::named(
+        chain,
+        &cfg.tenant,
+        backend_name(format!("KUBE-SEP-{generation_key}")),
+    )
+    .into()];
+    let balancing = balancing_rules(cfg, (chain, base), port.cluster_ip, targets, local);
+    let mut position = u32::try_from(balancing.len()).unwrap_or(u32::MAX);
+    resources.extend(balancing.into_iter().map(Resource::from));
+    // A node's endpoints are among the cluster's but for serving terminating ones chosen
+    // on a node without ready ones: every address the rules may translate to.
+    let hosts: BTreeSet<Ipv4Addr> = targets
+        .iter()
+        .chain(local.into_iter().flat_map(|l| l.values().flatten()))
+        .map(|t| t.ip)
+        .collect();
     for ip in &hosts {
         position += 1;
         resources.push(
@@ -520,8 +593,9 @@ fn targets(
     se: &ServiceEndpoints,
     service_ports: &BTreeMap<String, u8>,
     out: &mut Translated,
-) -> BTreeMap<String, BTreeSet<Target>> {
-    let mut candidates: BTreeMap<String, Vec<(Target, Eligibility)>> = BTreeMap::new();
+) -> BTreeMap<String, PortTargets> {
+    let mut candidates: BTreeMap<String, Vec<(Target, Eligibility, Option<&str>)>> =
+        BTreeMap::new();
     let mut invalid_addresses = BTreeSet::new();
     let mut invalid_ports = BTreeSet::new();
     let mut ipv6 = 0usize;
@@ -559,10 +633,11 @@ fn targets(
                 }
             };
             for (port_name, port) in &ports {
-                candidates
-                    .entry((*port_name).clone())
-                    .or_default()
-                    .push((Target { ip, port: *port }, eligibility));
+                candidates.entry((*port_name).clone()).or_default().push((
+                    Target { ip, port: *port },
+                    eligibility,
+                    a.node.as_deref(),
+                ));
             }
         }
     }
@@ -592,16 +667,52 @@ fn targets(
     }
     candidates
         .into_iter()
-        .map(|(port, c)| (port, select(&c)))
+        .map(|(port, c)| (port, port_targets(&c)))
         .collect()
 }
 
+/// The targets of one port's candidates, chosen by [`select`] for the cluster and, among
+/// each node's own endpoints, for that node (an endpoint without a node is on none).
+fn port_targets(candidates: &[(Target, Eligibility, Option<&str>)]) -> PortTargets {
+    let pick = |on: Option<&str>| -> BTreeSet<Target> {
+        let c: Vec<(Target, Eligibility)> = candidates
+            .iter()
+            .filter(|(_, _, node)| on.is_none() || *node == on)
+            .map(|(t, e, _)| (*t, *e))
+            .collect();
+        select(&c)
+    };
+    let nodes: BTreeSet<&str> = candidates.iter().filter_map(|(_, _, n)| *n).collect();
+    PortTargets {
+        all: pick(None),
+        by_node: nodes
+            .into_iter()
+            .map(|n| (n.to_string(), pick(Some(n))))
+            .collect(),
+    }
+}
+
 /// 16 hex digits of SHA-256 over the cluster IP and the sorted targets: names a generation.
-fn generation_hash(cluster_ip: Ipv4Addr, targets: &BTreeSet<Target>) -> String {
+/// With the Local policy, the per-node targets too (a Cluster generation's name is what
+/// it was before the policy existed).
+fn generation_hash(
+    cluster_ip: Ipv4Addr,
+    targets: &BTreeSet<Target>,
+    local: Option<&BTreeMap<String, BTreeSet<Target>>>,
+) -> String {
     let mut h = Sha256::new();
     h.update(cluster_ip.to_string().as_bytes());
     for t in targets {
         h.update(format!("\n{}:{}", t.ip, t.port).as_bytes());
+    }
+    if let Some(local) = local {
+        h.update(b"\ninternalTrafficPolicy=Local");
+        for (node, targets) in local {
+            h.update(format!("\n@{node}").as_bytes());
+            for t in targets {
+                h.update(format!(" {}:{}", t.ip, t.port).as_bytes());
+            }
+        }
     }
     hex::encode(&h.finalize()[..8])
 }
@@ -661,6 +772,127 @@ mod tests {
 
     fn set(items: &[&str]) -> BTreeSet<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The generation of port `http` of `svc` over the slice `endpoints`: its rules as
+    /// (type, nwDst with `!` when inverted, traversedDevice, targets), in position order.
+    fn local_rules(
+        svc: &Service,
+        endpoints: serde_json::Value,
+    ) -> Vec<(String, String, Option<String>, Vec<String>)> {
+        let s = slice("web", endpoints);
+        let out = endpoint_slices(&TranslatorConfig::default(), svc, [SliceView::from(&s)]);
+        let tr = &out.translations[0];
+        let mut rules: Vec<(u64, _)> = tr
+            .resources
+            .iter()
+            .map(|r| serde_json::from_str::<serde_json::Value>(&r.body).unwrap())
+            .filter(|b| b["position"].is_u64() && b["type"] != "jump")
+            .map(|b| {
+                let inv = if b["invNwDst"] == true { "!" } else { "" };
+                let dst = b["nwDstAddress"].as_str().map(|d| format!("{inv}{d}"));
+                let targets = b["natTargets"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|t| t["addressFrom"].as_str().unwrap().to_string())
+                    .collect();
+                let rule = (
+                    b["type"].as_str().unwrap().to_string(),
+                    dst.unwrap_or_default(),
+                    b["traversedDevice"].as_str().map(str::to_string),
+                    targets,
+                );
+                (b["position"].as_u64().unwrap(), rule)
+            })
+            .collect();
+        rules.sort_by_key(|(p, _)| *p);
+        rules.into_iter().map(|(_, r)| r).collect()
+    }
+
+    fn local_svc() -> Service {
+        let mut s = svc();
+        s.spec.as_mut().unwrap().internal_traffic_policy = Some("Local".into());
+        s
+    }
+
+    #[test]
+    fn internal_traffic_policy_local_balances_the_cluster_ip_per_node_and_drops_the_rest() {
+        let cfg = TranslatorConfig::default();
+        let bridge = |n: &str| Some(node_bridge_id(&cfg, n).to_string());
+        let eps = json!([
+            {"addresses": ["10.1.1.5"], "nodeName": "n1"},
+            {"addresses": ["10.1.1.6"], "nodeName": "n1", "conditions": {"ready": false}},
+            {"addresses": ["10.1.2.5"], "nodeName": "n2",
+             "conditions": {"ready": false, "serving": true, "terminating": true}},
+            {"addresses": ["10.1.3.5"], "nodeName": "n3", "conditions": {"ready": false}},
+            {"addresses": ["10.1.9.9"]},
+        ]);
+        let rules = local_rules(&local_svc(), eps.clone());
+        let ip = "10.96.0.10".to_string();
+        let v = |ips: &[&str]| ips.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let expected = vec![
+            // The other addresses: every ready endpoint, as with the Cluster policy.
+            (
+                "dnat".into(),
+                format!("!{ip}"),
+                None,
+                v(&["10.1.1.5", "10.1.9.9"]),
+            ),
+            ("dnat".into(), ip.clone(), bridge("n1"), v(&["10.1.1.5"])),
+            // No ready endpoint on n2: its serving terminating one, as kube-proxy does.
+            ("dnat".into(), ip.clone(), bridge("n2"), v(&["10.1.2.5"])),
+            // n3 (nothing eligible) and every node without endpoints: dropped.
+            ("drop".into(), ip.clone(), None, v(&[])),
+            // Hairpin: every address translated to, n2's terminating one included.
+            ("snat".into(), "10.1.1.5".into(), None, v(&["10.96.0.10"])),
+            ("snat".into(), "10.1.2.5".into(), None, v(&["10.96.0.10"])),
+            ("snat".into(), "10.1.9.9".into(), None, v(&["10.96.0.10"])),
+            ("accept".into(), String::new(), None, v(&[])),
+        ];
+        assert_eq!(rules, expected);
+        // The Cluster policy: one DNAT, as before the policy was read.
+        let cluster = local_rules(&svc(), eps);
+        assert_eq!(
+            cluster[0],
+            (
+                "dnat".into(),
+                String::new(),
+                None,
+                v(&["10.1.1.5", "10.1.9.9"])
+            )
+        );
+        assert_eq!(cluster[1].0, "snat");
+    }
+
+    #[test]
+    fn the_local_policy_and_the_nodes_are_part_of_the_generation() {
+        let cfg = TranslatorConfig::default();
+        let name = |svc: &Service, node: &str| {
+            let s = slice(
+                "web",
+                json!([{"addresses": ["10.1.1.5"], "nodeName": node}]),
+            );
+            endpoint_slices(&cfg, svc, [SliceView::from(&s)]).translations[0]
+                .name
+                .clone()
+        };
+        assert_ne!(name(&svc(), "n1"), name(&local_svc(), "n1"));
+        assert_ne!(name(&local_svc(), "n1"), name(&local_svc(), "n2"));
+        assert_eq!(
+            name(&svc(), "n1"),
+            name(&svc(), "n2"),
+            "Cluster: nodes play no part"
+        );
+        // Endpoints objects say the node too.
+        let ep: Endpoints = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "subsets": [{"addresses": [{"ip": "10.1.1.5", "nodeName": "n1"}],
+                         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}]
+        }))
+        .unwrap();
+        let out = endpoints(&cfg, &ep, Some(&local_svc()));
+        assert_eq!(out.translations[0].name, name(&local_svc(), "n1"));
     }
 
     #[test]

@@ -32,6 +32,15 @@ pub fn port_number(port: i32) -> Option<u16> {
     u16::try_from(port).ok().filter(|p| *p != 0)
 }
 
+/// Whether traffic to the cluster IP may only reach endpoints on the client's own node
+/// (`spec.internalTrafficPolicy: Local`; unset or `Cluster`: any endpoint).
+pub fn internal_traffic_local(svc: &Service) -> bool {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.internal_traffic_policy.as_deref())
+        == Some("Local")
+}
+
 /// The service's IPv4 cluster IP, if it has one. Every type but ExternalName has a cluster
 /// IP (NodePort and LoadBalancer Services too), and pods use it whatever the type.
 ///
