@@ -6,7 +6,9 @@
 //! - a pod reaches every port of every Service with a cluster IP (whatever its type)
 //!   exactly at its ready endpoints, and the reply comes back from the cluster IP and
 //!   port; this holds for an endpoint calling its own Service too (hairpin);
-//! - a Service port without a ready endpoint delivers nothing;
+//! - a Service port without a ready endpoint delivers nothing; with
+//!   `internalTrafficPolicy: Local` a client reaches the cluster IP exactly at the
+//!   endpoints on its own node, and nothing on a node without one;
 //! - a node reaches the pods (its own and another node's), and pods reach the node.
 //!
 //! ## Equivalent sources
@@ -396,42 +398,50 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
     }
 
     // Pods to Services, and endpoints to their own Service.
+    let node_of = |name: &str| {
+        let pod = pod_objects.get(name)?;
+        pod.spec.as_ref()?.node_name.as_deref()
+    };
     for sp in cluster.service_ports() {
-        let mut expected = BTreeSet::new();
         let mut unverifiable = BTreeSet::new();
         for ep in &sp.endpoints {
-            match by_ip.get(&ep.ip) {
-                Some(a) => {
-                    expected.insert((a.name.clone(), *ep));
-                }
-                None => {
-                    unverifiable.insert(ep.ip);
-                    report
-                        .unverifiable_endpoints
-                        .push(format!("{} → {ep}", sp.display()));
-                }
+            if !by_ip.contains_key(&ep.ip) {
+                unverifiable.insert(ep.ip);
+                report
+                    .unverifiable_endpoints
+                    .push(format!("{} → {ep}", sp.display()));
             }
         }
-        let (kind, expect) = if sp.endpoints.is_empty() {
-            (FlowKind::NoEndpoints, None)
-        } else {
-            (FlowKind::PodToService, Some(expected.clone()))
+        // What a client on `node` reaches: its node's endpoints under the Local policy.
+        let expectation = |node: Option<&str>| {
+            let eps = sp.endpoints_from(node);
+            let expected: BTreeSet<(String, SocketV4)> = eps
+                .iter()
+                .filter_map(|ep| Some((by_ip.get(&ep.ip)?.name.clone(), *ep)))
+                .collect();
+            match eps.is_empty() {
+                true => (FlowKind::NoEndpoints, None),
+                false => (FlowKind::PodToService, Some(expected)),
+            }
         };
         for src in &reps {
-            let mut f = service_flow(kind, &src.name, &sp, expect.clone(), &unverifiable);
+            let (kind, expect) = expectation(node_of(&src.name));
+            let mut f = service_flow(kind, &src.name, &sp, expect, &unverifiable);
             f.class = class_of_rep.get(src.name.as_str()).copied();
             flows.push(f);
         }
-        for (name, _) in &expected {
-            if name.starts_with("pod/") {
-                flows.push(service_flow(
-                    FlowKind::Hairpin,
-                    name,
-                    &sp,
-                    Some(expected.clone()),
-                    &unverifiable,
-                ));
-            }
+        for ep in &sp.endpoints {
+            let Some(a) = by_ip.get(&ep.ip).filter(|a| a.name.starts_with("pod/")) else {
+                continue;
+            };
+            let (_, expect) = expectation(node_of(&a.name));
+            flows.push(service_flow(
+                FlowKind::Hairpin,
+                &a.name,
+                &sp,
+                expect,
+                &unverifiable,
+            ));
         }
     }
 

@@ -15,12 +15,17 @@
 //! reaching an external address is what MidoNet serves; traffic from outside the cluster is
 //! not modelled (there is no uplink).
 //!
+//! With `internalTrafficPolicy: Local`, a client reaching the cluster IP is sent only to
+//! the endpoints on its own node (`nodeName`), chosen the same way among them, and to
+//! nothing when there are none (Kubernetes drops that traffic); the Service's other
+//! addresses keep the Cluster policy.
+//!
 //! Which endpoints a port is sent to is decided with the translators' own reading of the
 //! endpoint sources (`midonet_translators::endpoints`: one source-neutral model, the
 //! `ready`/`serving`/`terminating` rule), but the pairing of a service port with endpoint
 //! ports and the resulting addresses are derived here, from the objects.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Node, Pod, Service};
@@ -32,6 +37,7 @@ use midonet_translators::meta::{HOST_ID_ANNOTATION, MAC_ADDRESS_ANNOTATION};
 use midonet_translators::model::MacAddr;
 use midonet_translators::naming::{pod_interface_name, NODE_INTERFACE_NAME};
 use midonet_translators::node::SubnetInfo;
+use midonet_translators::service_spec::internal_traffic_local;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -90,9 +96,22 @@ pub struct ServicePortRef {
     pub via: ServiceAddressKind,
     /// The ready endpoints Kubernetes sends this port to: `(ip, target port)`.
     pub endpoints: Vec<SocketV4>,
+    /// At the cluster IP of a Service with `internalTrafficPolicy: Local`: the endpoints
+    /// a client on each node is sent to instead, chosen among that node's own (a node
+    /// missing here has none: its clients' traffic is dropped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_endpoints: Option<BTreeMap<String, Vec<SocketV4>>>,
 }
 
 impl ServicePortRef {
+    /// The endpoints a client on `node` (`None`: on no node) is sent to.
+    pub fn endpoints_from(&self, node: Option<&str>) -> &[SocketV4] {
+        match &self.local_endpoints {
+            None => &self.endpoints,
+            Some(by_node) => node.and_then(|n| by_node.get(n)).map_or(&[], Vec::as_slice),
+        }
+    }
+
     pub fn display(&self) -> String {
         let port = if self.port_name.is_empty() {
             String::new()
@@ -176,7 +195,24 @@ impl Cluster {
                     continue;
                 };
                 let port_name = port.name.clone().unwrap_or_default();
-                let endpoints = port_endpoints(&se, &port_name, protocol);
+                let endpoints = port_endpoints(&se, &port_name, protocol, None);
+                let local = internal_traffic_local(svc).then(|| {
+                    let nodes: BTreeSet<&str> = se
+                        .groups
+                        .iter()
+                        .flat_map(|g| g.addresses.iter().filter_map(|a| a.node.as_deref()))
+                        .collect();
+                    nodes
+                        .into_iter()
+                        .map(|n| {
+                            (
+                                n.to_string(),
+                                port_endpoints(&se, &port_name, protocol, Some(n)),
+                            )
+                        })
+                        .filter(|(_, eps)| !eps.is_empty())
+                        .collect()
+                });
                 for (ip, via) in &addresses {
                     out.push(ServicePortRef {
                         namespace: ns.to_string(),
@@ -186,6 +222,10 @@ impl Cluster {
                         address: SocketV4::new(*ip, service_port),
                         via: *via,
                         endpoints: endpoints.clone(),
+                        // Only traffic to the cluster IP follows the internal policy.
+                        local_endpoints: local
+                            .clone()
+                            .filter(|_| *via == ServiceAddressKind::ClusterIp),
                     });
                 }
             }
@@ -244,8 +284,14 @@ pub fn service_addresses(
 
 /// The addresses a service port is sent to: of every endpoint group, the port named like
 /// the service port with its protocol (kube-proxy's pairing), at the addresses that get
-/// traffic — the ready ones, or, when none is ready, the serving terminating ones.
-fn port_endpoints(se: &ServiceEndpoints, port_name: &str, protocol: Protocol) -> Vec<SocketV4> {
+/// traffic — the ready ones, or, when none is ready, the serving terminating ones. With
+/// `on: Some(node)`, among the endpoints whose `nodeName` is that node only.
+fn port_endpoints(
+    se: &ServiceEndpoints,
+    port_name: &str,
+    protocol: Protocol,
+    on: Option<&str>,
+) -> Vec<SocketV4> {
     let mut candidates: Vec<(SocketV4, Eligibility)> = Vec::new();
     for group in &se.groups {
         let Some(port) = group.ports.iter().find(|p| {
@@ -257,7 +303,11 @@ fn port_endpoints(se: &ServiceEndpoints, port_name: &str, protocol: Protocol) ->
         let Some(target) = u16::try_from(port.port).ok().filter(|p| *p != 0) else {
             continue;
         };
-        for a in &group.addresses {
+        for a in group
+            .addresses
+            .iter()
+            .filter(|a| on.is_none() || a.node.as_deref() == on)
+        {
             if let Ok(ip) = a.ip.parse::<Ipv4Addr>() {
                 candidates.push((SocketV4::new(ip, target), a.conditions.eligibility()));
             }

@@ -895,3 +895,168 @@ mod random_clusters {
         }
     }
 }
+
+/// `internalTrafficPolicy: Local`: three nodes, an endpoint on n1 and on n2, clients on n1
+/// and n3 (none on n3), a Service reached at its cluster IP and an external IP.
+fn local_cluster() -> Cluster {
+    let mut svc = with_external_ips(
+        service(
+            "app",
+            "local",
+            "10.96.0.20",
+            "ClusterIP",
+            &[("http", 80, "TCP")],
+        ),
+        &["203.0.113.20"],
+    );
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.internal_traffic_policy = Some("Local".into());
+    }
+    let mut eps = endpoints(
+        "app",
+        "local",
+        &["10.1.1.10", "10.1.2.10"],
+        &[("http", 80, "TCP")],
+    );
+    for (a, node) in eps
+        .subsets
+        .iter_mut()
+        .flatten()
+        .flat_map(|s| s.addresses.iter_mut().flatten())
+        .zip(["n1", "n2"])
+    {
+        a.node_name = Some(node.into());
+    }
+    Cluster {
+        nodes: vec![
+            node("n1", 1, true),
+            node("n2", 2, true),
+            node("n3", 3, true),
+        ],
+        pods: vec![
+            pod("app", "e1", "n1", "10.1.1.10", Some("0a:00:00:00:01:0a")),
+            pod("app", "c1", "n1", "10.1.1.20", Some("0a:00:00:00:01:14")),
+            pod("app", "e2", "n2", "10.1.2.10", Some("0a:00:00:00:02:0a")),
+            pod("app", "c3", "n3", "10.1.3.20", Some("0a:00:00:00:03:14")),
+        ],
+        services: vec![svc],
+        endpoints: vec![eps],
+        ..Cluster::default()
+    }
+}
+
+#[test]
+fn internal_traffic_policy_local_truth_table() {
+    // Written from the Kubernetes Service specification, not from the code: the cluster IP
+    // reaches the client node's own endpoints, none on a node without one (dropped); the
+    // external IP follows the (default) Cluster external policy.
+    let c = local_cluster();
+    let table: [(&str, Option<&str>, &[&str]); 6] = [
+        ("10.96.0.20:80", Some("n1"), &["10.1.1.10:80"]),
+        ("10.96.0.20:80", Some("n2"), &["10.1.2.10:80"]),
+        ("10.96.0.20:80", Some("n3"), &[]),
+        ("10.96.0.20:80", None, &[]),
+        (
+            "203.0.113.20:80",
+            Some("n3"),
+            &["10.1.1.10:80", "10.1.2.10:80"],
+        ),
+        (
+            "203.0.113.20:80",
+            Some("n1"),
+            &["10.1.1.10:80", "10.1.2.10:80"],
+        ),
+    ];
+    let ports = c.service_ports();
+    for (address, node, want) in table {
+        let sp = ports
+            .iter()
+            .find(|sp| sp.address.to_string() == address)
+            .unwrap();
+        let got: Vec<String> = sp
+            .endpoints_from(node)
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(got, want, "{address} from {node:?}");
+    }
+    // The translated network keeps exactly these promises.
+    let report = run(&c, resources(&translate(&c)));
+    for f in &report.failures {
+        eprintln!(
+            "{:?} {} → {}: {} (reached {:?})",
+            f.kind, f.from, f.to, f.problem, f.reached
+        );
+    }
+    assert!(report.passed(), "{} failures", report.failures.len());
+    let dropped = report
+        .by_kind
+        .get(&FlowKind::NoEndpoints)
+        .map_or(0, |t| t.checked);
+    assert!(dropped > 0, "the client on n3 is checked to reach nothing");
+}
+
+#[test]
+fn the_local_policy_oracle_fails_a_network_that_ignores_the_node() {
+    let c = local_cluster();
+    // The Service translated as if the policy were Cluster: every client reaches both
+    // endpoints through the cluster IP.
+    let mut cluster_policy = c.clone();
+    cluster_policy.services[0]
+        .spec
+        .as_mut()
+        .unwrap()
+        .internal_traffic_policy = None;
+    let report = run(&c, resources(&translate(&cluster_policy)));
+    let failed = failures(&report);
+    let cluster_ip = "svc/app/local:80 (http) (10.96.0.20:80)".to_string();
+    assert!(
+        failed.contains(&(
+            FlowKind::NoEndpoints,
+            "pod/app/c3".into(),
+            cluster_ip.clone()
+        )),
+        "{failed:#?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|(k, from, to)| *k == FlowKind::PodToService
+                && from == "pod/app/c1"
+                && *to == cluster_ip),
+        "{failed:#?}"
+    );
+    assert!(
+        failed.iter().all(|(_, _, to)| *to == cluster_ip),
+        "the external IP is not affected: {failed:#?}"
+    );
+
+    // n1's DNAT without its node condition: clients on every node are sent to n1's endpoint.
+    let mut res = resources(&translate(&c));
+    let n1_dnat = res.iter_mut().find_map(|r| match r {
+        Resource::Rule(rule)
+            if rule.rule_type == RuleType::Dnat && rule.condition.traversed_device.is_some() =>
+        {
+            let targets = rule.nat_targets.as_deref().unwrap_or_default();
+            (targets.len() == 1 && targets[0].address_from == Some("10.1.1.10".parse().unwrap()))
+                .then_some(rule)
+        }
+        _ => None,
+    });
+    n1_dnat.expect("n1's DNAT").condition.traversed_device = None;
+    let failed = failures(&run(&c, res));
+    assert!(
+        failed.contains(&(
+            FlowKind::NoEndpoints,
+            "pod/app/c3".into(),
+            cluster_ip.clone()
+        )),
+        "{failed:#?}"
+    );
+    assert!(
+        failed
+            .iter()
+            .any(|(k, from, _)| *k == FlowKind::Hairpin && from == "pod/app/e2"),
+        "{failed:#?}"
+    );
+}
