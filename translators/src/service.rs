@@ -91,6 +91,19 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
             return out;
         }
     };
+    if svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.session_affinity.as_deref())
+        == Some("ClientIP")
+    {
+        out.warn(
+            reason::UNSUPPORTED_SESSION_AFFINITY,
+            "sessionAffinity ClientIP is not served: each connection is balanced on its own \
+             (translators/MAPPING.md, \"sessionAffinity: ClientIP (not served)\")"
+                .to_string(),
+        );
+    }
     let ips = service_ips(svc, ip, |w| out.warnings.push(w));
     let services = services_chain_id(cfg);
     let mut resources: Vec<Resource> = Vec::new();
@@ -175,6 +188,22 @@ mod tests {
             [reason::UNSUPPORTED_IP_FAMILY, reason::INVALID_SERVICE_IP]
         );
         assert!(warnings[1].message.contains("\"bogus\""), "{warnings:?}");
+    }
+
+    #[test]
+    fn client_ip_affinity_is_reported_as_not_served() {
+        let cfg = TranslatorConfig::default();
+        let spec = |affinity: &str| {
+            json!({"clusterIP": "10.96.0.10", "sessionAffinity": affinity,
+                   "ports": [{"name": "http", "port": 80}]})
+        };
+        let out = service(&cfg, &svc(spec("ClientIP"), json!({})));
+        let reasons: Vec<&str> = out.warnings.iter().map(|w| w.reason.as_str()).collect();
+        assert_eq!(reasons, [reason::UNSUPPORTED_SESSION_AFFINITY]);
+        assert_eq!(out.translations.len(), 1, "still balanced per connection");
+        assert!(service(&cfg, &svc(spec("None"), json!({})))
+            .warnings
+            .is_empty());
     }
 
     #[test]

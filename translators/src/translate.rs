@@ -72,6 +72,8 @@ pub mod reason {
     pub const MISSING_NAME: &str = "MissingName";
     /// A namespaced object without a namespace: its Translations would have nowhere to live.
     pub const MISSING_NAMESPACE: &str = "MissingNamespace";
+    /// `sessionAffinity: ClientIP`, which is not served: connections are balanced one by one.
+    pub const UNSUPPORTED_SESSION_AFFINITY: &str = "UnsupportedSessionAffinity";
 }
 
 /// The name of an object (non-empty), or the warning that nothing is made without one.
