@@ -360,7 +360,10 @@ mod tests {
         // Two Services show the same address: the older keeps it, the other moves.
         let old = svc("old", "LoadBalancer", 1, json!({}), &["192.0.2.1"]);
         let young = svc("young", "LoadBalancer", 2, json!({}), &["192.0.2.1"]);
-        assert_eq!(decide_among(&old, &[young.clone()], &p), Decision::Keep);
+        assert_eq!(
+            decide_among(&old, std::slice::from_ref(&young), &p),
+            Decision::Keep
+        );
         assert_eq!(
             decide_among(&young, &[old], &p),
             Decision::Assign(ip("192.0.2.2"))

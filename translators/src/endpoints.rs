@@ -594,8 +594,7 @@ fn targets(
     service_ports: &BTreeMap<String, u8>,
     out: &mut Translated,
 ) -> BTreeMap<String, PortTargets> {
-    let mut candidates: BTreeMap<String, Vec<(Target, Eligibility, Option<&str>)>> =
-        BTreeMap::new();
+    let mut candidates: BTreeMap<String, Vec<Candidate>> = BTreeMap::new();
     let mut invalid_addresses = BTreeSet::new();
     let mut invalid_ports = BTreeSet::new();
     let mut ipv6 = 0usize;
@@ -671,9 +670,12 @@ fn targets(
         .collect()
 }
 
+/// A target that may get traffic, how eligible it is, and the node it is on.
+type Candidate<'a> = (Target, Eligibility, Option<&'a str>);
+
 /// The targets of one port's candidates, chosen by [`select`] for the cluster and, among
 /// each node's own endpoints, for that node (an endpoint without a node is on none).
-fn port_targets(candidates: &[(Target, Eligibility, Option<&str>)]) -> PortTargets {
+fn port_targets(candidates: &[Candidate]) -> PortTargets {
     let pick = |on: Option<&str>| -> BTreeSet<Target> {
         let c: Vec<(Target, Eligibility)> = candidates
             .iter()
