@@ -80,6 +80,29 @@ pub enum LbIpamError {
 }
 
 impl LbIpamContext {
+    /// The context over the Service cache `store`, and the Services it wakes.
+    fn new(
+        kube: Client,
+        pools: Pools,
+        store: Store<Service>,
+        events: &EventPublisher,
+        authz: &Authz,
+    ) -> (Arc<Self>, mpsc::UnboundedReceiver<ObjectRef<Service>>) {
+        let (wake, woken) = mpsc::unbounded_channel();
+        let ctx = LbIpamContext {
+            kube,
+            pools,
+            store,
+            events: events.for_controller("midonet-kube-controllers-lbipam"),
+            authz: authz.clone(),
+            claims: Mutex::default(),
+            waiting: Mutex::default(),
+            wake,
+            failures: Mutex::default(),
+        };
+        (Arc::new(ctx), woken)
+    }
+
     /// Counts a failure (or a wait) for `key`; the delay before its retry.
     fn next_retry(&self, key: &ObjectRef<Service>) -> Duration {
         let mut f = lock(&self.failures);
@@ -245,18 +268,7 @@ pub async fn run(
     health.register(READY_CHECK);
     let synced = health.clone();
     let (reader, writer) = kube::runtime::reflector::store();
-    let (wake, woken) = mpsc::unbounded_channel();
-    let ctx = Arc::new(LbIpamContext {
-        kube: kube.clone(),
-        pools,
-        store: reader.clone(),
-        events: events.for_controller("midonet-kube-controllers-lbipam"),
-        authz: authz.clone(),
-        claims: Mutex::default(),
-        waiting: Mutex::default(),
-        wake,
-        failures: Mutex::default(),
-    });
+    let (ctx, woken) = LbIpamContext::new(kube.clone(), pools, reader.clone(), &events, &authz);
     let deleted = ctx.clone();
     let services = crate::cache::reflected(writer, Api::all(kube), &authz, move |ok| {
         synced.set(READY_CHECK, ok)
@@ -273,4 +285,147 @@ pub async fn run(
         .controller(services, reader, 1, shutdown)
         .reconcile_on(crate::streams::unbounded(woken));
     scaffold.run(controller, ctx).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{answer_all, mock_apiserver, Exchange};
+    use http::Method;
+    use kube::runtime::watcher::Event;
+    use midonet_translators::addr::{parse_cidr, CidrRules};
+    use serde_json::json;
+
+    /// The IPAM over `services` (its cache, fully listed) with the pool 192.0.2.0/29.
+    fn context(
+        kube: Client,
+        services: &[Service],
+    ) -> (
+        Arc<LbIpamContext>,
+        mpsc::UnboundedReceiver<ObjectRef<Service>>,
+    ) {
+        let (reader, mut writer) = kube::runtime::reflector::store();
+        writer.apply_watcher_event(&Event::Init);
+        for s in services {
+            writer.apply_watcher_event(&Event::InitApply(s.clone()));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        let registry = prometheus::Registry::new();
+        let authz = Authz::new(&registry).unwrap();
+        let limits = crate::events::EventLimits {
+            qps: 100.0,
+            burst: 100,
+        };
+        let events = EventPublisher::start(answer_all(), authz.clone(), limits, &registry).unwrap();
+        let pools = Pools::new(vec![parse_cidr("192.0.2.0/29", CidrRules::LB_POOL).unwrap()]);
+        LbIpamContext::new(kube, pools, reader, &events, &authz)
+    }
+
+    fn svc(name: &str, spec: serde_json::Value, ingress: &[&str]) -> Service {
+        let ingress: Vec<_> = ingress.iter().map(|ip| json!({"ip": ip})).collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "ns", "resourceVersion": "7"},
+            "spec": spec,
+            "status": {"loadBalancer": {"ingress": ingress}},
+        }))
+        .unwrap()
+    }
+
+    fn status_path(name: &str) -> String {
+        format!("/api/v1/namespaces/ns/services/{name}/status")
+    }
+
+    #[tokio::test]
+    async fn services_in_place_and_other_classes_cost_no_request() {
+        let held = svc("held", json!({"type": "LoadBalancer"}), &["192.0.2.1"]);
+        let foreign = svc(
+            "foreign",
+            json!({"type": "LoadBalancer", "loadBalancerClass": "example.com/lb"}),
+            &[],
+        );
+        let (kube, apiserver) = mock_apiserver();
+        let (ctx, _) = context(kube, &[held.clone(), foreign.clone()]);
+        let played = apiserver.play(vec![]);
+        for s in [held, foreign] {
+            let action = reconcile(Arc::new(s), ctx.clone()).await.unwrap();
+            assert_eq!(action, Action::await_change());
+        }
+        played.done().await;
+    }
+
+    #[tokio::test]
+    async fn an_address_written_is_claimed_until_the_cache_shows_it() {
+        let (a, b) = (
+            svc("a", json!({"type": "LoadBalancer"}), &[]),
+            svc("b", json!({"type": "LoadBalancer"}), &[]),
+        );
+        let (kube, apiserver) = mock_apiserver();
+        let (ctx, _) = context(kube, &[a.clone(), b.clone()]);
+        let played = apiserver.play(vec![
+            Exchange::new(Method::PATCH, &status_path("a"))
+                .with("/status/loadBalancer/ingress/0/ip", json!("192.0.2.1"))
+                // Decided on this state, written on this state.
+                .with("/metadata/resourceVersion", json!("7")),
+            // The cache does not show a's address yet: b gets the next one.
+            Exchange::new(Method::PATCH, &status_path("b"))
+                .with("/status/loadBalancer/ingress/0/ip", json!("192.0.2.2")),
+        ]);
+        reconcile(Arc::new(a), ctx.clone()).await.unwrap();
+        reconcile(Arc::new(b), ctx.clone()).await.unwrap();
+        played.done().await;
+    }
+
+    #[tokio::test]
+    async fn a_refused_write_releases_its_claim_and_is_retried() {
+        let (a, b) = (
+            svc("a", json!({"type": "LoadBalancer"}), &[]),
+            svc("b", json!({"type": "LoadBalancer"}), &[]),
+        );
+        let (kube, apiserver) = mock_apiserver();
+        let (ctx, _) = context(kube, &[a.clone(), b.clone()]);
+        let played = apiserver.play(vec![
+            Exchange::new(Method::PATCH, &status_path("a")).fail(409, "Conflict"),
+            Exchange::new(Method::PATCH, &status_path("b"))
+                .with("/status/loadBalancer/ingress/0/ip", json!("192.0.2.1")),
+        ]);
+        let a = Arc::new(a);
+        let err = reconcile(a.clone(), ctx.clone()).await.unwrap_err();
+        let retry = Reconciler::failed(&*ctx, &a, &err);
+        let (attempt, _) = retry.refused.expect("an apiserver answer");
+        assert_eq!(
+            (attempt.verb, attempt.resource),
+            ("patch", "services/status")
+        );
+        reconcile(Arc::new(b), ctx.clone()).await.unwrap();
+        played.done().await;
+    }
+
+    #[tokio::test]
+    async fn a_release_wakes_the_services_waiting_for_an_address() {
+        let full: Vec<Service> = (1..=6)
+            .map(|n| {
+                svc(
+                    &format!("s{n}"),
+                    json!({"type": "LoadBalancer"}),
+                    &[&format!("192.0.2.{n}")],
+                )
+            })
+            .collect();
+        let waiting = svc("waiting", json!({"type": "LoadBalancer"}), &[]);
+        let was = svc("s1", json!({"type": "ClusterIP"}), &["192.0.2.1"]);
+        let (kube, apiserver) = mock_apiserver();
+        let (ctx, mut woken) = context(kube, &[full, vec![waiting.clone()]].concat());
+        let played = apiserver.play(vec![Exchange::new(Method::PATCH, &status_path("s1"))
+            .with("/status/loadBalancer/ingress", json!(null))]);
+        // Exhausted: a retry is scheduled, and it waits for a release.
+        let action = reconcile(Arc::new(waiting.clone()), ctx.clone())
+            .await
+            .unwrap();
+        assert_ne!(action, Action::await_change());
+        assert!(woken.try_recv().is_err());
+        // s1 stops being a LoadBalancer: its address is released, the waiting one woken.
+        reconcile(Arc::new(was), ctx.clone()).await.unwrap();
+        assert_eq!(woken.try_recv().ok(), Some(ObjectRef::from_obj(&waiting)));
+        played.done().await;
+    }
 }
