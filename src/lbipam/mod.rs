@@ -245,7 +245,14 @@ impl Reconciler for LbIpamContext {
         let LbIpamError::Kube(e) = err;
         Retry {
             after: self.next_retry(&ObjectRef::from_obj(svc)),
-            refused: Some((Attempt::new("patch", "services/status", None), e)),
+            refused: Some((
+                Attempt::new(
+                    "patch",
+                    "services/status",
+                    svc.metadata.namespace.as_deref(),
+                ),
+                e,
+            )),
             failures: None,
         }
     }
