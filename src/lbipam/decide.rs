@@ -6,7 +6,8 @@
 //!   unset or [`LB_CLASS`] is managed; a LoadBalancer of another class is never touched; a
 //!   Service of another type only loses the addresses of the pools its status still shows;
 //! - *one holder per address* ([`Ledger::of`]): the ledger is rebuilt from the Services'
-//!   `status.loadBalancer.ingress[].ip` (and the claims written but not yet seen), so a
+//!   `status.loadBalancer.ingress[].ip` (a status written but not yet seen, [`Claims`],
+//!   standing for the one the Service shows), so a
 //!   restart recovers it; an address shown by several managed Services is held by the one
 //!   that requested it in `spec.loadBalancerIP`, else by the oldest (then by namespace and
 //!   name): every other one is moved off it;
@@ -141,6 +142,15 @@ pub fn shown(svc: &Service) -> Vec<Ipv4Addr> {
         .collect()
 }
 
+/// The status this process wrote, per Service, until the Service shows it: its one
+/// ingress address, or none (`None`: its ingress was removed).
+pub type Claims = HashMap<ObjectRef<Service>, Option<Ipv4Addr>>;
+
+/// Whether `svc` shows what `claim` wrote.
+pub fn shows(svc: &Service, claim: Option<Ipv4Addr>) -> bool {
+    shown(svc) == Vec::from_iter(claim)
+}
+
 /// Which managed Service holds which pool address.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -151,12 +161,12 @@ pub struct Ledger {
 type Rank = (bool, Option<Time>, Option<String>, String);
 
 impl Ledger {
-    /// The ledger of `services` (every Service the IPAM sees), with `claims`: addresses
-    /// written by this process that the Services may not show yet.
+    /// The ledger of `services` (every Service the IPAM sees), with `claims`: what this
+    /// process wrote into a Service's status that the Service may not show yet.
     pub fn of<'a>(
         services: impl IntoIterator<Item = &'a Service>,
         pools: &Pools,
-        claims: &HashMap<ObjectRef<Service>, Ipv4Addr>,
+        claims: &Claims,
     ) -> Ledger {
         let mut best: BTreeMap<Ipv4Addr, (Rank, ObjectRef<Service>)> = BTreeMap::new();
         for svc in services {
@@ -164,9 +174,12 @@ impl Ledger {
                 continue;
             };
             let key = ObjectRef::from_obj(svc);
-            let claimed = claims.get(&key).copied();
-            let ips = shown(svc).into_iter().chain(claimed);
-            for ip in ips.filter(|ip| pools.contains(*ip)) {
+            // What was written last stands for what the Service shows.
+            let ips: Vec<Ipv4Addr> = match claims.get(&key) {
+                Some(claim) => claim.iter().copied().collect(),
+                None => shown(svc),
+            };
+            for ip in ips.into_iter().filter(|ip| pools.contains(*ip)) {
                 let rank: Rank = (
                     requested != Requested::Ip(ip),
                     svc.metadata.creation_timestamp.clone(),
@@ -374,12 +387,18 @@ mod tests {
     fn claims_not_yet_seen_hold_their_address() {
         let p = pools(&["192.0.2.0/29"]);
         let (a, b) = (lb("a", &[]), lb("b", &[]));
-        let claims = HashMap::from([(ObjectRef::from_obj(&a), ip("192.0.2.1"))]);
+        let claims = HashMap::from([(ObjectRef::from_obj(&a), Some(ip("192.0.2.1")))]);
         let ledger = Ledger::of([&a, &b], &p, &claims);
         assert_eq!(decide(&b, &p, &ledger), Decision::Assign(ip("192.0.2.2")));
         // A claim of a Service that is gone holds nothing.
         let ledger = Ledger::of([&b], &p, &claims);
         assert_eq!(decide(&b, &p, &ledger), Decision::Assign(ip("192.0.2.1")));
+        // A status cleared but still shown holds nothing either.
+        let c = lb("c", &["192.0.2.1"]);
+        let cleared = HashMap::from([(ObjectRef::from_obj(&c), None)]);
+        let ledger = Ledger::of([&b, &c], &p, &cleared);
+        assert_eq!(decide(&b, &p, &ledger), Decision::Assign(ip("192.0.2.1")));
+        assert!(shows(&b, None) && !shows(&c, None) && shows(&c, Some(ip("192.0.2.1"))));
     }
 
     #[test]
@@ -412,7 +431,7 @@ mod tests {
             &[],
         );
         let holder = lb("a", &["192.0.2.1"]);
-        let claims = HashMap::from([(ObjectRef::from_obj(&requester), ip("192.0.2.1"))]);
+        let claims = HashMap::from([(ObjectRef::from_obj(&requester), Some(ip("192.0.2.1")))]);
         let ledger = Ledger::of([&requester, &holder], &p, &claims);
         assert_eq!(
             decide(&holder, &p, &ledger),

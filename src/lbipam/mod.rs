@@ -9,8 +9,8 @@
 //!   with its new state); a Normal event names the address;
 //! - no address is given to two Services: decisions are made one at a time (one worker),
 //!   after the Service cache holds its full initial list, against a ledger rebuilt from
-//!   every Service's status plus the addresses written but not yet seen in the cache (kept
-//!   until the cache shows them or the Service is gone). Nothing else is kept in memory:
+//!   every Service's status, where a status written but not yet seen in the cache stands
+//!   for the one it shows (until the cache shows it or the Service is gone). Nothing else is kept in memory:
 //!   a restart, or another leader, recovers the allocation from the Services;
 //! - an address is released with the Service (deleted) or when it stops being a managed
 //!   LoadBalancer (its status loses the pool addresses, with a Normal event); the Services
@@ -49,7 +49,7 @@ use crate::health::Health;
 use crate::locks::lock;
 use crate::retry::RetryPolicy;
 use crate::scaffold::{Reconciler, Retry, Scaffold};
-use decide::{Decision, Ledger, Pools};
+use decide::{Claims, Decision, Ledger, Pools};
 
 /// The controller's name, as in `--controllers`.
 pub const CONTROLLER: &str = "lbipam";
@@ -66,7 +66,7 @@ pub struct LbIpamContext {
     events: Events,
     authz: Authz,
     /// Addresses written, until the cache shows them.
-    claims: Mutex<HashMap<ObjectRef<Service>, Ipv4Addr>>,
+    claims: Mutex<Claims>,
     /// Services refused an address: woken when one is released.
     waiting: Mutex<HashSet<ObjectRef<Service>>>,
     wake: mpsc::UnboundedSender<ObjectRef<Service>>,
@@ -130,22 +130,22 @@ impl LbIpamContext {
         let services = self.store.state();
         let mut claims = lock(&self.claims);
         // A claim ends once the cache shows it, or with its Service.
-        claims.retain(|key, ip| {
+        claims.retain(|key, claim| {
             self.store
                 .get(key)
-                .is_some_and(|s| !decide::shown(&s).contains(ip))
+                .is_some_and(|s| !decide::shows(&s, *claim))
         });
         let ledger = Ledger::of(services.iter().map(|s| &**s), &self.pools, &claims);
         let decision = decide::decide(svc, &self.pools, &ledger);
         let key = ObjectRef::from_obj(svc);
         match decision {
             Decision::Assign(ip) => {
-                claims.insert(key, ip);
+                claims.insert(key, Some(ip));
             }
-            Decision::Clear | Decision::Refuse { .. } => {
-                claims.remove(&key);
+            Decision::Clear | Decision::Refuse { clear: true, .. } => {
+                claims.insert(key, None);
             }
-            Decision::Keep => {}
+            Decision::Refuse { clear: false, .. } | Decision::Keep => {}
         }
         decision
     }
