@@ -362,10 +362,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_address_written_is_claimed_until_the_cache_shows_it() {
-        let (a, b) = (
-            svc("a", json!({"type": "LoadBalancer"}), &[]),
-            svc("b", json!({"type": "LoadBalancer"}), &[]),
-        );
+        let [a, b] = ["a", "b"].map(|n| svc(n, json!({"type": "LoadBalancer"}), &[]));
         let (kube, apiserver) = mock_apiserver();
         let (ctx, _) = context(kube, &[a.clone(), b.clone()]);
         let played = apiserver.play(vec![
@@ -384,10 +381,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_write_releases_its_claim_and_is_retried() {
-        let (a, b) = (
-            svc("a", json!({"type": "LoadBalancer"}), &[]),
-            svc("b", json!({"type": "LoadBalancer"}), &[]),
-        );
+        let [a, b] = ["a", "b"].map(|n| svc(n, json!({"type": "LoadBalancer"}), &[]));
         let (kube, apiserver) = mock_apiserver();
         let (ctx, _) = context(kube, &[a.clone(), b.clone()]);
         let played = apiserver.play(vec![
