@@ -7,10 +7,10 @@
 //!   Service of another type only loses the addresses of the pools its status still shows;
 //! - *one holder per address* ([`Ledger::of`]): the ledger is rebuilt from the Services'
 //!   `status.loadBalancer.ingress[].ip` (a status written but not yet seen, [`Claims`],
-//!   standing for the one the Service shows), so a
-//!   restart recovers it; an address shown by several managed Services is held by the one
-//!   that requested it in `spec.loadBalancerIP`, else by the oldest (then by namespace and
-//!   name): every other one is moved off it;
+//!   standing for the one the Service shows), so a restart recovers it; an address shown
+//!   by several managed Services is held by the one that requested it in
+//!   `spec.loadBalancerIP`, else by the oldest (then by namespace and name): every other
+//!   one is moved off it;
 //! - *choice* ([`decide`]): a requested address is given only if it lies in a pool and no
 //!   other Service holds it; otherwise the lowest free usable address of the pools, in the
 //!   order they were configured. A Service keeps an address it already holds. Usable: a

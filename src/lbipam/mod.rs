@@ -10,8 +10,9 @@
 //! - no address is given to two Services: decisions are made one at a time (one worker),
 //!   after the Service cache holds its full initial list, against a ledger rebuilt from
 //!   every Service's status, where a status written but not yet seen in the cache stands
-//!   for the one it shows (until the cache shows it or the Service is gone). Nothing else is kept in memory:
-//!   a restart, or another leader, recovers the allocation from the Services;
+//!   for the one it shows (until the cache shows it or the Service is gone). Nothing else
+//!   is kept in memory: a restart, or another leader, recovers the allocation from the
+//!   Services;
 //! - an address is released with the Service (deleted) or when it stops being a managed
 //!   LoadBalancer (its status loses the pool addresses, with a Normal event); the Services
 //!   left waiting for an address (exhausted pool, requested address held) are reconciled
