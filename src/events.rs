@@ -62,6 +62,30 @@ pub mod reason {
     /// The `spec.loadBalancerIP` asked for is invalid, in no pool or held by another
     /// Service (Warning, on the Service).
     pub const LB_IP_UNAVAILABLE: &str = "LoadBalancerIPUnavailable";
+
+    // The pusher's, on the Translation it pushed or deleted; named as the original
+    // controller named them, since alerts written for it select on them.
+    /// A push changed the backend (Normal).
+    pub const TRANSLATION_UPDATE_PUSHED: &str = "TranslationUpdatePushed";
+    /// A push failed or left the Translation not Ready (Warning).
+    pub const TRANSLATION_UPDATE_ERROR: &str = "TranslationUpdateError";
+    /// A deleted Translation's backend resources are gone and its finalizer removed (Normal).
+    pub const TRANSLATION_DELETION_PUSHED: &str = "TranslationDeletionPushed";
+    /// A backend deletion failed; the finalizer stays (Warning).
+    pub const TRANSLATION_DELETION_ERROR: &str = "TranslationDeletionError";
+    /// The backend is clean but the finalizer could not be removed (Warning).
+    pub const TRANSLATION_DELETION_FINALIZER_ERROR: &str = "TranslationDeletionFinalizerError";
+    /// Resources deleted out of band were re-created (Warning).
+    pub const BACKEND_DRIFT_REPAIRED: &str = "BackendDriftRepaired";
+    /// Resources MidoNet deleted along with another Translation's were re-created (Normal).
+    pub const BACKEND_CASCADE_REPAIRED: &str = "BackendCascadeRepaired";
+
+    // A version bump's phases, one event per phase entered (Normal, on a global
+    // Translation of the configured version).
+    pub const VERSION_BUMP_BUILDING: &str = "VersionBumpBuilding";
+    pub const VERSION_BUMP_CUTTING_OVER: &str = "VersionBumpCuttingOver";
+    pub const VERSION_BUMP_RETIRING: &str = "VersionBumpRetiring";
+    pub const VERSION_BUMP_COMPLETE: &str = "VersionBumpComplete";
 }
 
 /// Normal events waiting to be written; beyond this, new ones are dropped.

@@ -220,6 +220,11 @@ impl OwnedTask {
     pub fn spawn(task: impl Future<Output = ()> + Send + 'static) -> Self {
         OwnedTask(tokio::spawn(task))
     }
+
+    /// Whether the task has ended (or was aborted).
+    pub fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
 }
 
 impl Drop for OwnedTask {

@@ -5,6 +5,16 @@
 //! exactly what it pushed. That record is what makes a restart free (an in-sync Translation
 //! costs no backend request), deletion exact (it deletes what was created, even when the spec
 //! changed or became unreadable) and shrinking specs safe (removed resources are deleted).
+//!
+//! It runs on the process's controller scaffold ([`crate::scaffold`]): `PusherContext` is
+//! its [`Reconciler`] (a failed reconcile is retried after `PusherContext::retry_delay`
+//! of the Translation's consecutive failures, a [`crate::retry`] policy), its liveness probe
+//! is registered by the caller ([`Scaffold::with_probe`]), and it adds the triggers only it
+//! has: every Translation at each resync tick and after a re-list, one Translation when a
+//! dependency wakes it. Its background loops (gauges, the bump's driver in [`rollout`],
+//! drift verification) and the verifications its reconciles start are [`OwnedTask`]s
+//! stopped when [`run`] returns or is aborted. Its event reasons are in
+//! [`crate::events::reason`].
 
 pub(crate) mod cutover;
 mod deps;
@@ -21,12 +31,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use tokio::sync::mpsc;
-use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::backend::BackendClient;
@@ -34,6 +43,7 @@ use crate::crd::{Translation, TranslationStatus};
 use crate::events::{EventPublisher, Events};
 use crate::informer::TranslationInformer;
 use crate::retry::RetryPolicy;
+use crate::scaffold::{OwnedTask, Reconciler, Retry, Scaffold};
 pub use metrics::PusherMetrics;
 
 /// The controller's name, as in `--controllers`.
@@ -107,6 +117,8 @@ pub struct PusherContext {
     /// Translations to reconcile now: woken dependents, drift repairs.
     wake_tx: mpsc::UnboundedSender<ObjectRef<Translation>>,
     wake_rx: Mutex<Option<mpsc::UnboundedReceiver<ObjectRef<Translation>>>>,
+    /// Verifications started by reconciles (see [`verify`]); stopped with the pusher.
+    verifying: Mutex<Vec<OwnedTask>>,
 }
 
 impl PusherContext {
@@ -134,6 +146,7 @@ impl PusherContext {
             rechecks: verify::Rechecks::default(),
             wake_tx,
             wake_rx: Mutex::new(Some(wake_rx)),
+            verifying: Mutex::default(),
         });
         let observer = Arc::downgrade(&ctx);
         informer.observe(Box::new(move |event| {
@@ -236,6 +249,14 @@ impl PusherContext {
         status
     }
 
+    /// Runs `task` in the background until it ends or the pusher stops ([`run`] returns
+    /// or is aborted), whichever comes first.
+    fn spawn_verification(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = crate::locks::lock(&self.verifying);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(OwnedTask::spawn(task));
+    }
+
     fn forget(&self, tr: &Translation, uid: &str) {
         self.deps.release(&ObjectRef::from_obj(tr));
         self.tracker.forget(uid);
@@ -273,24 +294,44 @@ pub enum PusherError {
     Patch(#[from] serde_json::Error),
 }
 
-fn error_policy(tr: Arc<Translation>, err: &PusherError, ctx: Arc<PusherContext>) -> Action {
-    let uid = tr.uid().unwrap_or_default();
-    let count = ctx.tracker.failed(&uid);
-    let delay = ctx.retry_delay(count);
-    // Outside the reconcile's span: name the Translation here.
-    let span = crate::logfields::object_span(CONTROLLER, &*tr);
-    let _entered = span.enter();
-    if ctx.report_denied(&tr, err) {
-        // Logged as an authorization error (rate-limited); retried all the same.
-        tracing::debug!(error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
-    } else {
-        tracing::warn!(error = %err, failures = count, retry_in = ?delay, "pusher reconcile failed");
+impl Reconciler for PusherContext {
+    type Object = Translation;
+    type Error = PusherError;
+    const NAME: &'static str = CONTROLLER;
+
+    fn reconcile(
+        self: Arc<Self>,
+        tr: Arc<Translation>,
+    ) -> impl std::future::Future<Output = Result<Action, PusherError>> + Send + 'static {
+        reconcile::reconcile(tr, self)
     }
-    ctx.metrics
-        .reconciles
-        .with_label_values(&["kube_error"])
-        .inc();
-    Action::requeue(delay)
+
+    fn failed<'a>(&'a self, tr: &'a Translation, err: &'a PusherError) -> Retry<'a> {
+        // A Translation without a UID is never reconciled (see `reconcile::reconcile`).
+        let failures = tr.uid().map_or(1, |uid| self.tracker.failed(&uid));
+        self.metrics
+            .reconciles
+            .with_label_values(&["kube_error"])
+            .inc();
+        // Every Kubernetes write of a reconcile patches the Translation or its status; the
+        // API server's message says which.
+        let refused = match err {
+            PusherError::Kube(e) => Some((
+                Attempt::new("patch", "translations", tr.metadata.namespace.as_deref()),
+                e,
+            )),
+            PusherError::Patch(_) => None,
+        };
+        Retry {
+            after: self.retry_delay(failures),
+            refused,
+            failures: Some(failures),
+        }
+    }
+
+    fn authz(&self) -> &Authz {
+        &self.authz
+    }
 }
 
 /// Runs the pusher over `translations` (the process's Translation informer, see
@@ -305,45 +346,57 @@ pub async fn run(
     liveness: crate::health::LoopProbe,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let scaffold = Scaffold::<PusherContext>::with_probe(liveness);
     let relisted = crate::streams::unbounded(translations.relisted);
-    let translations = liveness.queue_of(translations.applied);
     let ticks = crate::streams::every(ctx.config.resync);
     let woken = crate::locks::lock(&ctx.wake_rx).take();
     let woken = futures::stream::iter(woken.map(crate::streams::unbounded)).flatten();
-    let controller = Controller::for_stream(translations, store.clone())
-        .with_config(controller::Config::default().concurrency(ctx.config.workers))
+    let controller = scaffold
+        .controller(
+            translations.applied,
+            store.clone(),
+            ctx.config.workers,
+            shutdown,
+        )
         .reconcile_all_on(ticks)
         .reconcile_all_on(relisted)
-        .reconcile_on(woken)
-        .graceful_shutdown_on(shutdown);
+        .reconcile_on(woken);
+    let _background = Background::start(&store, &ctx);
+    scaffold.run(controller, ctx).await;
+}
 
-    // Owned here and stopped together when the controller stops.
-    let mut background = tokio::task::JoinSet::new();
-    background.spawn(gauge_loop(store.clone(), ctx.clone()));
-    background.spawn(rollout_loop(store.clone(), ctx.clone()));
-    if let Some(period) = ctx.config.verify_period {
-        background.spawn(verify::verify_loop(store.clone(), ctx.clone(), period));
+/// The pusher's background tasks: its loops, and the verifications its reconciles start.
+/// Dropped when [`run`] returns or its task is aborted, which stops them all.
+struct Background {
+    _loops: Vec<OwnedTask>,
+    ctx: Arc<PusherContext>,
+}
+
+impl Background {
+    fn start(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> Self {
+        let mut loops = vec![
+            OwnedTask::spawn(gauge_loop(store.clone(), ctx.clone())),
+            OwnedTask::spawn(rollout::rollout_loop(store.clone(), ctx.clone())),
+        ];
+        if let Some(period) = ctx.config.verify_period {
+            loops.push(OwnedTask::spawn(verify::verify_loop(
+                store.clone(),
+                ctx.clone(),
+                period,
+            )));
+        }
+        Background {
+            _loops: loops,
+            ctx: ctx.clone(),
+        }
     }
-    let probe = liveness.clone();
-    controller
-        .run(
-            move |tr, ctx| {
-                let span = crate::logfields::object_span(CONTROLLER, &*tr);
-                probe.reconcile(reconcile::reconcile(tr, ctx).instrument(span))
-            },
-            error_policy,
-            ctx,
-        )
-        .for_each(|res| {
-            liveness.progressed();
-            async move {
-                if let Err(err) = res {
-                    tracing::debug!(error = %err, "pusher queue");
-                }
-            }
-        })
-        .await;
-    background.shutdown().await;
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        // The verifications hold the context: stopping them here also frees it.
+        crate::locks::lock(&self.ctx.verifying).clear();
+    }
 }
 
 async fn gauge_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
@@ -462,185 +515,4 @@ mod tests {
             ));
         assert_eq!(sync_state(&deleted), SyncState::Terminating);
     }
-}
-
-/// Event reasons of a version bump, one per phase entered.
-pub mod rollout_event {
-    pub const BUILDING: &str = "VersionBumpBuilding";
-    pub const CUTTING_OVER: &str = "VersionBumpCuttingOver";
-    pub const RETIRING: &str = "VersionBumpRetiring";
-    pub const COMPLETE: &str = "VersionBumpComplete";
-}
-
-/// How often the bump's phase is assessed.
-const ROLLOUT_TICK: Duration = Duration::from_millis(500);
-
-/// Drives a version bump (see [`rollout`]): reports each phase (log line, Event on the
-/// configured version's global Translations, metrics), wakes the Translations awaiting the
-/// cutover when it begins, and deletes the old versions' Translations once it is over.
-async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
-    let mut last = rollout::Phase::Steady;
-    // The UIDs of old Translations already asked to be deleted in this phase.
-    let mut retired: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut ticks = 0u64;
-    loop {
-        tokio::time::sleep(ROLLOUT_TICK).await;
-        ticks += 1;
-        let progress = ctx.rollout.assess();
-        let phase = progress.phase;
-        for p in rollout::Phase::ALL {
-            ctx.metrics
-                .rollout_phase
-                .with_label_values(&[p.as_str()])
-                .set(i64::from(p == phase));
-        }
-        for (what, n) in rollout::counts(&progress) {
-            ctx.metrics
-                .rollout_translations
-                .with_label_values(&[what])
-                .set(n as i64);
-        }
-        let entered = phase != last;
-        if entered {
-            let message = rollout::describe(&progress);
-            tracing::info!(phase = phase.as_str(), progress = %message, "Translation version bump");
-            let reason = match phase {
-                rollout::Phase::Building => rollout_event::BUILDING,
-                rollout::Phase::CuttingOver => rollout_event::CUTTING_OVER,
-                rollout::Phase::Retiring => rollout_event::RETIRING,
-                rollout::Phase::Steady => rollout_event::COMPLETE,
-            };
-            if let Some(global) = store.state().into_iter().find(|t| {
-                t.has_label(midonet_translators::meta::GLOBAL_LABEL) && !ctx.rollout.is_old(t)
-            }) {
-                use kube::Resource;
-                ctx.events
-                    .normal(&global.object_ref(&()), reason, message)
-                    .await;
-            }
-            last = phase;
-            retired.clear();
-        }
-        match phase {
-            rollout::Phase::CuttingOver => {
-                let awaiting: Vec<Arc<Translation>> = store
-                    .state()
-                    .into_iter()
-                    .filter(|t| {
-                        !ctx.rollout.is_old(t)
-                            && rollout::Member::of(t).settled == rollout::Settled::AwaitingCutover
-                    })
-                    .collect();
-                // The bindings move in one batch; their Translations record it afterwards.
-                let moved = cutover::cut_over_all(&awaiting, &ctx).await;
-                ctx.wake(moved);
-                // The others on entering the phase (a binding whose old holder is gone
-                // is simply created), and every few seconds (a wake lost to a restart of
-                // the queue costs a few ticks, not the bump).
-                if entered || ticks % 10 == 0 {
-                    ctx.wake(awaiting.iter().map(|t| ObjectRef::from_obj(&**t)));
-                }
-            }
-            rollout::Phase::Retiring if cut_back(&store, &ctx) == 0 => {
-                retire(&store, &ctx, &mut retired).await
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Before the old versions go: an interface an old Translation still holds (it took the
-/// binding in a bump to its version that was then given up, a rollback) while a current
-/// Translation binds it too is taken back by the current one first, or deleting the old
-/// port would leave the pod unplugged until the current binding is pushed again. Marks
-/// those current bindings missing (their push deletes the old binding and creates theirs)
-/// and answers how many interfaces are still held.
-fn cut_back(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> usize {
-    let mut held = 0;
-    for old in store.state() {
-        if !ctx.rollout.is_old(&old) || old.metadata.deletion_timestamp.is_some() {
-            continue;
-        }
-        let key = ObjectRef::from_obj(&*old);
-        let pushed = ctx.recorded_status(&old).pushed;
-        for interface in ctx.deps.interfaces_of(&key) {
-            let binders = ctx.deps.binders(&interface);
-            let holds = binders
-                .iter()
-                .any(|(k, path)| *k == key && pushed.iter().any(|p| &p.path == path));
-            if !holds {
-                continue;
-            }
-            let current: Vec<(ObjectRef<Translation>, String)> = binders
-                .into_iter()
-                .filter(|(k, _)| store.get(k).is_some_and(|t| !ctx.rollout.is_old(&t)))
-                .collect();
-            if current.is_empty() {
-                continue;
-            }
-            held += 1;
-            for (k, path) in current {
-                ctx.repush_binding(k, path);
-            }
-        }
-    }
-    held
-}
-
-/// Deletes the old versions' Translations, parents first: a Translation once none of the
-/// old Translations it builds on is left undeleted (global, then Node, then Pod, then its
-/// MAC and ARP entries), so that each deletion finds its parents going and leaves their
-/// children to MidoNet's cascades (a cycle, which nothing produces, is deleted at once).
-/// `asked` holds the UIDs already asked to be deleted in this phase.
-async fn retire(
-    store: &Store<Translation>,
-    ctx: &PusherContext,
-    asked: &mut std::collections::HashSet<String>,
-) {
-    let undeleted = |t: &Translation| {
-        ctx.rollout.is_old(t)
-            && t.metadata.deletion_timestamp.is_none()
-            && t.uid().is_some_and(|u| !asked.contains(&u))
-    };
-    let old: Vec<Arc<Translation>> = store.state().into_iter().filter(|t| undeleted(t)).collect();
-    if old.is_empty() {
-        return;
-    }
-    let mut batch: Vec<Arc<Translation>> = old
-        .iter()
-        .filter(|t| {
-            ctx.deps
-                .providers_of(&ObjectRef::from_obj(&***t))
-                .iter()
-                .all(|p| store.get(p).is_none_or(|p| !undeleted(&p)))
-        })
-        .cloned()
-        .collect();
-    if batch.is_empty() {
-        batch = old;
-    }
-    let deletes = batch.into_iter().map(|t| async move {
-        let api: kube::Api<Translation> =
-            kube::Api::namespaced(ctx.kube.clone(), &t.namespace().unwrap_or_default());
-        let params = kube::api::DeleteParams {
-            preconditions: Some(kube::api::Preconditions {
-                uid: t.uid(),
-                resource_version: None,
-            }),
-            ..kube::api::DeleteParams::default()
-        };
-        match api.delete(&t.name_any(), &params).await {
-            Ok(_) => t.uid(),
-            Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => t.uid(),
-            Err(err) => {
-                tracing::warn!(translation = %t.name_any(), namespace = ?t.namespace(), error = %err, "cannot delete an old version's Translation; retrying");
-                None
-            }
-        }
-    });
-    let done: Vec<Option<String>> = futures::stream::iter(deletes)
-        .buffer_unordered(16)
-        .collect()
-        .await;
-    asked.extend(done.into_iter().flatten());
 }

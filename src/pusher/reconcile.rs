@@ -21,19 +21,8 @@ use super::tracked::{Cause, Missing};
 use super::{PusherContext, PusherError, FIELD_MANAGER};
 use crate::backend::BackendError;
 use crate::crd::{PushedResource, Translation, TranslationStatus};
+use crate::events::reason;
 use crate::retry::RetryPolicy;
-
-/// Event reasons, as the original controller named them.
-pub mod event {
-    pub const UPDATE_PUSHED: &str = "TranslationUpdatePushed";
-    pub const UPDATE_ERROR: &str = "TranslationUpdateError";
-    pub const DELETION_PUSHED: &str = "TranslationDeletionPushed";
-    pub const DELETION_ERROR: &str = "TranslationDeletionError";
-    pub const DELETION_FINALIZER_ERROR: &str = "TranslationDeletionFinalizerError";
-    pub const DRIFT_REPAIRED: &str = "BackendDriftRepaired";
-    /// Resources MidoNet deleted along with another Translation's were re-created.
-    pub const CASCADE_REPAIRED: &str = "BackendCascadeRepaired";
-}
 
 fn patch_params() -> PatchParams {
     PatchParams {
@@ -228,7 +217,8 @@ impl<'a> Reconciling<'a> {
                 let (status, message) =
                     status::invalid(&self.before, &err, hash, entries.len(), generation, &now());
                 self.write_status(status).await?;
-                self.warn_once(event::UPDATE_ERROR, message).await;
+                self.warn_once(reason::TRANSLATION_UPDATE_ERROR, message)
+                    .await;
                 return Ok(Outcome::Invalid);
             }
             ApplyDecision::Push { plan, settled } => (plan, settled),
@@ -305,7 +295,8 @@ impl<'a> Reconciling<'a> {
                 Outcome::Pushed
             }
             Some(message) => {
-                self.warn_once(event::UPDATE_ERROR, message).await;
+                self.warn_once(reason::TRANSLATION_UPDATE_ERROR, message)
+                    .await;
                 Outcome::Immutable
             }
         };
@@ -317,7 +308,7 @@ impl<'a> Reconciling<'a> {
                 .events
                 .normal(
                     &self.oref,
-                    event::UPDATE_PUSHED,
+                    reason::TRANSLATION_UPDATE_PUSHED,
                     format!("{changes} backend changes pushed"),
                 )
                 .await;
@@ -515,7 +506,7 @@ impl<'a> Reconciling<'a> {
                 .events
                 .warning(
                     &self.oref,
-                    event::DRIFT_REPAIRED,
+                    reason::BACKEND_DRIFT_REPAIRED,
                     format!("re-created backend resources deleted out of band: {drifted:?}"),
                 )
                 .await;
@@ -526,7 +517,7 @@ impl<'a> Reconciling<'a> {
                 .events
                 .normal(
                     &self.oref,
-                    event::CASCADE_REPAIRED,
+                    reason::BACKEND_CASCADE_REPAIRED,
                     format!(
                         "re-created backend resources MidoNet deleted with another Translation's: {cascaded:?}"
                     ),
@@ -574,11 +565,12 @@ impl<'a> Reconciling<'a> {
             if attempts == REFERENT_WARNING_AFTER {
                 self.ctx
                     .events
-                    .warning(&self.oref, event::UPDATE_ERROR, message)
+                    .warning(&self.oref, reason::TRANSLATION_UPDATE_ERROR, message)
                     .await;
             }
         } else {
-            self.warn_once(event::UPDATE_ERROR, message).await;
+            self.warn_once(reason::TRANSLATION_UPDATE_ERROR, message)
+                .await;
         }
         Ok(Outcome::Retry(delay))
     }
@@ -632,7 +624,8 @@ impl<'a> Reconciling<'a> {
                     &now(),
                 );
                 self.write_status(status).await?;
-                self.warn_once(event::DELETION_ERROR, message).await;
+                self.warn_once(reason::TRANSLATION_DELETION_ERROR, message)
+                    .await;
                 return Ok(Outcome::Retry(delay));
             }
         }
@@ -647,7 +640,7 @@ impl<'a> Reconciling<'a> {
             if !ctx.report_denied(self.tr, &err) {
                 tracing::warn!(translation = %self.name(), error = %err, "finalizer removal failed");
             }
-            self.warn_once(event::DELETION_FINALIZER_ERROR, message)
+            self.warn_once(reason::TRANSLATION_DELETION_FINALIZER_ERROR, message)
                 .await;
             return Ok(Outcome::Retry(delay));
         }
@@ -655,7 +648,7 @@ impl<'a> Reconciling<'a> {
         ctx.events
             .normal(
                 &self.oref,
-                event::DELETION_PUSHED,
+                reason::TRANSLATION_DELETION_PUSHED,
                 format!("{} backend resources deleted", targets.len()),
             )
             .await;

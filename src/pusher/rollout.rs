@@ -25,17 +25,29 @@
 //! ([`crate::crd::ORIGINAL_VERSION`], see [`Translation::version`]): a migration from it is
 //! a bump. It recorded no status; what they list the pusher takes as pushed (see
 //! `PusherContext::recorded_status`), so they cost no request until they are retired.
+//!
+//! The phase is decided here by pure functions ([`assess`] over a [`Census`] the informer
+//! keeps up to date). The driver, `rollout_loop`, is the I/O half, one background loop of
+//! the pusher: each tick it assesses the phase, reports it (metrics; a log line and an
+//! Event on entering it), runs the cutover's batch ([`super::cutover`]) and deletes the old
+//! Translations, parents first, with [`crate::crd::delete_translation`] (a same-named
+//! successor is never deleted).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use futures::StreamExt;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::ResourceExt;
 use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL};
 use uuid::Uuid;
 
 use super::status::{ready_condition, ReadyReason};
-use crate::crd::Translation;
+use super::{cutover, PusherContext};
+use crate::crd::{Translation, TranslationKey};
+use crate::events::reason;
 
 /// Where a bump stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -135,14 +147,11 @@ pub fn owner_of(tr: &Translation) -> Option<String> {
 /// EndpointSlices would otherwise count their owner as never translated.
 fn census_owner(tr: &Translation) -> Option<Owner> {
     match tr.owner_references().first() {
-        Some(o) if o.kind == "Service" || o.kind == "Endpoints" => Some(Owner::Other(
-            format!(
-                "Service {}/{}",
-                tr.metadata.namespace.as_deref().unwrap_or_default(),
-                o.name
-            )
-            .into(),
-        )),
+        Some(o) if o.kind == "Service" || o.kind == "Endpoints" => {
+            // A namespaced owner: a Translation without a namespace stands for nothing.
+            let namespace = tr.metadata.namespace.as_deref()?;
+            Some(Owner::Other(format!("Service {namespace}/{}", o.name).into()))
+        }
         _ => owner_of(tr).as_deref().map(Owner::from),
     }
 }
@@ -330,21 +339,20 @@ struct State {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum MemberKey {
     Uid(Uuid),
-    Name(Box<str>),
+    Name(TranslationKey),
 }
 
-fn member_key(tr: &Translation) -> MemberKey {
-    match tr.metadata.uid.as_deref().map(Uuid::try_parse) {
-        Some(Ok(uid)) => MemberKey::Uid(uid),
-        _ => MemberKey::Name(
-            format!(
-                "{}/{}",
-                tr.metadata.namespace.as_deref().unwrap_or_default(),
-                tr.metadata.name.as_deref().unwrap_or_default()
-            )
-            .into(),
-        ),
+/// `tr`'s key; `None` (logged) for a Translation with neither a UID nor a namespace and
+/// name, which no apiserver sends: the census cannot tell it from another.
+fn member_key(tr: &Translation) -> Option<MemberKey> {
+    let key = match tr.metadata.uid.as_deref().map(Uuid::try_parse) {
+        Some(Ok(uid)) => Some(MemberKey::Uid(uid)),
+        _ => tr.key().map(MemberKey::Name),
+    };
+    if key.is_none() {
+        tracing::error!(translation = ?tr.metadata.name, namespace = ?tr.metadata.namespace, "a Translation without a UID, namespace or name; left out of the version bump's census");
     }
+    key
 }
 
 impl Rollout {
@@ -369,14 +377,22 @@ impl Rollout {
         let mut state = self.lock();
         match event {
             watcher::Event::Apply(tr) => {
-                let member = state.shared(Member::of(tr));
-                state.set(member_key(tr), member)
+                if let Some(key) = member_key(tr) {
+                    let member = state.shared(Member::of(tr));
+                    state.set(key, member)
+                }
             }
-            watcher::Event::Delete(tr) => state.unset(&member_key(tr)),
+            watcher::Event::Delete(tr) => {
+                if let Some(key) = member_key(tr) {
+                    state.unset(&key)
+                }
+            }
             watcher::Event::Init => state.relisted.clear(),
             watcher::Event::InitApply(tr) => {
-                let member = state.shared(Member::of(tr));
-                state.relisted.push((member_key(tr), member))
+                if let Some(key) = member_key(tr) {
+                    let member = state.shared(Member::of(tr));
+                    state.relisted.push((key, member))
+                }
             }
             watcher::Event::InitDone => {
                 let relisted = std::mem::take(&mut state.relisted);
@@ -465,6 +481,200 @@ pub fn counts(p: &Progress) -> BTreeMap<&'static str, usize> {
         ("old_deleting", p.old_deleting),
         ("owners_not_translated", p.owners_not_translated),
     ])
+}
+
+// The driver: the I/O half of a bump, run by the pusher as one background loop.
+
+/// How often the bump's phase is assessed.
+const ROLLOUT_TICK: Duration = Duration::from_millis(500);
+
+/// Drives a version bump: reports each phase (log line, Event on the configured version's
+/// global Translations, metrics), moves the bindings awaiting the cutover once it begins,
+/// and deletes the old versions' Translations once it is over.
+pub(super) async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
+    let mut last = Phase::Steady;
+    // The UIDs of old Translations already asked to be deleted in this phase.
+    let mut retired: HashSet<String> = HashSet::new();
+    let mut ticks = 0u64;
+    loop {
+        tokio::time::sleep(ROLLOUT_TICK).await;
+        ticks += 1;
+        let progress = ctx.rollout.assess();
+        let phase = progress.phase;
+        let entered = phase != last;
+        report(&store, &ctx, &progress, entered).await;
+        if entered {
+            last = phase;
+            retired.clear();
+        }
+        match phase {
+            // A wake lost to a restart of the queue costs a few ticks, not the bump.
+            Phase::CuttingOver => cut_over(&store, &ctx, entered || ticks % 10 == 0).await,
+            Phase::Retiring if cut_back(&store, &ctx) == 0 => {
+                retire(&store, &ctx, &mut retired).await
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The event reason of entering `phase`.
+fn phase_reason(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Building => reason::VERSION_BUMP_BUILDING,
+        Phase::CuttingOver => reason::VERSION_BUMP_CUTTING_OVER,
+        Phase::Retiring => reason::VERSION_BUMP_RETIRING,
+        Phase::Steady => reason::VERSION_BUMP_COMPLETE,
+    }
+}
+
+/// Sets the bump's metrics; on a phase just `entered`, logs it and publishes its event.
+async fn report(
+    store: &Store<Translation>,
+    ctx: &PusherContext,
+    progress: &Progress,
+    entered: bool,
+) {
+    let phase = progress.phase;
+    for p in Phase::ALL {
+        ctx.metrics
+            .rollout_phase
+            .with_label_values(&[p.as_str()])
+            .set(i64::from(p == phase));
+    }
+    for (what, n) in counts(progress) {
+        ctx.metrics
+            .rollout_translations
+            .with_label_values(&[what])
+            .set(n as i64);
+    }
+    if !entered {
+        return;
+    }
+    let message = describe(progress);
+    tracing::info!(phase = phase.as_str(), progress = %message, "Translation version bump");
+    let global = store
+        .state()
+        .into_iter()
+        .find(|t| t.has_label(GLOBAL_LABEL) && !ctx.rollout.is_old(t));
+    if let Some(global) = global {
+        use kube::Resource;
+        ctx.events
+            .normal(&global.object_ref(&()), phase_reason(phase), message)
+            .await;
+    }
+}
+
+/// Moves the bindings of the current Translations awaiting the cutover in one batch;
+/// their Translations record it afterwards. With `wake_all`, also wakes every one awaiting
+/// it (a binding whose old holder is gone is simply created by its push).
+async fn cut_over(store: &Store<Translation>, ctx: &Arc<PusherContext>, wake_all: bool) {
+    let awaiting: Vec<Arc<Translation>> = store
+        .state()
+        .into_iter()
+        .filter(|t| !ctx.rollout.is_old(t) && Member::of(t).settled == Settled::AwaitingCutover)
+        .collect();
+    let moved = cutover::cut_over_all(&awaiting, ctx).await;
+    ctx.wake(moved);
+    if wake_all {
+        ctx.wake(awaiting.iter().map(|t| ObjectRef::from_obj(&**t)));
+    }
+}
+
+/// Before the old versions go: an interface an old Translation still holds (it took the
+/// binding in a bump to its version that was then given up, a rollback) while a current
+/// Translation binds it too is taken back by the current one first, or deleting the old
+/// port would leave the pod unplugged until the current binding is pushed again. Marks
+/// those current bindings missing (their push deletes the old binding and creates theirs)
+/// and answers how many interfaces are still held.
+fn cut_back(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> usize {
+    let mut held = 0;
+    for old in store.state() {
+        if !ctx.rollout.is_old(&old) || old.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
+        let key = ObjectRef::from_obj(&*old);
+        let pushed = ctx.recorded_status(&old).pushed;
+        for interface in ctx.deps.interfaces_of(&key) {
+            let binders = ctx.deps.binders(&interface);
+            let holds = binders
+                .iter()
+                .any(|(k, path)| *k == key && pushed.iter().any(|p| &p.path == path));
+            if !holds {
+                continue;
+            }
+            let current: Vec<(ObjectRef<Translation>, String)> = binders
+                .into_iter()
+                .filter(|(k, _)| store.get(k).is_some_and(|t| !ctx.rollout.is_old(&t)))
+                .collect();
+            if current.is_empty() {
+                continue;
+            }
+            held += 1;
+            for (k, path) in current {
+                ctx.repush_binding(k, path);
+            }
+        }
+    }
+    held
+}
+
+/// Deletes the old versions' Translations, parents first: a Translation once none of the
+/// old Translations it builds on is left undeleted (global, then Node, then Pod, then its
+/// MAC and ARP entries), so that each deletion finds its parents going and leaves their
+/// children to MidoNet's cascades (a cycle, which nothing produces, is deleted at once).
+/// `asked` holds the UIDs already asked to be deleted in this phase.
+async fn retire(store: &Store<Translation>, ctx: &PusherContext, asked: &mut HashSet<String>) {
+    let batch = retiring_batch(store, ctx, asked);
+    let deletes = batch.into_iter().map(|t| async move {
+        let (Some((namespace, name)), Some(uid)) = (t.key(), t.uid()) else {
+            tracing::error!(translation = ?t.metadata.name, namespace = ?t.metadata.namespace, "an old version's Translation without a namespace, name or UID cannot be deleted");
+            return None;
+        };
+        // Deleted or replaced meanwhile (404, 409): done all the same.
+        match crate::crd::delete_translation(&ctx.kube, &namespace, &name, &uid, None).await {
+            Ok(_) => Some(uid),
+            Err(err) => {
+                tracing::warn!(translation = %name, namespace = %namespace, error = %err, "cannot delete an old version's Translation; retrying");
+                None
+            }
+        }
+    });
+    let done: Vec<Option<String>> = futures::stream::iter(deletes)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    asked.extend(done.into_iter().flatten());
+}
+
+/// The old Translations [`retire`] deletes now: those none of whose old providers is left
+/// undeleted, or all of them if that is none (a cycle).
+fn retiring_batch(
+    store: &Store<Translation>,
+    ctx: &PusherContext,
+    asked: &HashSet<String>,
+) -> Vec<Arc<Translation>> {
+    let undeleted = |t: &Translation| {
+        ctx.rollout.is_old(t)
+            && t.metadata.deletion_timestamp.is_none()
+            && t.uid().is_some_and(|u| !asked.contains(&u))
+    };
+    let old: Vec<Arc<Translation>> = store.state().into_iter().filter(|t| undeleted(t)).collect();
+    let batch: Vec<Arc<Translation>> = old
+        .iter()
+        .filter(|t| {
+            ctx.deps
+                .providers_of(&ObjectRef::from_obj(&***t))
+                .iter()
+                .all(|p| store.get(p).is_none_or(|p| !undeleted(&p)))
+        })
+        .cloned()
+        .collect();
+    if batch.is_empty() {
+        old
+    } else {
+        batch
+    }
 }
 
 #[cfg(test)]

@@ -206,8 +206,9 @@ pub(super) fn recheck_providers(ctx: &Arc<PusherContext>, key: &Key, refused: &R
     if providers.is_empty() {
         return;
     }
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
+    let task_ctx = ctx.clone();
+    ctx.spawn_verification(async move {
+        let ctx = task_ctx;
         let pause = pace(&ctx);
         for tr in providers {
             verify_one(&ctx, &tr, pause).await;
@@ -222,8 +223,9 @@ pub(super) fn recheck_consumers(ctx: &Arc<PusherContext>, cascaded: Vec<(Key, Ha
     if cascaded.is_empty() {
         return;
     }
-    let ctx = ctx.clone();
-    tokio::spawn(async move {
+    let task_ctx = ctx.clone();
+    ctx.spawn_verification(async move {
+        let ctx = task_ctx;
         for (key, taken) in cascaded {
             let Some(tr) = ctx.deps.store().get(&key) else {
                 continue;
