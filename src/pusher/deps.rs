@@ -171,12 +171,14 @@ struct Links {
 /// The key the index keeps: namespace and name only. (`ObjectRef::from_obj` also copies the
 /// UID and resourceVersion, which equality ignores; kept in every map of the index, they
 /// cost about a megabyte at scale S.)
-pub(super) fn key_of(tr: &Translation) -> Key {
-    let key = ObjectRef::new(tr.metadata.name.as_deref().unwrap_or_default());
-    match tr.metadata.namespace.as_deref() {
-        Some(ns) => key.within(ns),
-        None => key,
+/// `None` (logged) for a Translation without a namespace or name, which no apiserver
+/// sends: the index could not tell it from another.
+pub(super) fn key_of(tr: &Translation) -> Option<Key> {
+    let key = tr.key().map(|(ns, name)| ObjectRef::new(&name).within(&ns));
+    if key.is_none() {
+        tracing::error!(translation = ?tr.metadata.name, namespace = ?tr.metadata.namespace, "a Translation without a namespace or name; left out of the pusher's dependency index");
     }
+    key
 }
 
 /// The host interface a binding names, if it names one.
@@ -469,7 +471,7 @@ impl Dependencies {
     pub fn observe(&self, event: &watcher::Event<Translation>) {
         match event {
             watcher::Event::Apply(tr) => {
-                let key = key_of(tr);
+                let Some(key) = key_of(tr) else { return };
                 let unchanged = stamp(tr).is_some_and(|stamp| {
                     self.lock()
                         .filed
@@ -481,11 +483,17 @@ impl Dependencies {
                     self.lock().set(key, links);
                 }
             }
-            watcher::Event::Delete(tr) => self.lock().forget(&key_of(tr), true),
+            watcher::Event::Delete(tr) => {
+                if let Some(key) = key_of(tr) {
+                    self.lock().forget(&key, true)
+                }
+            }
             watcher::Event::Init => self.lock().relisted.clear(),
             watcher::Event::InitApply(tr) => {
-                let links = Links::of(tr);
-                self.lock().relisted.push((key_of(tr), links));
+                if let Some(key) = key_of(tr) {
+                    let links = Links::of(tr);
+                    self.lock().relisted.push((key, links));
+                }
             }
             watcher::Event::InitDone => {
                 let mut state = self.lock();

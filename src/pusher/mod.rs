@@ -226,10 +226,10 @@ impl PusherContext {
     /// of the original controller that records no push (it had no status), what it lists,
     /// taken as pushed ([`status::adopted`]).
     fn recorded_status(&self, tr: &Translation) -> TranslationStatus {
-        let uid = tr.uid().unwrap_or_default();
-        let recorded = self
-            .tracker
-            .written(&uid)
+        // Without a UID the pusher wrote nothing for it (it reconciles none such).
+        let recorded = tr
+            .uid()
+            .and_then(|uid| self.tracker.written(&uid))
             .or_else(|| tr.status.clone())
             .unwrap_or_default();
         if tr.is_legacy() && recorded.pushed_hash.is_none() && recorded.pushed.is_empty() {
@@ -242,7 +242,10 @@ impl PusherContext {
     /// (not re-created yet): what stands in the backend, as far as the pusher knows.
     fn standing_status(&self, tr: &Translation) -> TranslationStatus {
         let mut status = self.recorded_status(tr);
-        let missing = self.tracker.missing(&tr.uid().unwrap_or_default());
+        let missing = tr
+            .uid()
+            .map(|uid| self.tracker.missing(&uid))
+            .unwrap_or_default();
         if !missing.is_empty() {
             status.pushed.retain(|p| !missing.contains_key(&p.path));
         }

@@ -20,7 +20,7 @@ use super::status::{self, ReadyReason};
 use super::tracked::{Cause, Missing};
 use super::{PusherContext, PusherError, FIELD_MANAGER};
 use crate::backend::BackendError;
-use crate::crd::{PushedResource, Translation, TranslationStatus};
+use crate::crd::{PushedResource, Translation, TranslationKey, TranslationStatus};
 use crate::events::reason;
 use crate::retry::RetryPolicy;
 
@@ -62,7 +62,9 @@ pub(super) async fn reconcile(
     tr: Arc<Translation>,
     ctx: Arc<PusherContext>,
 ) -> Result<Action, PusherError> {
-    let Some(uid) = tr.uid() else {
+    let (Some(uid), Some(id)) = (tr.uid(), tr.key()) else {
+        // Never from the apiserver: nothing to patch it by, nor to track it under.
+        tracing::error!(translation = ?tr.metadata.name, namespace = ?tr.metadata.namespace, "a Translation without a UID, namespace or name; not pushed");
         return Ok(Action::await_change());
     };
     ctx.metrics.in_flight.inc();
@@ -71,16 +73,18 @@ pub(super) async fn reconcile(
     let result = if tr.metadata.deletion_timestamp.is_some() {
         if guarded {
             ctx.tracker.begin_deletion(&uid);
-            Reconciling::new(&tr, &uid, &ctx).delete().await
+            Reconciling::new(&tr, &uid, &id, &ctx).delete().await
         } else {
             Ok(Outcome::Ignored)
         }
     } else if !guarded {
         // A Translation written by hand without our finalizer: guard it before pushing,
         // or its deletion could not clean the backend. The patch triggers a new reconcile.
-        add_finalizer(&tr, &ctx).await.map(|()| Outcome::Ignored)
+        add_finalizer(&tr, &api_for(&id, &ctx))
+            .await
+            .map(|()| Outcome::Ignored)
     } else {
-        Reconciling::new(&tr, &uid, &ctx).apply().await
+        Reconciling::new(&tr, &uid, &id, &ctx).apply().await
     };
     ctx.metrics.in_flight.dec();
     let outcome = result?;
@@ -132,8 +136,9 @@ impl Outcome {
     }
 }
 
-fn api_for(tr: &Translation, ctx: &PusherContext) -> Api<Translation> {
-    Api::namespaced(ctx.kube.clone(), &tr.namespace().unwrap_or_default())
+/// The API of `id`'s namespace (the Translation itself is named per request).
+fn api_for(id: &TranslationKey, ctx: &PusherContext) -> Api<Translation> {
+    Api::namespaced(ctx.kube.clone(), &id.0)
 }
 
 fn now() -> String {
@@ -163,6 +168,8 @@ struct Stopped {
 struct Reconciling<'a> {
     tr: &'a Translation,
     uid: &'a str,
+    /// Its namespace and name.
+    id: &'a TranslationKey,
     ctx: &'a Arc<PusherContext>,
     key: ObjectRef<Translation>,
     oref: ObjectReference,
@@ -170,10 +177,16 @@ struct Reconciling<'a> {
 }
 
 impl<'a> Reconciling<'a> {
-    fn new(tr: &'a Translation, uid: &'a str, ctx: &'a Arc<PusherContext>) -> Self {
+    fn new(
+        tr: &'a Translation,
+        uid: &'a str,
+        id: &'a TranslationKey,
+        ctx: &'a Arc<PusherContext>,
+    ) -> Self {
         Reconciling {
             tr,
             uid,
+            id,
             ctx,
             key: ObjectRef::from_obj(tr),
             oref: tr.object_ref(&()),
@@ -181,12 +194,12 @@ impl<'a> Reconciling<'a> {
         }
     }
 
-    fn name(&self) -> String {
-        self.tr.name_any()
+    fn name(&self) -> &str {
+        &self.id.1
     }
 
-    fn namespace(&self) -> String {
-        self.tr.namespace().unwrap_or_default()
+    fn namespace(&self) -> &str {
+        &self.id.0
     }
 
     /// Warns with an event unless the same warning was the last one for this Translation.
@@ -634,7 +647,7 @@ impl<'a> Reconciling<'a> {
         for (other, path) in rebind {
             ctx.repush_binding(other, path);
         }
-        if let Err(err) = remove_finalizer(self.tr, ctx).await {
+        if let Err(err) = remove_finalizer(self.tr, &api_for(self.id, ctx)).await {
             let delay = ctx.retry_delay(ctx.tracker.failed(self.uid));
             let message = format!("cannot remove the finalizer: {err}");
             if !ctx.report_denied(self.tr, &err) {
@@ -680,7 +693,7 @@ impl<'a> Reconciling<'a> {
         if status == self.before {
             return Ok(());
         }
-        let api = api_for(self.tr, self.ctx);
+        let api = api_for(self.id, self.ctx);
         let mut object = self.tr.clone();
         object.status = Some(status.clone());
         // The cache trims managedFields; sent without them, the apiserver keeps the stored ones.
@@ -697,11 +710,11 @@ impl<'a> Reconciling<'a> {
         let tracker = &self.ctx.tracker;
         let from = super::tracked::fingerprint(self.tr);
         tracker.writing_status(self.uid, status, from);
-        let written = match api.replace_status(&self.name(), &params, &object).await {
+        let written = match api.replace_status(self.name(), &params, &object).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let patch = serde_json::json!({ "status": object.status });
-                api.patch_status(&self.name(), &patch_params(), &Patch::Merge(&patch))
+                api.patch_status(self.name(), &patch_params(), &Patch::Merge(&patch))
                     .await
                     .map(|_| ())
             }
@@ -718,20 +731,19 @@ impl<'a> Reconciling<'a> {
 /// Removes only our finalizer, with a JSON-patch `test` of the current list so a concurrent
 /// change to the finalizers makes the patch fail (and the reconcile retry) instead of being
 /// overwritten.
-async fn remove_finalizer(tr: &Translation, ctx: &PusherContext) -> Result<(), PusherError> {
+async fn remove_finalizer(tr: &Translation, api: &Api<Translation>) -> Result<(), PusherError> {
     let current = tr.finalizers().to_vec();
     let remaining: Vec<&String> = current.iter().filter(|f| *f != FINALIZER).collect();
     let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
         {"op": "test", "path": "/metadata/finalizers", "value": current},
         {"op": "replace", "path": "/metadata/finalizers", "value": remaining},
     ]))?;
-    api_for(tr, ctx)
-        .patch(&tr.name_any(), &patch_params(), &Patch::Json::<()>(patch))
+    api.patch(&tr.name_any(), &patch_params(), &Patch::Json::<()>(patch))
         .await?;
     Ok(())
 }
 
-async fn add_finalizer(tr: &Translation, ctx: &PusherContext) -> Result<(), PusherError> {
+async fn add_finalizer(tr: &Translation, api: &Api<Translation>) -> Result<(), PusherError> {
     let patch = match &tr.metadata.finalizers {
         Some(current) => {
             let mut next = current.clone();
@@ -747,8 +759,7 @@ async fn add_finalizer(tr: &Translation, ctx: &PusherContext) -> Result<(), Push
         ]),
     };
     let patch: json_patch::Patch = serde_json::from_value(patch)?;
-    api_for(tr, ctx)
-        .patch(&tr.name_any(), &patch_params(), &Patch::Json::<()>(patch))
+    api.patch(&tr.name_any(), &patch_params(), &Patch::Json::<()>(patch))
         .await?;
     Ok(())
 }

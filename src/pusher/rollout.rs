@@ -150,7 +150,9 @@ fn census_owner(tr: &Translation) -> Option<Owner> {
         Some(o) if o.kind == "Service" || o.kind == "Endpoints" => {
             // A namespaced owner: a Translation without a namespace stands for nothing.
             let namespace = tr.metadata.namespace.as_deref()?;
-            Some(Owner::Other(format!("Service {namespace}/{}", o.name).into()))
+            Some(Owner::Other(
+                format!("Service {namespace}/{}", o.name).into(),
+            ))
         }
         _ => owner_of(tr).as_deref().map(Owner::from),
     }

@@ -116,7 +116,7 @@ async fn missing_paths(
                 missing.insert(pushed.path.clone());
             }
             Err(err) => {
-                tracing::warn!(translation = %tr.name_any(), namespace = tr.namespace().as_deref().unwrap_or(""), backend_kind = kind.name(), backend_path = %pushed.path, error = %err, "drift verification interrupted");
+                tracing::warn!(translation = %tr.name_any(), namespace = tr.metadata.namespace.as_deref(), backend_kind = kind.name(), backend_path = %pushed.path, error = %err, "drift verification interrupted");
                 return Err(err);
             }
         }
@@ -137,7 +137,7 @@ async fn verify_one(ctx: &PusherContext, tr: &Translation, pause: Duration) -> (
     };
     let found = missing.len();
     if found > 0 {
-        tracing::warn!(kind = "Translation", namespace = tr.namespace().as_deref().unwrap_or(""), object = %tr.name_any(), translation = %tr.name_any(), backend_paths = ?missing, "backend drift: resources missing; repairing");
+        tracing::warn!(kind = "Translation", namespace = tr.metadata.namespace.as_deref(), object = %tr.name_any(), translation = %tr.name_any(), backend_paths = ?missing, "backend drift: resources missing; repairing");
         ctx.tracker.mark_missing(&uid, missing, Cause::Drift);
         ctx.wake([ObjectRef::from_obj(tr)]);
     }
@@ -273,7 +273,7 @@ pub(super) fn recheck_consumers(ctx: &Arc<PusherContext>, cascaded: Vec<(Key, Ha
                 }
             }
             if !missing.is_empty() {
-                tracing::info!(namespace = tr.namespace().as_deref().unwrap_or(""), translation = %tr.name_any(), backend_paths = ?missing, "backend resources deleted by MidoNet with another Translation's; re-creating");
+                tracing::info!(namespace = tr.metadata.namespace.as_deref(), translation = %tr.name_any(), backend_paths = ?missing, "backend resources deleted by MidoNet with another Translation's; re-creating");
                 ctx.tracker.mark_missing(&uid, missing, Cause::Cascade);
                 ctx.wake([key]);
             }
