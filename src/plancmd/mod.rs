@@ -45,7 +45,9 @@ use serde::Serialize;
 use crate::config::Controller;
 use crate::crd::{PushedResource, Translation, TranslationKey};
 use crate::pusher::cutover;
-use crate::pusher::plan::{parse_all, parse_lenient, plan_apply, plan_delete, Desired, Step};
+use crate::pusher::plan::{
+    parse_all, parse_lenient, plan_apply, plan_delete, ApplyPlan, Desired, Step,
+};
 use crate::pusher::rollout::owner_of;
 use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
 use crate::translate::pods::CachedPod;
@@ -463,48 +465,113 @@ pub fn plan(
     scope: &Scope,
     rate: f64,
 ) -> Plan {
-    let mut changes = TranslationChanges::default();
-    let mut backend = BackendRequests::default();
-    let mut rebinds = Rebinds::default();
-    let mut existing_versions: BTreeMap<String, usize> = BTreeMap::new();
-    for tr in existing {
-        *existing_versions
-            .entry(version_of(tr).unwrap_or_default().to_string())
-            .or_default() += 1;
-    }
-    let live_existing: HashMap<TranslationKey, &Translation> = existing
+    let now = Existing::of(existing, version);
+    let Pushes {
+        mut changes,
+        mut backend,
+        rebinds,
+        cutover_bridges,
+    } = pushes(desired, &now);
+    backend.deletes_cutover += cutover_bridges.len();
+    let cutover_bridge_paths: HashSet<String> = cutover_bridges
         .iter()
-        .filter(|t| t.metadata.deletion_timestamp.is_none())
-        .filter_map(|t| Some((t.key()?, t)))
+        .map(|b| format!("/bridges/{b}"))
         .collect();
-    let other_versions: HashSet<(String, String)> = live_existing
-        .values()
-        .filter(|t| version_of(t).is_some_and(|v| v != version))
-        .filter_map(|t| identity(t))
-        .collect();
-    let other_version_owners: HashSet<String> = live_existing
-        .values()
-        .filter(|t| version_of(t).is_some_and(|v| v != version))
-        .filter_map(|t| owner_of(t))
-        .collect();
-    // Interfaces bound now: each binding's port, and for another version's binding its
-    // Translation and the binding's path (what the cutover frees).
-    let mut bound: HashMap<Interface, Vec<(uuid::Uuid, Option<Binder>)>> = HashMap::new();
-    // Another version's Translations: their resources, who provides each object among
-    // them, and which are not global; the cutover's choice of bridge is made from these
-    // by `cutover::bridge_of_binding`, as the pusher makes it.
-    let mut old_resources: HashMap<TranslationRef, Vec<Desired>> = HashMap::new();
-    let mut old_provider: HashMap<uuid::Uuid, (TranslationRef, String)> = HashMap::new();
-    let mut old_not_global: HashSet<TranslationRef> = HashSet::new();
-    for t in live_existing.values() {
-        let old = version_of(t).is_some_and(|v| v != version);
+    let going = going(version, desired, existing, scope, &mut changes);
+    let retired = retirement(&going, desired, &now, &cutover_bridge_paths);
+    backend.deletes_retired += retired.requests;
+    backend.cascaded += retired.cascaded;
+    backend.deletes = backend.deletes_cutover + backend.deletes_removed + backend.deletes_retired;
+    let requests = backend.total();
+    let seconds = if rate > 0.0 {
+        requests as f64 / rate
+    } else {
+        0.0
+    };
+    Plan {
+        version: version.to_string(),
+        existing_versions: existing_versions(existing),
+        translations: changes,
+        backend,
+        rebinds,
+        estimate: Estimate {
+            requests,
+            requests_per_second: rate,
+            seconds,
+        },
+    }
+}
+
+/// The existing Translations by version label (`""`: none).
+fn existing_versions(existing: &[Translation]) -> BTreeMap<String, usize> {
+    let mut by_version: BTreeMap<String, usize> = BTreeMap::new();
+    for tr in existing {
+        // An unversioned Translation is counted under "", which the text shows as (none).
+        let version = version_of(tr).map_or_else(String::new, str::to_string);
+        *by_version.entry(version).or_default() += 1;
+    }
+    by_version
+}
+
+/// What the cluster holds now, as the plan compares with it: the live Translations, and
+/// what the other versions' Translations hold (the interfaces they bind, the resources the
+/// cutover's choice of bridge is made from, by `cutover::bridge_of_binding`, as the pusher
+/// makes it).
+struct Existing<'a> {
+    version: &'a str,
+    live: HashMap<TranslationKey, &'a Translation>,
+    /// The other versions' Translations' names without their version segment.
+    other_versions: HashSet<(String, String)>,
+    /// The objects the other versions' Translations stand for.
+    other_version_owners: HashSet<String>,
+    /// Interfaces bound now: each binding's port, and for another version's binding its
+    /// Translation and the binding's path (what the cutover frees).
+    bound: HashMap<Interface, Vec<(uuid::Uuid, Option<Binder>)>>,
+    /// Another version's Translations' resources, who provides each object among them,
+    /// and which are not global.
+    old_resources: HashMap<TranslationRef, Vec<Desired>>,
+    old_provider: HashMap<uuid::Uuid, (TranslationRef, String)>,
+    old_not_global: HashSet<TranslationRef>,
+}
+
+impl<'a> Existing<'a> {
+    fn of(existing: &'a [Translation], version: &'a str) -> Self {
+        let live: HashMap<TranslationKey, &Translation> = existing
+            .iter()
+            .filter(|t| t.metadata.deletion_timestamp.is_none())
+            .filter_map(|t| Some((t.key()?, t)))
+            .collect();
+        let mut now = Existing {
+            version,
+            other_versions: HashSet::new(),
+            other_version_owners: HashSet::new(),
+            bound: HashMap::new(),
+            old_resources: HashMap::new(),
+            old_provider: HashMap::new(),
+            old_not_global: HashSet::new(),
+            live: HashMap::new(),
+        };
+        for t in live.values() {
+            now.index(t);
+        }
+        now.live = live;
+        now
+    }
+
+    fn is_old(&self, t: &Translation) -> bool {
+        version_of(t).is_some_and(|v| v != self.version)
+    }
+
+    /// Files the live Translation `t`.
+    fn index(&mut self, t: &Translation) {
+        let old = self.is_old(t);
         let resources = parse_lenient(t.desired_resources());
         let key = TranslationRef::from_obj(t);
         for d in &resources {
             if let Resource::HostInterfacePort(b) = &d.resource {
                 if let Some(name) = &b.interface_name {
                     let binder = old.then(|| (key.clone(), d.path.clone()));
-                    bound
+                    self.bound
                         .entry((b.parent, name.clone()))
                         .or_default()
                         .push((b.port_id, binder));
@@ -512,124 +579,177 @@ pub fn plan(
             }
         }
         if !old {
-            continue;
+            return;
         }
+        self.other_versions.extend(identity(t));
+        self.other_version_owners.extend(owner_of(t));
         for d in &resources {
             if let Some(id) = d.resource.own_id() {
-                old_provider.insert(id, (key.clone(), d.path.clone()));
+                self.old_provider.insert(id, (key.clone(), d.path.clone()));
             }
         }
         if !t.has_label(GLOBAL_LABEL) {
-            old_not_global.insert(key.clone());
+            self.old_not_global.insert(key.clone());
         }
-        old_resources.insert(key, resources);
+        self.old_resources.insert(key, resources);
     }
-    // The old bridges the cutover deletes to free the interfaces on them.
-    let mut cutover_bridges: HashSet<uuid::Uuid> = HashSet::new();
 
-    let wanted: HashSet<TranslationKey> = desired.iter().filter_map(Translation::key).collect();
+    /// Why `want`, which has no Translation of its name now, is created.
+    fn creation_reason(&self, want: &Translation) -> Reason {
+        let bump = identity(want).is_some_and(|i| self.other_versions.contains(&i))
+            || owner_of(want).is_some_and(|o| self.other_version_owners.contains(&o));
+        if bump {
+            Reason::VersionBump
+        } else {
+            Reason::NewObject
+        }
+    }
+
+    /// What the cutover deletes to free `interface` for `port`: per other version's port
+    /// binding it, that port's old node bridge (`Ok`), or the binding on its own (`Err`).
+    fn freed_by_cutover(
+        &self,
+        interface: &Interface,
+        port: uuid::Uuid,
+    ) -> Vec<Result<uuid::Uuid, ()>> {
+        let binders = self
+            .bound
+            .get(interface)
+            .into_iter()
+            .flatten()
+            .filter(|(p, _)| *p != port)
+            .filter_map(|(_, binder)| binder.as_ref());
+        binders
+            .map(|(binder, path)| {
+                let resources = self
+                    .old_resources
+                    .get(binder)
+                    .map_or(&[][..], Vec::as_slice);
+                cutover::bridge_of_binding(
+                    resources,
+                    path,
+                    |r| match r {
+                        Referent::Object(id) => self.old_provider.get(id).cloned(),
+                        Referent::TunnelZoneMember(_) => None,
+                    },
+                    |k| self.old_not_global.contains(k),
+                )
+                .map(|bridge| bridge.id)
+                .ok_or(())
+            })
+            .collect()
+    }
+}
+
+/// What pushing the desired Translations costs.
+#[derive(Default)]
+struct Pushes {
+    changes: TranslationChanges,
+    backend: BackendRequests,
+    rebinds: Rebinds,
+    /// The old bridges the cutover deletes to free the interfaces on them.
+    cutover_bridges: HashSet<uuid::Uuid>,
+}
+
+/// The Translation changes and backend requests of writing and pushing `desired`.
+fn pushes(desired: &[Translation], now: &Existing) -> Pushes {
+    let mut out = Pushes::default();
     for want in desired {
         let Some(key) = want.key() else {
             // Only a translator's bug builds one: shown, not planned under a made-up name.
-            backend
+            out.backend
                 .invalid
                 .push(format!("{}: no namespace", want.name_any()));
             continue;
         };
         let kind = kind_of(&key.1);
-        let current = live_existing.get(&key).copied();
+        let current = now.live.get(&key).copied();
         match current {
-            Some(c) if up_to_date(c, want) => changes.unchanged += 1,
+            Some(c) if up_to_date(c, want) => out.changes.unchanged += 1,
             Some(c) => {
                 let reason = if version_of(c) != version_of(want) {
                     Reason::VersionBump
                 } else {
                     Reason::ChangedObject
                 };
-                add(&mut changes.update, kind.clone(), reason);
+                add(&mut out.changes.update, kind.clone(), reason);
             }
-            None => {
-                let bump = identity(want).is_some_and(|i| other_versions.contains(&i))
-                    || owner_of(want).is_some_and(|o| other_version_owners.contains(&o));
-                let reason = if bump {
-                    Reason::VersionBump
-                } else {
-                    Reason::NewObject
-                };
-                add(&mut changes.create, kind.clone(), reason);
-            }
+            None => add(
+                &mut out.changes.create,
+                kind.clone(),
+                now.creation_reason(want),
+            ),
         }
         let pushed: &[PushedResource] = current
             .and_then(|c| c.status.as_ref())
             .map_or(&[], |s| s.pushed.as_slice());
-        let parsed = match parse_all(want.desired_resources()) {
-            Ok(p) => p,
-            Err(err) => {
-                backend.invalid.push(format!("{}/{}: {err}", key.0, key.1));
-                continue;
-            }
-        };
-        let apply = plan_apply(parsed, pushed);
+        match parse_all(want.desired_resources()) {
+            Ok(parsed) => out.add_steps(&kind, &plan_apply(parsed, pushed), now),
+            Err(err) => out
+                .backend
+                .invalid
+                .push(format!("{}/{}: {err}", key.0, key.1)),
+        }
+    }
+    out
+}
+
+impl Pushes {
+    /// Counts the requests of one Translation's `apply`.
+    fn add_steps(&mut self, kind: &str, apply: &ApplyPlan, now: &Existing) {
         for (d, step) in &apply.steps {
             match step {
                 Step::Create => {
-                    backend.creates += 1;
+                    self.backend.creates += 1;
                     if let Resource::HostInterfacePort(b) = &d.resource {
                         if let Some(name) = &b.interface_name {
-                            let before = bound.get(&(b.parent, name.clone()));
-                            let moved = before
-                                .is_some_and(|ports| ports.iter().any(|(p, _)| *p != b.port_id));
-                            if moved {
-                                rebinds.total += 1;
-                                *rebinds.by_kind.entry(kind.clone()).or_default() += 1;
-                            }
-                            // The cutover frees the interface from another version's
-                            // port first: with the port's bridge, or on its own.
-                            let old_binders = before
-                                .into_iter()
-                                .flatten()
-                                .filter(|(p, _)| *p != b.port_id)
-                                .filter_map(|(_, binder)| binder.as_ref());
-                            for (binder, path) in old_binders {
-                                let resources =
-                                    old_resources.get(binder).map_or(&[][..], Vec::as_slice);
-                                let bridge = cutover::bridge_of_binding(
-                                    resources,
-                                    path,
-                                    |r| match r {
-                                        Referent::Object(id) => old_provider.get(id).cloned(),
-                                        Referent::TunnelZoneMember(_) => None,
-                                    },
-                                    |k| old_not_global.contains(k),
-                                );
-                                match bridge {
-                                    Some(bridge) => {
-                                        cutover_bridges.insert(bridge.id);
-                                    }
-                                    None => backend.deletes_cutover += 1,
-                                }
-                            }
+                            self.add_binding(kind, &(b.parent, name.clone()), b.port_id, now);
                         }
                     }
                 }
-                Step::Update => backend.updates += 1,
-                Step::ImmutableChanged => backend.immutable += 1,
+                Step::Update => self.backend.updates += 1,
+                Step::ImmutableChanged => self.backend.immutable += 1,
                 // Withheld and CutOver are a bump's marks on a reconcile's plan, never
                 // made by plan_apply.
                 Step::Unchanged | Step::Withheld | Step::CutOver => {}
             }
         }
-        backend.deletes_removed += apply.removals.len();
+        self.backend.deletes_removed += apply.removals.len();
     }
 
-    backend.deletes_cutover += cutover_bridges.len();
-    let cutover_bridge_paths: HashSet<String> = cutover_bridges
-        .iter()
-        .map(|b| format!("/bridges/{b}"))
-        .collect();
+    /// Counts a binding of `interface` to `port` created: a rebind if another port binds
+    /// it now, and what the cutover deletes to free it from another version's port.
+    fn add_binding(&mut self, kind: &str, interface: &Interface, port: uuid::Uuid, now: &Existing) {
+        let moved = now
+            .bound
+            .get(interface)
+            .is_some_and(|ports| ports.iter().any(|(p, _)| *p != port));
+        if moved {
+            self.rebinds.total += 1;
+            *self.rebinds.by_kind.entry(kind.to_string()).or_default() += 1;
+        }
+        for freed in now.freed_by_cutover(interface, port) {
+            match freed {
+                Ok(bridge) => {
+                    self.cutover_bridges.insert(bridge);
+                }
+                Err(()) => self.backend.deletes_cutover += 1,
+            }
+        }
+    }
+}
 
-    // The Translations that go: every other version's, and the stale ones of the scope.
-    let mut going: Vec<&Translation> = Vec::new();
+/// The Translations that go: every other version's, and the stale ones of the scope;
+/// counted in `changes`.
+fn going<'a>(
+    version: &str,
+    desired: &[Translation],
+    existing: &'a [Translation],
+    scope: &Scope,
+    changes: &mut TranslationChanges,
+) -> Vec<&'a Translation> {
+    let wanted: HashSet<TranslationKey> = desired.iter().filter_map(Translation::key).collect();
+    let mut going = Vec::new();
     for t in existing {
         if t.metadata.deletion_timestamp.is_some() {
             changes.deleting += 1;
@@ -647,12 +767,30 @@ pub fn plan(
         add(&mut changes.delete, kind_of(&t.name_any()), reason);
         going.push(t);
     }
-    // What stays claims its paths: they are not deleted.
+    going
+}
+
+/// The backend cost of deleting the Translations that go.
+struct Retirement {
+    /// DELETEs sent, but for the old bridges the cutover deletes already.
+    requests: usize,
+    /// Resources MidoNet's cascades take.
+    cascaded: usize,
+}
+
+/// What deleting `going` costs, given what stays (`desired`, the live Translations that do
+/// not go), which claims its paths: they are not deleted.
+fn retirement(
+    going: &[&Translation],
+    desired: &[Translation],
+    now: &Existing,
+    cutover_bridge_paths: &HashSet<String>,
+) -> Retirement {
     let going_keys: HashSet<TranslationKey> = going.iter().filter_map(|g| g.key()).collect();
     let claimed: HashSet<String> = desired
         .iter()
         .chain(
-            live_existing
+            now.live
                 .iter()
                 .filter(|(k, _)| !going_keys.contains(*k))
                 .map(|(_, t)| *t),
@@ -672,6 +810,10 @@ pub fn plan(
             }
         }
     }
+    let mut out = Retirement {
+        requests: 0,
+        cascaded: 0,
+    };
     for (i, (t, rs)) in going.iter().zip(&parsed).enumerate() {
         let taken: HashSet<uuid::Uuid> = rs
             .iter()
@@ -680,32 +822,14 @@ pub fn plan(
             .collect();
         let pushed = t.status.as_ref().map_or(&[][..], |s| s.pushed.as_slice());
         let deletion = plan_delete(pushed, rs, &taken, |p| claimed.contains(p));
-        backend.deletes_retired += deletion
+        out.requests += deletion
             .requests
             .iter()
             .filter(|(_, path)| !cutover_bridge_paths.contains(path))
             .count();
-        backend.cascaded += deletion.cascaded.len();
+        out.cascaded += deletion.cascaded.len();
     }
-    backend.deletes = backend.deletes_cutover + backend.deletes_removed + backend.deletes_retired;
-    let requests = backend.total();
-    let seconds = if rate > 0.0 {
-        requests as f64 / rate
-    } else {
-        0.0
-    };
-    Plan {
-        version: version.to_string(),
-        existing_versions,
-        translations: changes,
-        backend,
-        rebinds,
-        estimate: Estimate {
-            requests,
-            requests_per_second: rate,
-            seconds,
-        },
-    }
+    out
 }
 
 impl Plan {
@@ -730,11 +854,25 @@ impl Plan {
 
     /// The plan for a person.
     pub fn render_text(&self) -> String {
-        use std::fmt::Write;
         if self.nothing_to_do() {
             return "nothing to do\n".to_string();
         }
-        let mut s = String::new();
+        let estimate = format!(
+            "\nEstimated duration: {:.1} s ({} requests at {} requests/s)\n",
+            self.estimate.seconds, self.estimate.requests, self.estimate.requests_per_second
+        );
+        [
+            self.heading_text(),
+            self.translations_text(),
+            self.backend_text(),
+            self.rebinds_text(),
+            estimate,
+        ]
+        .concat()
+    }
+
+    /// The version planned for, and the existing Translations by version.
+    fn heading_text(&self) -> String {
         let versions: Vec<String> = self
             .existing_versions
             .iter()
@@ -743,43 +881,57 @@ impl Plan {
                 format!("{v}: {n}")
             })
             .collect();
-        let _ = writeln!(
-            s,
-            "Plan for Translation version {} (existing Translations by version: {})",
+        format!(
+            "Plan for Translation version {} (existing Translations by version: {})\n",
             self.version,
             if versions.is_empty() {
                 "none".to_string()
             } else {
                 versions.join(", ")
             }
-        );
-        let _ = writeln!(s, "\nTranslations:");
+        )
+    }
+
+    /// The Translations created, updated and deleted, by reason and by kind.
+    fn translations_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::from("\nTranslations:\n");
         let t = &self.translations;
+        let reasons = |by: &BTreeMap<Reason, usize>| -> String {
+            let each: Vec<String> = by
+                .iter()
+                .map(|(r, n)| format!("{} {n}", r.as_str()))
+                .collect();
+            each.join(", ")
+        };
         for (what, counts) in [
             ("create", &t.create),
             ("update", &t.update),
             ("delete", &t.delete),
         ] {
-            let reasons: Vec<String> = by_reason(counts)
-                .iter()
-                .map(|(r, n)| format!("{} {n}", r.as_str()))
-                .collect();
-            let line = format!("  {what:<8}{:>7}  {}", total(counts), reasons.join(", "));
+            let line = format!(
+                "  {what:<8}{:>7}  {}",
+                total(counts),
+                reasons(&by_reason(counts))
+            );
             let _ = writeln!(s, "{}", line.trim_end());
             for (kind, by) in counts {
-                let reasons: Vec<String> = by
-                    .iter()
-                    .map(|(r, n)| format!("{} {n}", r.as_str()))
-                    .collect();
                 let n: usize = by.values().sum();
-                let _ = writeln!(s, "    {kind:<20}{n:>5}  {}", reasons.join(", "));
+                let _ = writeln!(s, "    {kind:<20}{n:>5}  {}", reasons(by));
             }
         }
         let _ = writeln!(s, "  {:<8}{:>7}", "unchanged", t.unchanged);
         if t.deleting > 0 {
             let _ = writeln!(s, "  {:<8}{:>7}", "deleting", t.deleting);
         }
+        s
+    }
+
+    /// The backend requests, by method, and what is not pushed.
+    fn backend_text(&self) -> String {
+        use std::fmt::Write;
         let b = &self.backend;
+        let mut s = String::new();
         let _ = writeln!(s, "\nBackend requests: {}", b.total());
         let _ = writeln!(s, "  create  {:>7}", b.creates);
         let _ = writeln!(s, "  update  {:>7}", b.updates);
@@ -798,28 +950,26 @@ impl Plan {
         for invalid in &b.invalid {
             let _ = writeln!(s, "  invalid: {invalid}");
         }
+        s
+    }
+
+    /// The host interfaces rebound, by kind.
+    fn rebinds_text(&self) -> String {
         let kinds: Vec<String> = self
             .rebinds
             .by_kind
             .iter()
             .map(|(k, n)| format!("{k} {n}"))
             .collect();
-        let _ = writeln!(
-            s,
-            "\nHost interfaces rebound: {}{}",
+        format!(
+            "\nHost interfaces rebound: {}{}\n",
             self.rebinds.total,
             if kinds.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", kinds.join(", "))
             }
-        );
-        let _ = writeln!(
-            s,
-            "\nEstimated duration: {:.1} s ({} requests at {} requests/s)",
-            self.estimate.seconds, self.estimate.requests, self.estimate.requests_per_second
-        );
-        s
+        )
     }
 }
 
