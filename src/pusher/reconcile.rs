@@ -146,7 +146,7 @@ fn now() -> String {
 }
 
 /// What a push got through before it stopped.
-struct Progress {
+struct PushProgress {
     /// The record of pushed resources, updated per request.
     record: Vec<PushedResource>,
     /// Referents created so far, to wake who waits for them.
@@ -211,32 +211,18 @@ impl<'a> Reconciling<'a> {
 
     async fn apply(&self) -> Result<Outcome, PusherError> {
         let entries = self.tr.desired_resources();
-        let generation = self.tr.metadata.generation;
         let hash = plan::resources_hash(entries);
         let missing = self.ctx.tracker.missing(self.uid);
-        let (plan, settled) = match plan::decide_apply(
-            entries,
-            &hash,
-            &self.before,
-            &missing,
-            generation,
-        ) {
-            ApplyDecision::Unchanged => {
-                self.ctx.tracker.succeeded(self.uid);
-                return Ok(Outcome::Unchanged);
-            }
-            ApplyDecision::Invalid(err) => {
-                tracing::warn!(translation = %self.name(), namespace = %self.namespace(), error = %err, "invalid Translation");
-                let (status, message) =
-                    status::invalid(&self.before, &err, hash, entries.len(), generation, &now());
-                self.write_status(status).await?;
-                self.warn_once(reason::TRANSLATION_UPDATE_ERROR, message)
-                    .await;
-                return Ok(Outcome::Invalid);
-            }
-            ApplyDecision::Push { plan, settled } => (plan, settled),
-        };
-        let mut plan = plan;
+        let generation = self.tr.metadata.generation;
+        let (mut plan, settled) =
+            match plan::decide_apply(entries, &hash, &self.before, &missing, generation) {
+                ApplyDecision::Unchanged => {
+                    self.ctx.tracker.succeeded(self.uid);
+                    return Ok(Outcome::Unchanged);
+                }
+                ApplyDecision::Invalid(err) => return self.invalid(&err, hash).await,
+                ApplyDecision::Push { plan, settled } => (plan, settled),
+            };
         if let Err(stopped) = self.bindings_in_bump(&mut plan).await {
             return self
                 .push_failed(self.before.pushed.clone(), entries.len(), stopped)
@@ -257,49 +243,83 @@ impl<'a> Reconciling<'a> {
             tracing::debug!(translation = %self.name(), namespace = %self.namespace(), awaited = ?blocker.awaited, provider = ?blocker.provider.map(|p| p.to_string()), "waiting for a referent or a bound interface");
             return Ok(Outcome::Held(left));
         }
+        let (pushed, stopped) = self.execute(&plan, &missing).await;
+        match stopped {
+            Some(stopped) => self.stopped(&plan, pushed, stopped).await,
+            None => self.completed(&plan, pushed, hash, &missing).await,
+        }
+    }
 
-        let (progress, stopped) = self.execute(&plan, &missing).await;
-        let Progress {
+    /// The outcome of a spec that cannot be pushed at all: recorded, warned about.
+    async fn invalid(
+        &self,
+        err: &plan::InvalidTranslation,
+        hash: String,
+    ) -> Result<Outcome, PusherError> {
+        tracing::warn!(translation = %self.name(), namespace = %self.namespace(), error = %err, "invalid Translation");
+        let count = self.tr.desired_resources().len();
+        let generation = self.tr.metadata.generation;
+        let (status, message) = status::invalid(&self.before, err, hash, count, generation, &now());
+        self.write_status(status).await?;
+        self.warn_once(reason::TRANSLATION_UPDATE_ERROR, message)
+            .await;
+        Ok(Outcome::Invalid)
+    }
+
+    /// The outcome of a push `stopped` by a failed request, what it got through recorded.
+    async fn stopped(
+        &self,
+        plan: &ApplyPlan,
+        pushed: PushProgress,
+        stopped: Stopped,
+    ) -> Result<Outcome, PusherError> {
+        let refused = stopped
+            .error
+            .is_referent_missing()
+            .then(|| plan.steps.iter().find(|(d, _)| d.path == stopped.path))
+            .flatten()
+            .map(|(d, _)| d.resource.clone());
+        let count = self.tr.desired_resources().len();
+        let outcome = self.push_failed(pushed.record, count, stopped).await;
+        // What was created before the failure is recorded: its waiters can go on.
+        self.pushed(pushed.created, &pushed.recreated);
+        // A referent recorded as pushed (by another Translation, or by this one) may be
+        // lost: verified once the failure is recorded.
+        if let (Ok(_), Some(refused)) = (&outcome, refused) {
+            super::verify::recheck_providers(self.ctx, &self.key, &refused);
+        }
+        outcome
+    }
+
+    /// The outcome of a push that went through: recorded, its waiters woken, reported.
+    async fn completed(
+        &self,
+        plan: &ApplyPlan,
+        pushed: PushProgress,
+        hash: String,
+        missing: &Missing,
+    ) -> Result<Outcome, PusherError> {
+        let PushProgress {
             record,
             created,
             recreated,
             immutable,
-        } = progress;
-        if let Some(stopped) = stopped {
-            let refused = stopped
-                .error
-                .is_referent_missing()
-                .then(|| plan.steps.iter().find(|(d, _)| d.path == stopped.path))
-                .flatten()
-                .map(|(d, _)| d.resource.clone());
-            let outcome = self.push_failed(record, entries.len(), stopped).await;
-            // What was created before the failure is recorded: its waiters can go on.
-            self.pushed(created, &recreated);
-            // A referent recorded as pushed (by another Translation, or by this one) may
-            // be lost: verified once the failure is recorded.
-            if let (Ok(_), Some(refused)) = (&outcome, refused) {
-                super::verify::recheck_providers(self.ctx, &self.key, &refused);
-            }
-            return outcome;
-        }
-
+        } = pushed;
+        let generation = self.tr.metadata.generation;
         let (status, not_ready) = status::pushed(
             &self.before,
             record,
-            &plan,
+            plan,
             hash,
             generation,
             &immutable,
             &now(),
         );
         self.write_status(status).await?;
-        self.ctx.tracker.recorded(
-            self.uid,
-            plan.steps
-                .iter()
-                .filter(|(_, s)| *s == Step::CutOver)
-                .map(|(d, _)| d.path.clone()),
-        );
+        let cut_over = plan.steps.iter().filter(|(_, s)| *s == Step::CutOver);
+        self.ctx
+            .tracker
+            .recorded(self.uid, cut_over.map(|(d, _)| d.path.clone()));
         self.ctx.deps.release(&self.key);
         self.pushed(created, &recreated);
         let outcome = match not_ready {
@@ -313,17 +333,14 @@ impl<'a> Reconciling<'a> {
                 Outcome::Immutable
             }
         };
-        self.report_repairs(&missing).await;
+        self.report_repairs(missing).await;
         let changes = plan.backend_changes();
         if changes > 0 {
             tracing::info!(translation = %self.name(), namespace = %self.namespace(), changes, "pushed");
+            let note = format!("{changes} backend changes pushed");
             self.ctx
                 .events
-                .normal(
-                    &self.oref,
-                    reason::TRANSLATION_UPDATE_PUSHED,
-                    format!("{changes} backend changes pushed"),
-                )
+                .normal(&self.oref, reason::TRANSLATION_UPDATE_PUSHED, note)
                 .await;
         }
         Ok(outcome)
@@ -380,9 +397,13 @@ impl<'a> Reconciling<'a> {
 
     /// Performs `plan`'s requests in order: creates and updates, then removals. Stops at
     /// the first failure and says which.
-    async fn execute(&self, plan: &ApplyPlan, missing: &Missing) -> (Progress, Option<Stopped>) {
+    async fn execute(
+        &self,
+        plan: &ApplyPlan,
+        missing: &Missing,
+    ) -> (PushProgress, Option<Stopped>) {
         let ctx = self.ctx;
-        let mut progress = Progress {
+        let mut progress = PushProgress {
             record: self.before.pushed.clone(),
             created: Vec::new(),
             recreated: std::collections::HashSet::new(),
@@ -590,56 +611,14 @@ impl<'a> Reconciling<'a> {
 
     async fn delete(&self) -> Result<Outcome, PusherError> {
         let ctx = self.ctx;
-        let mut desired = plan::parse_lenient(self.tr.desired_resources());
-        let mut taken = ctx.deps.taken_elsewhere(&self.key, &desired);
-        // What a bump's cutover deleted already (an old node bridge) is gone, and what
-        // MidoNet's cascade took with it.
-        let gone = ctx.tracker.paths_deleted_by_cutover(self.uid);
-        taken.extend(
-            desired
-                .iter()
-                .filter(|d| gone.contains(&d.path))
-                .filter_map(|d| d.resource.own_id()),
-        );
-        desired.retain(|d| !gone.contains(&d.path));
-        let mut pushed = self.before.pushed.clone();
-        pushed.retain(|p| !gone.contains(&p.path));
-        tracing::debug!(translation = %self.name(), taken = ?taken, "deleting; taken by other deletions");
-        let deletion = plan::plan_delete(&pushed, &desired, &taken, |path| ctx.deps.claimed(path));
+        let (desired, deletion) = self.deletion();
         // Who else binds this Translation's interfaces records a binding MidoNet holds for
         // one port at a time: it must push its own again once this one's is gone.
-        let rebind: Vec<(ObjectRef<Translation>, String)> = ctx
-            .deps
-            .interfaces_of(&self.key)
-            .iter()
-            .flat_map(|i| ctx.deps.other_binders(&self.key, i))
-            .filter(|(k, _)| {
-                ctx.deps
-                    .store()
-                    .get(k)
-                    .is_some_and(|t| !ctx.rollout.is_old(&t))
-            })
-            .collect();
+        let rebind = self.other_current_binders();
         let targets = &deletion.requests;
         for (kind, path) in targets {
             if let Err(err) = ctx.backend.delete_path(*kind, path).await {
-                let attempts = ctx.tracker.failed(self.uid);
-                let delay = ctx.retry_delay(attempts);
-                let message = format!("cannot delete {path}: {err}");
-                tracing::warn!(translation = %self.name(), namespace = %self.namespace(), attempts, retry_in = ?delay, error = %err, backend_kind = kind.name(), backend_path = %path, "deletion failed; the finalizer stays");
-                let mut status = self.before.clone();
-                status::set_ready(
-                    &mut status,
-                    false,
-                    ReadyReason::DeletionFailed,
-                    message.clone(),
-                    self.tr.metadata.generation,
-                    &now(),
-                );
-                self.write_status(status).await?;
-                self.warn_once(reason::TRANSLATION_DELETION_ERROR, message)
-                    .await;
-                return Ok(Outcome::Retry(delay));
+                return self.deletion_failed(*kind, path, &err).await;
             }
         }
         // The interfaces this Translation bound are free: new bindings of them can go.
@@ -658,12 +637,9 @@ impl<'a> Reconciling<'a> {
             return Ok(Outcome::Retry(delay));
         }
         tracing::info!(translation = %self.name(), namespace = %self.namespace(), deleted = targets.len(), cascaded = deletion.cascaded.len(), claimed = deletion.claimed.len(), "deletion pushed; finalizer removed");
+        let note = format!("{} backend resources deleted", targets.len());
         ctx.events
-            .normal(
-                &self.oref,
-                reason::TRANSLATION_DELETION_PUSHED,
-                format!("{} backend resources deleted", targets.len()),
-            )
+            .normal(&self.oref, reason::TRANSLATION_DELETION_PUSHED, note)
             .await;
         // What this deletion took out of the backend, to check who had built on it.
         let deleted: std::collections::HashSet<&str> = targets
@@ -679,6 +655,73 @@ impl<'a> Reconciling<'a> {
         ctx.deps.note_cascade(&taken, &self.key);
         ctx.forget(self.tr, self.uid);
         Ok(Outcome::Deleted)
+    }
+
+    /// The resources this Translation still has in the backend, and the deletion's plan
+    /// for them ([`plan::plan_delete`]).
+    fn deletion(&self) -> (Vec<plan::Desired>, plan::DeletePlan) {
+        let ctx = self.ctx;
+        let mut desired = plan::parse_lenient(self.tr.desired_resources());
+        let mut taken = ctx.deps.taken_elsewhere(&self.key, &desired);
+        // What a bump's cutover deleted already (an old node bridge) is gone, and what
+        // MidoNet's cascade took with it.
+        let gone = ctx.tracker.paths_deleted_by_cutover(self.uid);
+        taken.extend(
+            desired
+                .iter()
+                .filter(|d| gone.contains(&d.path))
+                .filter_map(|d| d.resource.own_id()),
+        );
+        desired.retain(|d| !gone.contains(&d.path));
+        let mut pushed = self.before.pushed.clone();
+        pushed.retain(|p| !gone.contains(&p.path));
+        tracing::debug!(translation = %self.name(), taken = ?taken, "deleting; taken by other deletions");
+        let deletion = plan::plan_delete(&pushed, &desired, &taken, |path| ctx.deps.claimed(path));
+        (desired, deletion)
+    }
+
+    /// The current version's other Translations binding an interface this one binds, with
+    /// the path of each one's binding.
+    fn other_current_binders(&self) -> Vec<(ObjectRef<Translation>, String)> {
+        let ctx = self.ctx;
+        ctx.deps
+            .interfaces_of(&self.key)
+            .iter()
+            .flat_map(|i| ctx.deps.other_binders(&self.key, i))
+            .filter(|(k, _)| {
+                ctx.deps
+                    .store()
+                    .get(k)
+                    .is_some_and(|t| !ctx.rollout.is_old(&t))
+            })
+            .collect()
+    }
+
+    /// The outcome of a backend deletion of `path` that failed with `err`: the finalizer
+    /// stays, the condition and a Warning say why, and the deletion is retried.
+    async fn deletion_failed(
+        &self,
+        kind: Kind,
+        path: &str,
+        err: &BackendError,
+    ) -> Result<Outcome, PusherError> {
+        let attempts = self.ctx.tracker.failed(self.uid);
+        let delay = self.ctx.retry_delay(attempts);
+        let message = format!("cannot delete {path}: {err}");
+        tracing::warn!(translation = %self.name(), namespace = %self.namespace(), attempts, retry_in = ?delay, error = %err, backend_kind = kind.name(), backend_path = %path, "deletion failed; the finalizer stays");
+        let mut status = self.before.clone();
+        status::set_ready(
+            &mut status,
+            false,
+            ReadyReason::DeletionFailed,
+            message.clone(),
+            self.tr.metadata.generation,
+            &now(),
+        );
+        self.write_status(status).await?;
+        self.warn_once(reason::TRANSLATION_DELETION_ERROR, message)
+            .await;
+        Ok(Outcome::Retry(delay))
     }
 
     /// Writes the status subresource if it changed, and remembers it (read-your-own-writes).
