@@ -349,6 +349,73 @@ pub fn cascaded_paths(desired: &[Desired], taken: &HashSet<Referent>) -> Vec<Str
 }
 
 impl State {
+    /// What `key` must wait for before creating `creating` (see [`Dependencies::hold`]):
+    /// a referent another live Translation provides but has not `pushed`, else an
+    /// interface another Translation has bound, else a referent nobody provides.
+    fn blocker(
+        &self,
+        store: &Store<Translation>,
+        key: &Key,
+        creating: &[&Desired],
+        pushed: impl Fn(&Key, u64) -> bool,
+    ) -> Option<Blocker> {
+        let own: HashSet<Referent> = creating
+            .iter()
+            .flat_map(|d| d.resource.provides())
+            .collect();
+        let hosts: HashSet<Referent> = creating
+            .iter()
+            .flat_map(|d| d.resource.hosts())
+            .map(Referent::Object)
+            .collect();
+        let mut unprovided = None;
+        let referent = creating
+            .iter()
+            .flat_map(|d| d.resource.requires())
+            .filter(|r| !own.contains(r))
+            .find_map(|r| {
+                let Some((provider, path)) = self.providers.get(&r) else {
+                    if unprovided.is_none() && !hosts.contains(&r) {
+                        unprovided = Some(r);
+                    }
+                    return None;
+                };
+                if **provider == *key {
+                    return None;
+                }
+                let tr = store.get(provider)?;
+                // A provider being deleted is about to delete the referent, and with it
+                // (MidoNet cascades) whatever we would create under it: wait for whoever
+                // provides it next (a re-created Service re-creates the same chain).
+                let done = tr.metadata.deletion_timestamp.is_none() && pushed(provider, *path);
+                (!done).then(|| Blocker {
+                    awaited: Awaited::Referent(r),
+                    provider: Some(unshared(provider)),
+                })
+            });
+        // An interface another Translation has bound (and not unbound yet): MidoNet would
+        // refuse the binding until that one is deleted.
+        let interface = || {
+            creating.iter().find_map(|d| {
+                let interface = interface_of(&d.resource)?;
+                let binders = self.binders.get(&interface)?;
+                let (other, _) = binders.iter().find(|(k, path)| {
+                    **k != *key && *path != d.path && pushed(k, path_hash(path))
+                })?;
+                Some(Blocker {
+                    awaited: Awaited::Interface(interface),
+                    provider: Some(unshared(other)),
+                })
+            })
+        };
+        referent.or_else(interface).or_else(|| {
+            unprovided.map(|r| Blocker {
+                awaited: Awaited::Referent(r),
+                provider: None,
+            })
+        })
+    }
+
     /// Drops what `key` provides, needs and binds; with `gone` (the Translation is deleted,
     /// not merely updated) also what a cascade took from it: a Translation updated, e.g.
     /// marked for deletion, still had its resources taken.
@@ -534,16 +601,6 @@ impl Dependencies {
         creating: &[&Desired],
         recorded: impl Fn(&Translation) -> TranslationStatus,
     ) -> Option<(Blocker, Duration)> {
-        let own: HashSet<Referent> = creating
-            .iter()
-            .flat_map(|d| d.resource.provides())
-            .collect();
-        let hosts: HashSet<Referent> = creating
-            .iter()
-            .flat_map(|d| d.resource.hosts())
-            .map(Referent::Object)
-            .collect();
-        let mut unprovided = None;
         // Checked and registered under one lock: a provider's `pushed` either comes before
         // (the check sees its record) or after (it finds us registered).
         let mut state = self.lock();
@@ -555,52 +612,7 @@ impl Dependencies {
                     .any(|p| path_hash(&p.path) == path)
             })
         };
-        let referent = creating
-            .iter()
-            .flat_map(|d| d.resource.requires())
-            .filter(|r| !own.contains(r))
-            .find_map(|r| {
-                let Some((provider, path)) = state.providers.get(&r) else {
-                    if unprovided.is_none() && !hosts.contains(&r) {
-                        unprovided = Some(r);
-                    }
-                    return None;
-                };
-                if **provider == *key {
-                    return None;
-                }
-                let tr = self.store.get(provider)?;
-                // A provider being deleted is about to delete the referent, and with it
-                // (MidoNet cascades) whatever we would create under it: wait for whoever
-                // provides it next (a re-created Service re-creates the same chain).
-                let done = tr.metadata.deletion_timestamp.is_none() && pushed(provider, *path);
-                (!done).then(|| Blocker {
-                    awaited: Awaited::Referent(r),
-                    provider: Some(unshared(provider)),
-                })
-            });
-        // An interface another Translation has bound (and not unbound yet): MidoNet would
-        // refuse the binding until that one is deleted.
-        let interface = || {
-            creating.iter().find_map(|d| {
-                let interface = interface_of(&d.resource)?;
-                let binders = state.binders.get(&interface)?;
-                let (other, _) = binders.iter().find(|(k, path)| {
-                    **k != *key && *path != d.path && pushed(k, path_hash(path))
-                })?;
-                Some(Blocker {
-                    awaited: Awaited::Interface(interface),
-                    provider: Some(unshared(other)),
-                })
-            })
-        };
-        let blocker = referent.or_else(interface).or_else(|| {
-            unprovided.map(|r| Blocker {
-                awaited: Awaited::Referent(r),
-                provider: None,
-            })
-        });
-        let Some(blocker) = blocker else {
+        let Some(blocker) = state.blocker(&self.store, key, creating, pushed) else {
             state.held_since.remove(key);
             return None;
         };

@@ -36,9 +36,11 @@ pub struct PusherMetrics {
 }
 
 impl PusherMetrics {
+    /// The pusher's metrics, registered in `registry`.
     pub fn new(registry: &Registry) -> prometheus::Result<Self> {
-        let m = PusherMetrics {
-            reconcile_duration: HistogramVec::new(
+        let r = Registered(registry);
+        Ok(PusherMetrics {
+            reconcile_duration: r.add(HistogramVec::new(
                 HistogramOpts::new(
                     "pusher_reconcile_duration_seconds",
                     "Duration of one pusher reconcile, by operation.",
@@ -46,91 +48,83 @@ impl PusherMetrics {
                 .namespace(NS)
                 .buckets(vec![0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0]),
                 &["operation"],
-            )?,
-            reconciles: IntCounterVec::new(
-                Opts::new("pusher_reconciles_total", "Pusher reconciles, by result.").namespace(NS),
+            )?)?,
+            reconciles: r.add(IntCounterVec::new(
+                opts("pusher_reconciles_total", "Pusher reconciles, by result."),
                 &["result"],
-            )?,
-            in_flight: IntGauge::with_opts(
-                Opts::new(
-                    "pusher_reconciles_in_flight",
-                    "Pusher reconciles running now.",
-                )
-                .namespace(NS),
-            )?,
-            retry_queue: IntGauge::with_opts(
-                Opts::new(
-                    "pusher_retry_queue_depth",
-                    "Translations waiting for a retry after a failure.",
-                )
-                .namespace(NS),
-            )?,
-            translations: IntGaugeVec::new(
-                Opts::new("translations", "Translations by sync state.").namespace(NS),
+            )?)?,
+            in_flight: r.add(IntGauge::with_opts(opts(
+                "pusher_reconciles_in_flight",
+                "Pusher reconciles running now.",
+            ))?)?,
+            retry_queue: r.add(IntGauge::with_opts(opts(
+                "pusher_retry_queue_depth",
+                "Translations waiting for a retry after a failure.",
+            ))?)?,
+            translations: r.add(IntGaugeVec::new(
+                opts("translations", "Translations by sync state."),
                 &["state"],
-            )?,
-            translations_by_version: IntGaugeVec::new(
-                Opts::new(
+            )?)?,
+            translations_by_version: r.add(IntGaugeVec::new(
+                opts(
                     "translations_by_version",
                     "Translations by Translation version.",
-                )
-                .namespace(NS),
+                ),
                 &["version"],
-            )?,
-            drift_repaired: IntCounterVec::new(
-                Opts::new(
+            )?)?,
+            drift_repaired: r.add(IntCounterVec::new(
+                opts(
                     "drift_repaired_resources_total",
                     "Backend resources found missing and re-created, by kind.",
-                )
-                .namespace(NS),
+                ),
                 &["kind"],
-            )?,
-            cascade_repaired: IntCounterVec::new(
-                Opts::new(
+            )?)?,
+            cascade_repaired: r.add(IntCounterVec::new(
+                opts(
                     "cascade_repaired_resources_total",
                     "Backend resources MidoNet deleted (or whose filter references it cleared) \
                      along with another Translation's resources (its cascade) and the pusher \
                      re-created, by kind.",
-                )
-                .namespace(NS),
+                ),
                 &["kind"],
-            )?,
-            rollout_phase: IntGaugeVec::new(
-                Opts::new(
+            )?)?,
+            rollout_phase: r.add(IntGaugeVec::new(
+                opts(
                     "rollout_phase",
                     "Phase of a Translation version bump: 1 for the current phase.",
-                )
-                .namespace(NS),
+                ),
                 &["phase"],
-            )?,
-            rollout_translations: IntGaugeVec::new(
-                Opts::new(
+            )?)?,
+            rollout_translations: r.add(IntGaugeVec::new(
+                opts(
                     "rollout_translations",
                     "Translations of a version bump: the new version's (total, unsettled, \
                      awaiting the cutover) and the old versions' (total, being deleted).",
-                )
-                .namespace(NS),
+                ),
                 &["count"],
-            )?,
-            bindings_cut_over: IntCounter::with_opts(
-                Opts::new(
-                    "rollout_bindings_cut_over_total",
-                    "Host interface bindings moved to a new Translation version's port.",
-                )
-                .namespace(NS),
-            )?,
-        };
-        registry.register(Box::new(m.reconcile_duration.clone()))?;
-        registry.register(Box::new(m.rollout_phase.clone()))?;
-        registry.register(Box::new(m.rollout_translations.clone()))?;
-        registry.register(Box::new(m.bindings_cut_over.clone()))?;
-        registry.register(Box::new(m.reconciles.clone()))?;
-        registry.register(Box::new(m.in_flight.clone()))?;
-        registry.register(Box::new(m.retry_queue.clone()))?;
-        registry.register(Box::new(m.translations.clone()))?;
-        registry.register(Box::new(m.translations_by_version.clone()))?;
-        registry.register(Box::new(m.drift_repaired.clone()))?;
-        registry.register(Box::new(m.cascade_repaired.clone()))?;
-        Ok(m)
+            )?)?,
+            bindings_cut_over: r.add(IntCounter::with_opts(opts(
+                "rollout_bindings_cut_over_total",
+                "Host interface bindings moved to a new Translation version's port.",
+            ))?)?,
+        })
+    }
+}
+
+/// The options of the metric `name` in the process's namespace.
+fn opts(name: &str, help: &str) -> Opts {
+    Opts::new(name, help).namespace(NS)
+}
+
+/// A registry that hands back what it registered.
+struct Registered<'a>(&'a Registry);
+
+impl Registered<'_> {
+    fn add<M: prometheus::core::Collector + Clone + 'static>(
+        &self,
+        metric: M,
+    ) -> prometheus::Result<M> {
+        self.0.register(Box::new(metric.clone()))?;
+        Ok(metric)
     }
 }

@@ -15,6 +15,23 @@
 //! drift verification) and the verifications its reconciles start are [`OwnedTask`]s
 //! stopped when [`run`] returns or is aborted. Its event reasons are in
 //! [`crate::events::reason`].
+//!
+//! **Lock order.** The pusher's state is in these mutexes (each taken through
+//! [`crate::locks::lock`]), and the informer's store (a read lock inside
+//! `Store::get`/`state`):
+//!
+//! 1. the dependency index (`deps::Dependencies`): `Dependencies::hold` reads the
+//!    store and each provider's recorded status (so the tracker) while holding it, which
+//!    is what makes a hold and a provider's push exclusive;
+//! 2. the store's read lock, then the tracker (`tracked::Tracker`), each taken last and
+//!    released before returning; nothing is called out to while holding either;
+//! 3. leaves, taken alone and never while another of these is held: the bump's census
+//!    (`rollout::Rollout`), the recheck times (`verify::Rechecks`), the wake-up receiver
+//!    (taken once by [`run`]) and the running verifications.
+//!
+//! So a lock is only ever taken after one above it: a new call made while holding a lock
+//! must keep to this order (in particular, never call into `deps` while holding the
+//! tracker's lock, nor await while holding any of them).
 
 pub(crate) mod cutover;
 mod deps;

@@ -268,21 +268,7 @@ pub fn plan_delete(
     taken_elsewhere: &HashSet<uuid::Uuid>,
     claimed: impl Fn(&str) -> bool,
 ) -> DeletePlan {
-    let mut order: Vec<(Kind, String)> = Vec::new();
-    let mut seen = HashSet::new();
-    for p in pushed {
-        if let Some(kind) = Kind::from_name(&p.kind) {
-            if seen.insert(p.path.clone()) {
-                order.push((kind, p.path.clone()));
-            }
-        }
-    }
-    for d in desired {
-        if seen.insert(d.path.clone()) {
-            order.push((d.resource.kind(), d.path.clone()));
-        }
-    }
-    order.reverse();
+    let order = deletion_order(pushed, desired);
     let mut plan = DeletePlan::default();
     let (kept, removed): (Vec<_>, Vec<_>) = order.into_iter().partition(|(_, p)| claimed(p));
     plan.claimed = kept.into_iter().map(|(_, p)| p).collect();
@@ -342,6 +328,27 @@ pub fn plan_delete(
         }
     }
     plan
+}
+
+/// Every resource of a Translation, recorded as pushed or desired, once each, in the
+/// reverse of creation order.
+fn deletion_order(pushed: &[PushedResource], desired: &[Desired]) -> Vec<(Kind, String)> {
+    let mut order: Vec<(Kind, String)> = Vec::new();
+    let mut seen = HashSet::new();
+    for p in pushed {
+        if let Some(kind) = Kind::from_name(&p.kind) {
+            if seen.insert(p.path.clone()) {
+                order.push((kind, p.path.clone()));
+            }
+        }
+    }
+    for d in desired {
+        if seen.insert(d.path.clone()) {
+            order.push((d.resource.kind(), d.path.clone()));
+        }
+    }
+    order.reverse();
+    order
 }
 
 /// Parses what can be parsed, for deletion of a Translation whose spec may be broken.
