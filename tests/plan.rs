@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use midonet_kube_controllers::config::RunArgs;
 use midonet_kube_controllers::crd::Translation;
 use midonet_kube_controllers::plancmd::{cli::compute, Reason};
-use midonet_kube_controllers::pusher::plan::parse_lenient;
+use midonet_kube_controllers::pusher::steps::parse_lenient;
 use midonet_translators::meta::VERSION_LABEL;
 use support::scenario::{Scale, Scenario, ScenarioApi};
 use support::stack::{start_sim_for, wait_exact, Controllers};

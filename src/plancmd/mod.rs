@@ -10,8 +10,8 @@
 //! - the Translations created, updated and deleted, by kind (the first segment of the name)
 //!   and by [`Reason`];
 //! - the backend requests the pusher sends for them: creates and updates from
-//!   [`plan_apply`](crate::pusher::plan::plan_apply) against what each Translation's status
-//!   records as pushed; deletions from [`plan_delete`](crate::pusher::plan::plan_delete), so
+//!   [`plan_apply`](crate::pusher::steps::plan_apply) against what each Translation's status
+//!   records as pushed; deletions from [`plan_delete`](crate::pusher::steps::plan_delete), so
 //!   that what MidoNet's cascades delete (a bridge's ports, a chain's rules, a port's binding)
 //!   costs nothing, counting as taken by another deletion what a Translation deleted in the
 //!   same plan provides; a bump's cutover frees the interfaces by deleting the old node
@@ -45,10 +45,10 @@ use serde::Serialize;
 use crate::config::Controller;
 use crate::crd::{PushedResource, Translation, TranslationKey};
 use crate::pusher::cutover;
-use crate::pusher::plan::{
+use crate::pusher::rollout::owner_of;
+use crate::pusher::steps::{
     parse_all, parse_lenient, plan_apply, plan_delete, ApplyPlan, Desired, Step,
 };
-use crate::pusher::rollout::owner_of;
 use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
 use crate::translate::pods::CachedPod;
 use crate::translate::slices::EndpointsSource;

@@ -39,7 +39,7 @@ use midonet_translators::model::{Kind, Referent, Resource};
 use uuid::Uuid;
 
 use super::deps::{interface_of, Interface};
-use super::plan::{self, Desired};
+use super::steps::{self, Desired};
 use super::{CutoverOrder, PusherContext};
 use crate::crd::{PushedResource, Translation};
 
@@ -121,7 +121,7 @@ pub(super) fn moves<'a>(
         let Some(uid) = tr.uid() else { continue };
         let key = ObjectRef::from_obj(tr);
         let recorded = pushed(tr);
-        for desired in plan::parse_lenient(tr.desired_resources()) {
+        for desired in steps::parse_lenient(tr.desired_resources()) {
             let Some(interface) = interface_of(&desired.resource) else {
                 continue;
             };
@@ -200,7 +200,7 @@ fn old_bindings(ctx: &PusherContext, key: &Key, interface: &Interface) -> Vec<Ol
         .map(|(from, path)| {
             let bridge = ctx.deps.store().get(&from).and_then(|old| {
                 bridge_of_binding(
-                    &plan::parse_lenient(old.desired_resources()),
+                    &steps::parse_lenient(old.desired_resources()),
                     &path,
                     |r| ctx.deps.provider_of(r),
                     |k| {
@@ -409,7 +409,7 @@ mod tests {
             },
             binding_entry(OLD_PORT),
         ];
-        plan::parse_lenient(&entries)
+        steps::parse_lenient(&entries)
     }
 
     fn node_key() -> Key {

@@ -22,7 +22,7 @@ use kube::runtime::watcher;
 use midonet_translators::model::{Kind, Referent, Resource};
 use uuid::Uuid;
 
-use super::plan::{self, Desired};
+use super::steps::{self, Desired};
 use crate::crd::{Translation, TranslationStatus};
 
 /// The longest a Translation is held back for a referent another Translation provides, or
@@ -42,9 +42,9 @@ type Key = ObjectRef<Translation>;
 /// A key as the index stores it: one allocation per Translation, shared by every map that
 /// names it (a Translation is named in about ten entries; each copy of an `ObjectRef` costs
 /// two strings and 96 bytes, together most of the index's memory at scale).
-type Shared = std::sync::Arc<Key>;
+type SharedKey = std::sync::Arc<Key>;
 
-fn unshared(key: &Shared) -> Key {
+fn unshared(key: &SharedKey) -> Key {
     Key::clone(key)
 }
 
@@ -84,29 +84,29 @@ struct State {
     /// Every Translation in the index, with what it filed in the maps below (to undo its
     /// entries): one record per Translation, as a map per kind of entry keyed by the
     /// Translation costs about a fifth more of the index's memory.
-    filed: HashMap<Shared, Filed>,
+    filed: HashMap<SharedKey, Filed>,
     /// Who provides each referent, and the [`path_hash`] of the backend path that does
     /// (8 bytes instead of the path: one entry per resource that provides something).
-    providers: HashMap<Referent, (Shared, u64)>,
+    providers: HashMap<Referent, (SharedKey, u64)>,
     /// Who needs each referent another Translation provides (reverse of [`Filed::requires`]).
-    consumers: HashMap<Referent, HashSet<Shared>>,
+    consumers: HashMap<Referent, HashSet<SharedKey>>,
     /// Translations listed by a (re-)list in progress, with what they provide and need.
     relisted: Vec<(Key, Links)>,
     /// Translations held back, by the referent they wait for.
-    waiters: HashMap<Referent, HashSet<Shared>>,
+    waiters: HashMap<Referent, HashSet<SharedKey>>,
     /// Translations built on a referent whose provider deleted it (MidoNet then deleted
     /// what they had under it), to verify once a provider pushes it again.
-    cascaded: HashMap<Referent, HashSet<Shared>>,
+    cascaded: HashMap<Referent, HashSet<SharedKey>>,
     /// When each held Translation was first held.
-    held_since: HashMap<Shared, Instant>,
+    held_since: HashMap<SharedKey, Instant>,
     /// Who binds each host interface, at which backend path.
     /// (Nearly always one; a Vec costs far less memory per entry than a map.)
-    binders: HashMap<Interface, Vec<(Shared, String)>>,
+    binders: HashMap<Interface, Vec<(SharedKey, String)>>,
     /// Translations held back or refused for a bound interface, by host.
-    interface_waiters: HashMap<Uuid, HashSet<Shared>>,
+    interface_waiters: HashMap<Uuid, HashSet<SharedKey>>,
     /// Interfaces whose binding a Translation lost to another's (a version bump's cutover):
     /// it binds them no more, whatever its spec says, until it is gone.
-    released: HashSet<(Shared, Interface)>,
+    released: HashSet<(SharedKey, Interface)>,
     /// How many live (not deleting) Translations desire each backend path, by the path's
     /// [`path_hash`]: a deletion leaves a path another Translation claims alone.
     claims: HashMap<u64, u32>,
@@ -191,7 +191,7 @@ pub(super) fn interface_of(resource: &Resource) -> Option<Interface> {
 
 impl Links {
     fn of(tr: &Translation) -> Self {
-        let desired = plan::parse_lenient(tr.desired_resources());
+        let desired = steps::parse_lenient(tr.desired_resources());
         let provides: Vec<(Referent, String)> = desired
             .iter()
             .flat_map(|d| {
@@ -482,7 +482,7 @@ impl State {
 
     fn set(&mut self, key: Key, links: Links) {
         self.forget(&key, false);
-        let key: Shared = Shared::new(key);
+        let key: SharedKey = SharedKey::new(key);
         let provides = links.provides.iter().map(|(r, _)| *r).collect();
         for (r, path) in links.provides {
             self.providers.insert(r, (key.clone(), path_hash(&path)));
@@ -618,7 +618,7 @@ impl Dependencies {
         };
         let since = *state
             .held_since
-            .entry(Shared::new(key.clone()))
+            .entry(SharedKey::new(key.clone()))
             .or_insert_with(Instant::now);
         let cap = if blocker.provider.is_some() {
             MAX_HOLD
@@ -630,7 +630,7 @@ impl Dependencies {
             Awaited::Referent(r) => state.waiters.entry(*r).or_default(),
             Awaited::Interface((host, _)) => state.interface_waiters.entry(*host).or_default(),
         }
-        .insert(Shared::new(key.clone()));
+        .insert(SharedKey::new(key.clone()));
         Some((blocker, left))
     }
 
@@ -641,7 +641,7 @@ impl Dependencies {
             .interface_waiters
             .entry(host)
             .or_default()
-            .insert(Shared::new(key.clone()));
+            .insert(SharedKey::new(key.clone()));
     }
 
     /// `key`'s bindings are deleted from the backend (its deletion is being pushed): they
@@ -674,7 +674,7 @@ impl Dependencies {
                 .waiters
                 .entry(r)
                 .or_default()
-                .insert(Shared::new(key.clone()));
+                .insert(SharedKey::new(key.clone()));
         }
     }
 
@@ -689,7 +689,7 @@ impl Dependencies {
             let Some(consumers) = state.consumers.get(r) else {
                 continue;
             };
-            let consumers: Vec<Shared> = consumers
+            let consumers: Vec<SharedKey> = consumers
                 .iter()
                 .filter(|k| ***k != *deleted)
                 .cloned()
@@ -769,7 +769,7 @@ impl Dependencies {
         let mut state = self.lock();
         state
             .released
-            .insert((Shared::new(from.clone()), interface.clone()));
+            .insert((SharedKey::new(from.clone()), interface.clone()));
         state.drop_binder(interface, from);
         if let Some(filed) = state.filed.get_mut(from) {
             filed.binds.retain(|i| i != interface);
@@ -801,7 +801,7 @@ impl Dependencies {
             (unshared(key), *hash)
         };
         let tr = self.store.get(&key)?;
-        let path = plan::parse_lenient(tr.desired_resources())
+        let path = steps::parse_lenient(tr.desired_resources())
             .into_iter()
             .find(|d| path_hash(&d.path) == hash && d.resource.provides().contains(referent))?
             .path;
@@ -897,7 +897,7 @@ mod tests {
     }
 
     fn creating(t: &Translation) -> Vec<Desired> {
-        plan::parse_lenient(t.desired_resources())
+        steps::parse_lenient(t.desired_resources())
     }
 
     fn nothing_pushed(_: &Translation) -> TranslationStatus {
@@ -906,7 +906,7 @@ mod tests {
 
     fn everything_pushed(t: &Translation) -> TranslationStatus {
         TranslationStatus {
-            pushed: plan::parse_lenient(t.desired_resources())
+            pushed: steps::parse_lenient(t.desired_resources())
                 .into_iter()
                 .map(|d| PushedResource {
                     kind: d.resource.kind().name().into(),

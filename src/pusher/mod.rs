@@ -36,10 +36,10 @@
 pub(crate) mod cutover;
 mod deps;
 pub mod metrics;
-pub mod plan;
 mod reconcile;
 pub mod rollout;
 pub mod status;
+pub mod steps;
 mod tracked;
 pub mod verify;
 
@@ -183,8 +183,9 @@ impl PusherContext {
         informer.skip_applied(Box::new(move |tr| {
             tracker.upgrade().is_some_and(|ctx| {
                 tr.uid().is_some_and(|uid| {
-                    ctx.tracker
-                        .is_own_write(&uid, tr.status.as_ref(), || tracked::fingerprint(tr))
+                    ctx.tracker.is_own_write(&uid, tr.status.as_ref(), || {
+                        tracked::reconcile_input_hash(tr)
+                    })
                 })
             })
         }));

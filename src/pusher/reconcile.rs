@@ -1,6 +1,6 @@
 //! One pusher reconcile: apply a Translation, or delete it and release the finalizer.
 //!
-//! This is the I/O shell: what to do is decided by [`plan`] (backend steps) and
+//! This is the I/O shell: what to do is decided by [`steps`] (backend steps) and
 //! [`status`] (what to record), both pure; this module performs the requests, in order,
 //! and stops at the first failure with its progress recorded.
 
@@ -15,8 +15,8 @@ use kube::{Resource, ResourceExt};
 use midonet_translators::meta::FINALIZER;
 use midonet_translators::model::{Kind, Referent};
 
-use super::plan::{self, ApplyDecision, ApplyPlan, Step};
 use super::status::{self, ReadyReason};
+use super::steps::{self, ApplyDecision, ApplyPlan, Step};
 use super::tracked::{Cause, Missing};
 use super::{PusherContext, PusherError, FIELD_MANAGER};
 use crate::backend::BackendError;
@@ -211,11 +211,11 @@ impl<'a> Reconciling<'a> {
 
     async fn apply(&self) -> Result<Outcome, PusherError> {
         let entries = self.tr.desired_resources();
-        let hash = plan::resources_hash(entries);
+        let hash = steps::resources_hash(entries);
         let missing = self.ctx.tracker.missing(self.uid);
         let generation = self.tr.metadata.generation;
         let (mut plan, settled) =
-            match plan::decide_apply(entries, &hash, &self.before, &missing, generation) {
+            match steps::decide_apply(entries, &hash, &self.before, &missing, generation) {
                 ApplyDecision::Unchanged => {
                     self.ctx.tracker.succeeded(self.uid);
                     return Ok(Outcome::Unchanged);
@@ -253,7 +253,7 @@ impl<'a> Reconciling<'a> {
     /// The outcome of a spec that cannot be pushed at all: recorded, warned about.
     async fn invalid(
         &self,
-        err: &plan::InvalidTranslation,
+        err: &steps::InvalidTranslation,
         hash: String,
     ) -> Result<Outcome, PusherError> {
         tracing::warn!(translation = %self.name(), namespace = %self.namespace(), error = %err, "invalid Translation");
@@ -513,7 +513,7 @@ impl<'a> Reconciling<'a> {
             return;
         }
         self.ctx.deps.note_cascade(&taken, &self.key);
-        let kept: Vec<plan::Desired> = plan.steps.iter().map(|(d, _)| d.clone()).collect();
+        let kept: Vec<steps::Desired> = plan.steps.iter().map(|(d, _)| d.clone()).collect();
         let hit: std::collections::HashSet<String> = super::deps::cascaded_paths(&kept, &taken)
             .into_iter()
             .filter(|path| record.iter().any(|p| &p.path == path))
@@ -658,10 +658,10 @@ impl<'a> Reconciling<'a> {
     }
 
     /// The resources this Translation still has in the backend, and the deletion's plan
-    /// for them ([`plan::plan_delete`]).
-    fn deletion(&self) -> (Vec<plan::Desired>, plan::DeletePlan) {
+    /// for them ([`steps::plan_delete`]).
+    fn deletion(&self) -> (Vec<steps::Desired>, steps::DeletePlan) {
         let ctx = self.ctx;
-        let mut desired = plan::parse_lenient(self.tr.desired_resources());
+        let mut desired = steps::parse_lenient(self.tr.desired_resources());
         let mut taken = ctx.deps.taken_elsewhere(&self.key, &desired);
         // What a bump's cutover deleted already (an old node bridge) is gone, and what
         // MidoNet's cascade took with it.
@@ -676,7 +676,7 @@ impl<'a> Reconciling<'a> {
         let mut pushed = self.before.pushed.clone();
         pushed.retain(|p| !gone.contains(&p.path));
         tracing::debug!(translation = %self.name(), taken = ?taken, "deleting; taken by other deletions");
-        let deletion = plan::plan_delete(&pushed, &desired, &taken, |path| ctx.deps.claimed(path));
+        let deletion = steps::plan_delete(&pushed, &desired, &taken, |path| ctx.deps.claimed(path));
         (desired, deletion)
     }
 
@@ -751,7 +751,7 @@ impl<'a> Reconciling<'a> {
         // Announced before the request: the watch event of the write can come before its
         // response.
         let tracker = &self.ctx.tracker;
-        let from = super::tracked::fingerprint(self.tr);
+        let from = super::tracked::reconcile_input_hash(self.tr);
         tracker.writing_status(self.uid, status, from);
         let written = match api.replace_status(self.name(), &params, &object).await {
             Ok(_) => Ok(()),

@@ -15,7 +15,7 @@
 //!    binding, create the new one, a request apart.
 //! 3. [`Phase::Retiring`]: every new-version Translation is Ready. The old version's
 //!    Translations are deleted; their deletion sends only the DELETEs MidoNet's cascades do
-//!    not already do (see [`super::plan::plan_delete`]).
+//!    not already do (see [`super::steps::plan_delete`]).
 //!
 //! Once reached, the cutover is not undone by a Translation that appears later (a pod
 //! created meanwhile): its binding conflicts with nobody's. Bumping back to the previous

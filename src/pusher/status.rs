@@ -8,7 +8,7 @@
 
 use crate::crd::{Condition, PushedResource, TranslationStatus};
 
-use super::plan::{ApplyPlan, InvalidTranslation};
+use super::steps::{ApplyPlan, InvalidTranslation};
 
 /// Reasons of the `Ready` condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,7 +121,7 @@ pub fn adopted(
     entries: &[midonet_translators::TranslationResource],
     generation: Option<i64>,
 ) -> TranslationStatus {
-    let pushed = super::plan::parse_lenient(entries)
+    let pushed = super::steps::parse_lenient(entries)
         .into_iter()
         .map(|d| PushedResource {
             kind: d.resource.kind().name().to_string(),
@@ -131,7 +131,7 @@ pub fn adopted(
         .collect();
     TranslationStatus {
         pushed,
-        pushed_hash: Some(super::plan::resources_hash(entries)),
+        pushed_hash: Some(super::steps::resources_hash(entries)),
         observed_generation: generation,
         resource_count: Some(entries.len() as i64),
         ..before
@@ -238,7 +238,7 @@ pub fn pushed(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pusher::plan::{parse_all, plan_apply};
+    use crate::pusher::steps::{parse_all, plan_apply};
     use midonet_translators::TranslationResource;
 
     const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
@@ -272,7 +272,7 @@ mod tests {
 
     #[test]
     fn the_original_controllers_list_is_taken_as_pushed_and_needs_no_request() {
-        use crate::pusher::plan::{decide_apply, resources_hash, ApplyDecision};
+        use crate::pusher::steps::{decide_apply, resources_hash, ApplyDecision};
         let entries = entries();
         let adopted = adopted(TranslationStatus::default(), &entries, Some(1));
         let plan = plan_apply(parse_all(&entries).unwrap(), &[]);

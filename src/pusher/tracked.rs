@@ -27,8 +27,8 @@ use crate::locks::lock;
 /// What a pusher reconcile decides from on the Translation besides its status, as one
 /// number: its UID, generation (the apiserver bumps it with every change of the spec),
 /// deletion, finalizers, labels, annotations and owners. Two versions with the same
-/// fingerprint and status reconcile alike.
-pub fn fingerprint(tr: &Translation) -> u64 {
+/// hash and status reconcile alike.
+pub fn reconcile_input_hash(tr: &Translation) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let meta = &tr.metadata;
     meta.uid.hash(&mut h);
@@ -45,7 +45,7 @@ pub fn fingerprint(tr: &Translation) -> u64 {
     h.finish()
 }
 
-/// A status this process writes or wrote, and the [`fingerprint`] of the Translation it
+/// A status this process writes or wrote, and the [`reconcile_input_hash`] of the Translation it
 /// was decided for.
 #[derive(Debug)]
 struct StatusWrite {
@@ -144,7 +144,7 @@ impl Tracker {
     }
 
     /// This process is about to write `status`, decided for the Translation of
-    /// fingerprint `from`; [`Self::status_written`] or [`Self::status_not_written`] follows.
+    /// reconcile input hash `from`; [`Self::status_written`] or [`Self::status_not_written`] follows.
     pub fn writing_status(&self, uid: &str, status: TranslationStatus, from: u64) {
         lock(&self.state).entry(uid).writing = Some(StatusWrite {
             status,
@@ -173,23 +173,23 @@ impl Tracker {
         state.tidy(uid);
     }
 
-    /// Whether this version of the Translation (its `status`, and its [`fingerprint`],
+    /// Whether this version of the Translation (its `status`, and its [`reconcile_input_hash`],
     /// computed only when a write of this status is there to compare) is what this
     /// process's status write made of the Translation it was decided for: a reconcile
     /// would find nothing to do. It is the write's echo, or if not, as good as it. (A
-    /// change made meanwhile changes the fingerprint, or the status.)
+    /// change made meanwhile changes that hash, or the status.)
     pub fn is_own_write(
         &self,
         uid: &str,
         status: Option<&TranslationStatus>,
-        fingerprint: impl Fn() -> u64,
+        input_hash: impl Fn() -> u64,
     ) -> bool {
         let from = std::cell::OnceCell::new();
         lock(&self.state).by_uid.get(uid).is_some_and(|t| {
             t.written
                 .iter()
                 .chain(&t.writing)
-                .any(|w| Some(&w.status) == status && w.from == *from.get_or_init(&fingerprint))
+                .any(|w| Some(&w.status) == status && w.from == *from.get_or_init(&input_hash))
         })
     }
 
@@ -455,21 +455,21 @@ mod tests {
         assert!(!t.is_own_write("a", Some(&older), || 7));
         assert!(!t.is_own_write("a", None, || 7));
         assert!(!t.is_own_write("b", Some(&ours), || 7));
-        // The fingerprint is not computed without a write of that status to compare.
+        // The input hash is not computed without a write of that status to compare.
         assert!(!t.is_own_write("a", Some(&older), || unreachable!()));
     }
 
     #[test]
-    fn the_fingerprint_follows_what_a_reconcile_reads_besides_the_status() {
+    fn the_input_hash_follows_what_a_reconcile_reads_besides_the_status() {
         use crate::crd::TranslationSpec;
         let mut tr = Translation::new("t", "ns", TranslationSpec::default());
         tr.metadata.uid = Some("u".into());
         tr.metadata.generation = Some(1);
-        let base = fingerprint(&tr);
+        let base = reconcile_input_hash(&tr);
         let mut with_status = tr.clone();
         with_status.status = Some(TranslationStatus::default());
         with_status.metadata.resource_version = Some("9".into());
-        assert_eq!(fingerprint(&with_status), base);
+        assert_eq!(reconcile_input_hash(&with_status), base);
         type Change = Box<dyn Fn(&mut Translation)>;
         let changes: Vec<Change> = vec![
             Box::new(|t| t.metadata.generation = Some(2)),
@@ -490,7 +490,7 @@ mod tests {
         for change in changes {
             let mut changed = tr.clone();
             change(&mut changed);
-            assert_ne!(fingerprint(&changed), base, "{changed:?}");
+            assert_ne!(reconcile_input_hash(&changed), base, "{changed:?}");
         }
     }
 

@@ -37,7 +37,7 @@ use midonet_translators::model::{Kind, Referent, Resource};
 use uuid::Uuid;
 
 pub use super::tracked::Cause;
-use super::{deps, plan, PusherContext};
+use super::{deps, steps, PusherContext};
 use crate::crd::{PushedResource, Translation};
 
 type Key = ObjectRef<Translation>;
@@ -91,7 +91,7 @@ async fn missing_paths(
     pause: Duration,
 ) -> Result<HashSet<String>, crate::backend::BackendError> {
     // References MidoNet may have cleared (a bridge's filter chain), per path.
-    let clearable: HashMap<String, Vec<Uuid>> = plan::parse_lenient(tr.desired_resources())
+    let clearable: HashMap<String, Vec<Uuid>> = steps::parse_lenient(tr.desired_resources())
         .into_iter()
         .map(|d| (d.path, deps::clearable_references(&d.resource)))
         .filter(|(_, ids)| !ids.is_empty())
@@ -240,7 +240,7 @@ pub(super) fn recheck_consumers(ctx: &Arc<PusherContext>, cascaded: Vec<(Key, Ha
                 .into_iter()
                 .map(|p| p.path)
                 .collect();
-            let desired = plan::parse_lenient(tr.desired_resources());
+            let desired = steps::parse_lenient(tr.desired_resources());
             let mut missing = HashSet::new();
             for (path, hit) in deps::cascade_hits(&desired, &taken) {
                 let Some(d) = desired.iter().find(|d| d.path == path) else {
