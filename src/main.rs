@@ -193,7 +193,7 @@ fn exit_on(err: clap::Error) -> ! {
 
 /// jemalloc: the process holds hundreds of thousands of small allocations (the cached
 /// Translations' strings), which glibc's and musl's allocators round up and pad more than
-/// jemalloc's size classes do (`docs/benchmark.md` measures it). Its settings can be
+/// jemalloc's size classes do (the benchmark reports the heap either way). Its settings can be
 /// changed with `_RJEM_MALLOC_CONF`. Without the `jemalloc` feature the system allocator
 /// is used (for a heap profiler).
 #[cfg(feature = "jemalloc")]

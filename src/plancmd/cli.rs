@@ -25,8 +25,8 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     pub output: PlanOutput,
-    /// Backend requests per second for the duration estimate (default: the version bump's
-    /// rate at scale S in docs/benchmark.md).
+    /// Backend requests per second for the duration estimate (default: the rate of the
+    /// benchmark's version bump, see docs/benchmark.md).
     #[arg(long, default_value_t = DEFAULT_REQUEST_RATE)]
     pub request_rate: f64,
 }

@@ -56,9 +56,10 @@ use crate::translate::{
     owner_reference, translation_object, up_to_date, Dependency, TranslatorKind,
 };
 
-/// Backend requests per second the estimate assumes unless told otherwise: the rate of the
-/// version bump at scale S in `docs/benchmark.md` (21,595 requests in 174 s, 2-core machine,
-/// simulator latency 1 ms). A slower machine did 55/s in the same run.
+/// Backend requests per second the estimate assumes unless told otherwise: the rate the
+/// benchmark's version bump reaches (`docs/benchmark.md` gives the current figure and the
+/// command that measures it), so that the estimate is of this implementation, not a guess;
+/// `--request-rate` gives a cluster's own.
 pub const DEFAULT_REQUEST_RATE: f64 = 124.0;
 
 /// Why a Translation is created, updated or deleted.

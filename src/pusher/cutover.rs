@@ -2,8 +2,8 @@
 //!
 //! Between the first binding moved to the new version and the last one, a flow between a
 //! pod already on the new topology and one still on the old has no path: the two versions'
-//! routers do not know each other's ports. The width of that window is what an
-//! interruption costs at scale, so the cutover does nothing else: the rollout loop frees
+//! routers do not know each other's ports. The width of that window is what a bump's
+//! interruption costs, so the cutover does nothing else: the rollout loop frees
 //! every interface and creates its new binding, with many requests in flight, and only
 //! afterwards do the Translations' own reconciles record what was done (one status write
 //! each, see [`super::tracked::Tracker::cut_over`]).
@@ -20,8 +20,8 @@
 //!
 //! [`CutoverOrder::HostByHost`] moves one host's bindings after another's instead: the
 //! pods of one host then reach each other throughout, but two hosts' pods are apart from
-//! the first host's batch to the second's. The benchmark measures both
-//! (`docs/benchmark.md`); all at once is the default.
+//! the first host's batch to the second's. All at once is the default: it keeps the
+//! window in which any two pods may be apart shortest.
 //!
 //! A move that fails is left to its Translation's reconcile, which deletes the old binding
 //! and creates the new one itself (see `bindings_in_bump` in the reconcile). Every step is

@@ -27,8 +27,8 @@ use crate::crd::{Translation, TranslationStatus};
 
 /// The longest a Translation is held back for a referent another Translation provides, or
 /// for an interface another Translation has bound. Long enough for the pusher to work
-/// through a version bump's thousands of deletions (10 s was not: a third of the new
-/// bindings were tried, and refused, before the old ones were deleted).
+/// through a version bump's retirement, every old Translation deleted, before a new binding
+/// is tried anyway: tried earlier, MidoNet refuses it while the old one stands.
 pub const MAX_HOLD: Duration = Duration::from_secs(30);
 
 /// The longest a Translation is held back for a referent no Translation provides yet: its
@@ -40,8 +40,8 @@ pub const UNPROVIDED_HOLD: Duration = Duration::from_secs(3);
 type Key = ObjectRef<Translation>;
 
 /// A key as the index stores it: one allocation per Translation, shared by every map that
-/// names it (a Translation is named in about ten entries; each copy of an `ObjectRef` costs
-/// two strings and 96 bytes, together most of the index's memory at scale).
+/// names it (a Translation is named in many entries, and each copy of an `ObjectRef` would
+/// be two strings more).
 type SharedKey = std::sync::Arc<Key>;
 
 fn unshared(key: &SharedKey) -> Key {
@@ -82,11 +82,11 @@ pub struct Blocker {
 #[derive(Default)]
 struct State {
     /// Every Translation in the index, with what it filed in the maps below (to undo its
-    /// entries): one record per Translation, as a map per kind of entry keyed by the
-    /// Translation costs about a fifth more of the index's memory.
+    /// entries): one record per Translation, rather than a map per kind of entry keyed by
+    /// the Translation, which would repeat the key in each.
     filed: HashMap<SharedKey, Filed>,
     /// Who provides each referent, and the [`path_hash`] of the backend path that does
-    /// (8 bytes instead of the path: one entry per resource that provides something).
+    /// (a number instead of the path: one entry per resource that provides something).
     providers: HashMap<Referent, (SharedKey, u64)>,
     /// Who needs each referent another Translation provides (reverse of [`Filed::requires`]).
     consumers: HashMap<Referent, HashSet<SharedKey>>,
@@ -128,8 +128,9 @@ struct Filed {
     stamp: Option<u64>,
 }
 
-/// A backend path's key in the claims index: 8 bytes instead of the path (a collision,
-/// about one in 10^9 at 100,000 paths, would only keep a resource for the orphan sweep).
+/// A backend path's key in the claims index: a 64-bit hash instead of the path (a
+/// collision, unlikely at any cluster's size, would only keep a resource for the orphan
+/// sweep).
 fn path_hash(path: &str) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -169,8 +170,7 @@ struct Links {
 }
 
 /// The key the index keeps: namespace and name only. (`ObjectRef::from_obj` also copies the
-/// UID and resourceVersion, which equality ignores; kept in every map of the index, they
-/// cost about a megabyte at scale S.)
+/// UID and resourceVersion, which equality ignores and every map of the index would keep.)
 /// `None` (logged) for a Translation without a namespace or name, which no apiserver
 /// sends: the index could not tell it from another.
 pub(super) fn key_of(tr: &Translation) -> Option<Key> {

@@ -37,10 +37,10 @@ const REFERENT_WARNING_AFTER: u32 = 8;
 const REFERENT_RETRY_CAP: Duration = Duration::from_secs(5);
 /// Retry delays while waiting for a referent another Translation provides. Its provider's
 /// push wakes the waiter (`deps::wait_for`), so the retry is only the fallback: it starts
-/// at a second, not at the delay after a backend failure. At scale a provider is often
-/// written seconds after its consumer (an Endpoints' Translation before its Service's, the
-/// translators' queues being long in an initial sync), and retrying every few hundred
-/// milliseconds meanwhile cost a refused request each time.
+/// at a second, not at the delay after a backend failure: a provider may be written well
+/// after its consumer (an Endpoints' Translation before its Service's, while the
+/// translators' queues are long in an initial sync), and each early retry would cost a
+/// refused request.
 const REFERENT_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), REFERENT_RETRY_CAP);
 
 /// How a push that stopped for `why` is retried; `backend` is the policy for a failing
@@ -727,9 +727,9 @@ impl<'a> Reconciling<'a> {
     /// Writes the status subresource if it changed, and remembers it (read-your-own-writes).
     ///
     /// The status is PUT with the resourceVersion the reconcile saw: for the apiserver that
-    /// is a third cheaper than a merge patch, which it must apply to the stored object
-    /// serialized again for the purpose (the status write is the most expensive request of a
-    /// sync). When the object changed meanwhile (409), the status is merge-patched instead:
+    /// is cheaper than a merge patch, which it must apply to the stored object serialized
+    /// again for the purpose, and the status write is the request a sync makes most. When
+    /// the object changed meanwhile (409), the status is merge-patched instead:
     /// what was pushed must be recorded whatever happened to the spec, or its resources
     /// could not be deleted.
     async fn write_status(&self, status: TranslationStatus) -> Result<(), PusherError> {

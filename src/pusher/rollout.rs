@@ -101,8 +101,8 @@ pub enum Settled {
 }
 
 /// What the bump needs to know of one Translation. The census holds one per Translation,
-/// tens of thousands at scale, so it is kept small: the version shared by every member of
-/// that version, the owner's UID in 16 bytes.
+/// so it is kept small: the version shared by every member of that version, the owner's
+/// UID as a number.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Member {
     /// `None`: no version label (written by hand, or by the original controller).
@@ -113,8 +113,8 @@ pub struct Member {
     pub settled: Settled,
 }
 
-/// [`owner_of`] as the census keeps it: a UID (what the owner-uid label holds) as 16 bytes
-/// rather than its 36 characters; anything else (`global`, a hand-written label) as it is.
+/// [`owner_of`] as the census keeps it: a UID (what the owner-uid label holds) as a number
+/// rather than its text; anything else (`global`, a hand-written label) as it is.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Owner {
     Uid(Uuid),
@@ -335,7 +335,7 @@ struct State {
     versions: HashSet<Arc<str>>,
 }
 
-/// A member's key: its Translation's UID, 16 bytes (a Translation deleted and written
+/// A member's key: its Translation's UID, as a number (a Translation deleted and written
 /// again under the same name is another object, and another member); its namespace and
 /// name when it has no UID (never from the apiserver).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
