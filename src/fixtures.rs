@@ -5,17 +5,20 @@
 //! A test takes a [`Client`] and its [`ApiServer`] from [`mock_apiserver`], has the code
 //! under test use the client, and plays a scenario on the apiserver side: the requests the
 //! code must make, in order ([`Exchange`]: method, path, what the body must hold), each
-//! with the answer it gets. [`ApiServer::play`] panics (failing the test) on a request
-//! other than the next expected one, and on one the scenario does not expect at all;
-//! [`Played::done`] fails when an expected request never came.
+//! with the answer it gets, and what must hold when it comes ([`Exchange::when`], e.g. the
+//! backend already cleaned before a finalizer is removed). [`ApiServer::play`] panics
+//! (failing the test) on a request other than the next expected one, and on one the
+//! scenario does not expect at all; [`Played::done`] fails when an expected request never
+//! came.
 //!
 //! **Assumes** the code under test makes the requests of the scenario one after the other
 //! (the scenario is a sequence). Requests of another component sharing the client (events)
 //! would interleave: give that component its own client ([`answer_all`]).
 //!
 //! The pusher's tests use the same pieces: a `PusherContext` over [`mock_apiserver`]'s
-//! client, its Translations seeded with `TranslationInformer::replay`, and a scenario of
-//! its status and finalizer writes.
+//! client, its Translations seeded with `TranslationInformer::replay`, the MidoNet API
+//! simulator as its backend, and a scenario of its status and finalizer writes (and, on
+//! a second mocked apiserver, of its events); see `pusher::reconcile_tests`.
 
 use std::time::Duration;
 
@@ -68,6 +71,7 @@ pub struct Exchange {
     absent: Vec<String>,
     status: StatusCode,
     answer: Value,
+    check: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Exchange {
@@ -81,7 +85,15 @@ impl Exchange {
             absent: Vec::new(),
             status: StatusCode::OK,
             answer: json!({}),
+            check: None,
         }
+    }
+
+    /// `check` holds when the request comes (it panics otherwise, failing the scenario):
+    /// what the code under test must have done before making it.
+    pub fn when(mut self, check: impl FnOnce() + Send + 'static) -> Self {
+        self.check = Some(Box::new(check));
+        self
     }
 
     /// The request's body must hold `value` at the JSON `pointer` (e.g.
@@ -113,8 +125,11 @@ impl Exchange {
         self.answer(code, status)
     }
 
-    async fn check_and_answer(self, request: Request<Body>) -> Response<Body> {
+    async fn check_and_answer(mut self, request: Request<Body>) -> Response<Body> {
         let what = format!("{} {}", request.method(), request.uri());
+        if let Some(check) = self.check.take() {
+            check();
+        }
         assert_eq!(request.method(), &self.method, "{what}");
         assert_eq!(request.uri().path(), self.path, "{what}");
         let bytes = request

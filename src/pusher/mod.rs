@@ -37,6 +37,8 @@ pub(crate) mod cutover;
 mod deps;
 pub mod metrics;
 mod reconcile;
+#[cfg(test)]
+mod reconcile_tests;
 pub mod rollout;
 pub mod status;
 pub mod steps;
