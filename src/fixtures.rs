@@ -202,3 +202,26 @@ pub fn translations_path(namespace: &str, name: Option<&str>) -> String {
         None => collection,
     }
 }
+
+/// The MidoNet API simulator started with `cfg`, and a backend client of it (metrics in
+/// `registry`) that gives up on a failing request quickly.
+pub async fn simulator(
+    cfg: midonet_sim::SimConfig,
+    registry: &prometheus::Registry,
+) -> (crate::backend::BackendClient, midonet_sim::SimHandle) {
+    let sim = midonet_sim::start(cfg).await.expect("the simulator starts");
+    let backend = crate::backend::BackendClient::new(
+        crate::backend::BackendConfig {
+            url: sim.api_url(),
+            username: "admin".into(),
+            password: midonet_translators::Secret::new("admin"),
+            project: "admin".into(),
+            ca_file: None,
+            timeout: Duration::from_secs(2),
+            retry_max_elapsed: Duration::from_millis(100),
+        },
+        registry,
+    )
+    .expect("a backend client");
+    (backend, sim)
+}

@@ -217,7 +217,6 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::BackendConfig;
     use crate::fixtures::{answer_all, mock_apiserver, ApiServer, Exchange};
     use http::Method;
     use serde_json::json;
@@ -228,26 +227,12 @@ mod tests {
     async fn context(
         hosts: &[(&str, uuid::Uuid)],
     ) -> (Arc<AnnotatorContext>, ApiServer, midonet_sim::SimHandle) {
-        let sim = midonet_sim::start(midonet_sim::SimConfig {
+        let registry = prometheus::Registry::new();
+        let cfg = midonet_sim::SimConfig {
             hosts: hosts.iter().map(|(n, id)| (n.to_string(), *id)).collect(),
             ..midonet_sim::SimConfig::default()
-        })
-        .await
-        .unwrap();
-        let registry = prometheus::Registry::new();
-        let backend = BackendClient::new(
-            BackendConfig {
-                url: sim.api_url(),
-                username: "admin".into(),
-                password: midonet_translators::Secret::new("admin"),
-                project: "admin".into(),
-                ca_file: None,
-                timeout: Duration::from_secs(2),
-                retry_max_elapsed: Duration::from_millis(100),
-            },
-            &registry,
-        )
-        .unwrap();
+        };
+        let (backend, sim) = crate::fixtures::simulator(cfg, &registry).await;
         let (kube, apiserver) = mock_apiserver();
         let authz = Authz::new(&registry).unwrap();
         let limits = crate::events::EventLimits {

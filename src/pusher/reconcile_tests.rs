@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::Method;
 use kube::runtime::controller::Action;
@@ -16,7 +15,6 @@ use serde_json::json;
 
 use super::{PusherConfig, PusherContext, PusherMetrics};
 use crate::authz::Authz;
-use crate::backend::{BackendClient, BackendConfig};
 use crate::crd::{Translation, TranslationSpec};
 use crate::events::{reason, EventLimits, EventPublisher};
 use crate::fixtures::{answer_all, mock_apiserver, translations_path, ApiServer, Exchange};
@@ -33,26 +31,12 @@ async fn pusher(
     events: Client,
     tr: &Translation,
 ) -> (Pusher, ApiServer, midonet_sim::SimHandle) {
-    let sim = midonet_sim::start(midonet_sim::SimConfig {
+    let registry = prometheus::Registry::new();
+    let cfg = midonet_sim::SimConfig {
         faults,
         ..midonet_sim::SimConfig::default()
-    })
-    .await
-    .unwrap();
-    let registry = prometheus::Registry::new();
-    let backend = BackendClient::new(
-        BackendConfig {
-            url: sim.api_url(),
-            username: "admin".into(),
-            password: midonet_translators::Secret::new("admin"),
-            project: "admin".into(),
-            ca_file: None,
-            timeout: Duration::from_secs(2),
-            retry_max_elapsed: Duration::from_millis(100),
-        },
-        &registry,
-    )
-    .unwrap();
+    };
+    let (backend, sim) = crate::fixtures::simulator(cfg, &registry).await;
     let (kube, apiserver) = mock_apiserver();
     let authz = Authz::new(&registry).unwrap();
     let limits = EventLimits {
