@@ -23,8 +23,9 @@
 //! 1. the dependency index (`deps::Dependencies`): `Dependencies::hold` reads the
 //!    store and each provider's recorded status (so the tracker) while holding it, which
 //!    is what makes a hold and a provider's push exclusive;
-//! 2. the store's read lock, then the tracker (`tracked::Tracker`), each taken last and
-//!    released before returning; nothing is called out to while holding either;
+//! 2. the store's read lock and the tracker's (`tracked::Tracker`), each taken with at
+//!    most the index's held, never together, and released before returning: nothing is
+//!    called out to while holding either;
 //! 3. leaves, taken alone and never while another of these is held: the bump's census
 //!    (`rollout::Rollout`), the recheck times (`verify::Rechecks`), the wake-up receiver
 //!    (taken once by [`run`]) and the running verifications.
