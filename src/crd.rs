@@ -257,27 +257,33 @@ pub struct TranslationSpec {
 }
 
 /// What the pusher has applied to the backend for this Translation.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+///
+/// Stored compactly: the record of pushed resources is
+/// `status.created`, one string per resource; `status.pushed`, the list of objects older
+/// versions wrote, is read when `created` is absent and never written. Hashes read are cut
+/// to the lengths the pusher computes ([`BODY_HASH_HEX`], [`SPEC_HASH_HEX`]), which are
+/// prefixes of the longer ones older versions recorded, so an old record compares equal to
+/// the same content pushed now.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct TranslationStatus {
     /// `metadata.generation` of the spec last pushed completely.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Content hash of the resource list last pushed completely.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pushed_hash: Option<String>,
     /// Number of resources in the spec the pusher last processed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_count: Option<i64>,
     /// Backend resources that exist because of this Translation, in creation order.
     /// Deletion deletes exactly these, in reverse order.
-    #[serde(default)]
     pub pushed: Vec<PushedResource>,
-    #[serde(default)]
     pub conditions: Vec<Condition>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_push_time: Option<String>,
 }
+
+/// Hex digits of a body hash (48 bits: a changed body goes unnoticed with a chance of
+/// 2^-48 per change).
+pub const BODY_HASH_HEX: usize = 12;
+/// Hex digits of the hash of a whole resource list (`status.pushedHash`, 64 bits).
+pub const SPEC_HASH_HEX: usize = 16;
 
 /// One backend resource the pusher created (or confirmed) for a Translation.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,6 +297,116 @@ pub struct PushedResource {
     pub body_hash: String,
 }
 
+impl PushedResource {
+    /// The entry of `status.created`: `<kind> <path> <bodyHash>` (no hash when none is
+    /// known). Neither a kind nor an item path has a space.
+    fn encode(&self) -> String {
+        if self.body_hash.is_empty() {
+            format!("{} {}", self.kind, self.path)
+        } else {
+            format!("{} {} {}", self.kind, self.path, self.body_hash)
+        }
+    }
+
+    /// An entry of `status.created`; `None` for one without a kind and a path (written by
+    /// hand: nothing it could name is addressable).
+    fn decode(entry: &str) -> Option<PushedResource> {
+        let mut parts = entry.split_whitespace();
+        let (kind, path) = (parts.next()?, parts.next()?);
+        Some(PushedResource {
+            kind: kind.to_string(),
+            path: path.to_string(),
+            body_hash: shortened(parts.next().unwrap_or_default().to_string(), BODY_HASH_HEX),
+        })
+    }
+}
+
+/// `hash` cut to `len` characters (a longer one written by an older version).
+fn shortened(mut hash: String, len: usize) -> String {
+    if hash.len() > len && hash.is_char_boundary(len) {
+        hash.truncate(len);
+    }
+    hash
+}
+
+/// The status as stored. Written: `created`; read: `created`, or when absent the older
+/// `pushed`.
+#[derive(Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pushed_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    resource_count: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    created: Option<Vec<String>>,
+    #[serde(default, skip_serializing)]
+    pushed: Vec<PushedResource>,
+    #[serde(default)]
+    conditions: Vec<Condition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_push_time: Option<String>,
+}
+
+impl Serialize for TranslationStatus {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let created = (!self.pushed.is_empty())
+            .then(|| self.pushed.iter().map(PushedResource::encode).collect());
+        StatusWire {
+            observed_generation: self.observed_generation,
+            pushed_hash: self.pushed_hash.clone(),
+            resource_count: self.resource_count,
+            created,
+            pushed: Vec::new(),
+            conditions: self.conditions.clone(),
+            last_push_time: self.last_push_time.clone(),
+        }
+        .serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for TranslationStatus {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let wire = StatusWire::deserialize(d)?;
+        let pushed = match wire.created {
+            Some(created) => created
+                .iter()
+                .filter_map(|e| PushedResource::decode(e))
+                .collect(),
+            None => wire
+                .pushed
+                .into_iter()
+                .map(|p| PushedResource {
+                    body_hash: shortened(p.body_hash, BODY_HASH_HEX),
+                    ..p
+                })
+                .collect(),
+        };
+        Ok(TranslationStatus {
+            observed_generation: wire.observed_generation,
+            pushed_hash: wire.pushed_hash.map(|h| shortened(h, SPEC_HASH_HEX)),
+            resource_count: wire.resource_count,
+            pushed,
+            conditions: wire.conditions,
+            last_push_time: wire.last_push_time,
+        })
+    }
+}
+
+/// The JSON merge patch that makes the stored status `status`: its stored form, with the
+/// older `pushed` list removed (a merge patch keeps what it does not name).
+pub fn status_merge_patch(
+    status: Option<&TranslationStatus>,
+) -> serde_json::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(status)?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("pushed".into(), serde_json::Value::Null);
+    }
+    Ok(serde_json::json!({ "status": value }))
+}
+
 /// A status condition, shaped like `metav1.Condition`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -301,7 +417,8 @@ pub struct Condition {
     pub status: String,
     #[serde(default)]
     pub reason: String,
-    #[serde(default)]
+    /// Empty (and not stored) when the reason says it all.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<String>,
@@ -443,7 +560,7 @@ fn condition_schema() -> JSONSchemaProps {
 
 fn pushed_resource_schema() -> JSONSchemaProps {
     object_schema(
-        "A backend resource created for this Translation.",
+        "A backend resource created for this Translation (as older versions recorded it).",
         vec![
             ("kind", string_schema("Backend kind name.", None)),
             (
@@ -476,9 +593,18 @@ fn status_schema() -> JSONSchemaProps {
                 int_schema("Number of resources in the spec last processed."),
             ),
             (
+                "created",
+                array_schema(
+                    "Backend resources that exist because of this Translation, in creation \
+                     order: `<kind> <item path> <body hash>` each.",
+                    string_schema("One backend resource.", None),
+                ),
+            ),
+            (
                 "pushed",
                 array_schema(
-                    "Backend resources that exist because of this Translation, in creation order.",
+                    "Legacy: the record of older versions, read when `created` is absent, \
+                     never written.",
                     pushed_resource_schema(),
                 ),
             ),
@@ -709,6 +835,114 @@ mod tests {
         assert!(!tr.is_legacy());
         // Neither labelled nor the original's: version-independent.
         assert_eq!(tr.version(), None);
+    }
+
+    const PORT_PATH: &str = "/ports/22222222-2222-4222-8222-222222222222";
+    const HIP_PATH: &str =
+        "/hosts/33333333-3333-4333-8333-333333333333/ports/22222222-2222-4222-8222-222222222222";
+
+    fn record() -> Vec<PushedResource> {
+        vec![
+            PushedResource {
+                kind: "Port".into(),
+                path: PORT_PATH.into(),
+                body_hash: "0123456789ab".into(),
+            },
+            // The cutover's and the sweep's entries carry no hash.
+            PushedResource {
+                kind: "HostInterfacePort".into(),
+                path: HIP_PATH.into(),
+                body_hash: String::new(),
+            },
+        ]
+    }
+
+    #[test]
+    fn the_record_is_stored_one_string_per_resource_and_read_back() {
+        let status = TranslationStatus {
+            observed_generation: Some(2),
+            pushed_hash: Some("0123456789abcdef".into()),
+            resource_count: Some(2),
+            pushed: record(),
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: "Pushed".into(),
+                ..Condition::default()
+            }],
+            last_push_time: Some("2026-01-01T00:00:00Z".into()),
+        };
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(
+            json["created"],
+            serde_json::json!([
+                format!("Port {PORT_PATH} 0123456789ab"),
+                format!("HostInterfacePort {HIP_PATH}")
+            ])
+        );
+        assert!(json.get("pushed").is_none(), "{json}");
+        // An empty message is not stored.
+        assert!(json["conditions"][0].get("message").is_none(), "{json}");
+        let back: TranslationStatus = serde_json::from_value(json).unwrap();
+        assert_eq!(back, status);
+        // Nothing pushed: no list at all.
+        let empty = serde_json::to_value(TranslationStatus::default()).unwrap();
+        assert_eq!(empty, serde_json::json!({"conditions": []}));
+    }
+
+    #[test]
+    fn an_older_versions_record_reads_as_the_same_content_pushed_now() {
+        // As older versions wrote it: objects, 16-digit body hashes, a 32-digit list hash.
+        let old = serde_json::json!({
+            "observedGeneration": 2,
+            "pushedHash": "0123456789abcdef0123456789abcdef",
+            "resourceCount": 2,
+            "pushed": [
+                {"kind": "Port", "path": PORT_PATH, "bodyHash": "0123456789abcdef"},
+                {"kind": "HostInterfacePort", "path": HIP_PATH, "bodyHash": ""}
+            ],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Pushed",
+                            "message": "2 backend resources in sync"}]
+        });
+        let status: TranslationStatus = serde_json::from_value(old).unwrap();
+        assert_eq!(status.pushed, record());
+        assert_eq!(status.pushed_hash.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(status.conditions[0].message, "2 backend resources in sync");
+        // Written again, it takes the new form.
+        let json = serde_json::to_value(&status).unwrap();
+        assert!(
+            json.get("pushed").is_none() && json["created"].is_array(),
+            "{json}"
+        );
+        // Where both are there (a merge patch of an older version's), `created` is the record.
+        let both = serde_json::json!({
+            "created": [format!("Port {PORT_PATH} 0123456789ab")],
+            "pushed": [{"kind": "Bridge", "path": "/bridges/x", "bodyHash": "ff"}]
+        });
+        let status: TranslationStatus = serde_json::from_value(both).unwrap();
+        assert_eq!(status.pushed, record()[..1]);
+        // A hand-written entry without a path names nothing.
+        let odd = serde_json::json!({"created": ["Port", "", format!("Port {PORT_PATH}")]});
+        let status: TranslationStatus = serde_json::from_value(odd).unwrap();
+        assert_eq!(status.pushed.len(), 1);
+        assert_eq!(status.pushed[0].path, PORT_PATH);
+    }
+
+    #[test]
+    fn the_status_merge_patch_removes_an_older_versions_record() {
+        let status = TranslationStatus {
+            pushed: record(),
+            ..TranslationStatus::default()
+        };
+        let patch = status_merge_patch(Some(&status)).unwrap();
+        assert_eq!(patch["status"]["pushed"], serde_json::Value::Null);
+        assert_eq!(patch["status"]["created"].as_array().map(Vec::len), Some(2));
+        let mut stored = serde_json::json!({"status": {
+            "pushed": [{"kind": "Bridge", "path": "/bridges/x", "bodyHash": "ff"}]
+        }});
+        json_patch::merge(&mut stored, &patch);
+        let got: TranslationStatus = serde_json::from_value(stored["status"].clone()).unwrap();
+        assert_eq!(got.pushed, record());
     }
 
     #[test]

@@ -756,7 +756,7 @@ impl<'a> Reconciling<'a> {
         let written = match api.replace_status(self.name(), &params, &object).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => {
-                let patch = serde_json::json!({ "status": object.status });
+                let patch = crate::crd::status_merge_patch(object.status.as_ref())?;
                 api.patch_status(self.name(), &patch_params(), &Patch::Merge(&patch))
                     .await
                     .map(|_| ())

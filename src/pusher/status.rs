@@ -213,7 +213,8 @@ pub fn pushed(
             &mut status,
             true,
             ReadyReason::Pushed,
-            format!("{} backend resources in sync", plan.steps.len()),
+            // `Pushed` says it all; the count is `status.resourceCount`.
+            String::new(),
             generation,
             now,
         );
@@ -296,6 +297,75 @@ mod tests {
             panic!("a missing resource is pushed");
         };
         assert_eq!(plan.creates().len(), 1);
+    }
+
+    /// The status an older version recorded for `entries` pushed completely: objects with
+    /// 16-digit body hashes and a 32-digit list hash (its formulas, written out here).
+    fn older_versions_status(entries: &[TranslationResource]) -> serde_json::Value {
+        use sha2::{Digest, Sha256};
+        let mut list = Sha256::new();
+        let mut pushed = Vec::new();
+        for e in entries {
+            for part in [&e.kind, &e.parent, &e.body] {
+                list.update((part.len() as u64).to_le_bytes());
+                list.update(part.as_bytes());
+            }
+            let mut body = Sha256::new();
+            body.update(e.parent.as_bytes());
+            body.update([0]);
+            body.update(e.body.as_bytes());
+            let resource = midonet_translators::Resource::from_entry(e).unwrap();
+            pushed.push(serde_json::json!({
+                "kind": e.kind,
+                "path": resource.item_path(),
+                "bodyHash": hex::encode(&body.finalize()[..8]),
+            }));
+        }
+        serde_json::json!({
+            "observedGeneration": 1,
+            "pushedHash": hex::encode(&list.finalize()[..16]),
+            "resourceCount": entries.len(),
+            "pushed": pushed,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Pushed",
+                            "message": "2 backend resources in sync", "observedGeneration": 1}],
+        })
+    }
+
+    #[test]
+    fn an_older_versions_record_needs_no_request_and_is_kept_as_is() {
+        use crate::pusher::steps::{decide_apply, resources_hash, ApplyDecision, Step};
+        let entries = entries();
+        let before: TranslationStatus =
+            serde_json::from_value(older_versions_status(&entries)).unwrap();
+        let hash = resources_hash(&entries);
+        // The spec it recorded: nothing to do, nothing to write.
+        assert!(matches!(
+            decide_apply(&entries, &hash, &before, &Default::default(), Some(1)),
+            ApplyDecision::Unchanged
+        ));
+        // A new generation with the same resources (the list hash aside): every body is
+        // known as pushed, so no backend request.
+        let ApplyDecision::Push { plan, .. } =
+            decide_apply(&entries, &hash, &before, &Default::default(), Some(2))
+        else {
+            panic!("a new generation is planned");
+        };
+        assert!(plan.steps.iter().all(|(_, s)| *s == Step::Unchanged));
+        assert!(plan.removals.is_empty());
+        // A changed body is still noticed.
+        let mut changed = entries.clone();
+        changed[1].body = format!(r#"{{"id":"{PORT}","type":"Bridge","adminStateUp":false}}"#);
+        let ApplyDecision::Push { plan, .. } = decide_apply(
+            &changed,
+            &resources_hash(&changed),
+            &before,
+            &Default::default(),
+            Some(2),
+        ) else {
+            panic!("a changed spec is planned");
+        };
+        let steps: Vec<&Step> = plan.steps.iter().map(|(_, s)| s).collect();
+        assert_eq!(steps, [&Step::Unchanged, &Step::Update]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use midonet_translators::TranslationResource;
 use sha2::{Digest, Sha256};
 
 use super::tracked::Missing;
-use crate::crd::{PushedResource, TranslationStatus};
+use crate::crd::{PushedResource, TranslationStatus, BODY_HASH_HEX, SPEC_HASH_HEX};
 
 /// Content hash of a Translation's resource list (what `status.pushedHash` records).
 pub fn resources_hash(resources: &[TranslationResource]) -> String {
@@ -23,7 +23,7 @@ pub fn resources_hash(resources: &[TranslationResource]) -> String {
             h.update(part.as_bytes());
         }
     }
-    hex::encode(&h.finalize()[..16])
+    hex::encode(&h.finalize()[..SPEC_HASH_HEX / 2])
 }
 
 /// Hash of one resource's content, to notice a changed body for the same backend path.
@@ -32,7 +32,7 @@ pub fn body_hash(entry: &TranslationResource) -> String {
     h.update(entry.parent.as_bytes());
     h.update([0]);
     h.update(entry.body.as_bytes());
-    hex::encode(&h.finalize()[..8])
+    hex::encode(&h.finalize()[..BODY_HASH_HEX / 2])
 }
 
 /// One desired resource, parsed.
