@@ -15,7 +15,9 @@ use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource as _, ResourceExt};
-use midonet_kube_controllers::crd::{Condition, PushedResource, Translation, TranslationStatus};
+use midonet_kube_controllers::crd::{
+    Condition, PushedResource, Translation, TranslationStatus, BODY_HASH_HEX, SPEC_HASH_HEX,
+};
 use midonet_kube_controllers::{pusher, translate};
 use midonet_translators::{DesiredTranslation, Resource};
 use serde::de::DeserializeOwned;
@@ -61,6 +63,15 @@ pub fn pusher_params() -> PostParams {
     }
 }
 
+/// A hash as long as the pusher's of that kind.
+fn placeholder_hash(hex_digits: usize) -> String {
+    "0123456789abcdef"
+        .chars()
+        .cycle()
+        .take(hex_digits)
+        .collect()
+}
+
 /// A status shaped like the pusher's after a complete push.
 fn pushed_status(t: &Translation) -> TranslationStatus {
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -71,18 +82,18 @@ fn pushed_status(t: &Translation) -> TranslationStatus {
         .map(|r| PushedResource {
             kind: r.kind().to_string(),
             path: r.item_path(),
-            body_hash: "0123456789abcdef".into(),
+            body_hash: placeholder_hash(BODY_HASH_HEX),
         })
         .collect();
     TranslationStatus {
         observed_generation: t.metadata.generation,
-        pushed_hash: Some("0123456789abcdef0123456789abcdef".into()),
+        pushed_hash: Some(placeholder_hash(SPEC_HASH_HEX)),
         resource_count: Some(pushed.len() as i64),
         conditions: vec![Condition {
             type_: "Ready".into(),
             status: "True".into(),
             reason: "Pushed".into(),
-            message: format!("{} backend resources in sync", pushed.len()),
+            message: String::new(),
             last_transition_time: Some(now.clone()),
             observed_generation: t.metadata.generation,
         }],

@@ -118,7 +118,11 @@ pub fn parts_of(key: &[u8], value: &[u8]) -> Res<StoredTranslation> {
         value: value.len(),
         spec: size(&v["spec"]),
         status: size(&v["status"]),
-        pushed: size(&v["status"]["pushed"]),
+        // The record of what was pushed: `created`, or an older version's `pushed`.
+        pushed: match &v["status"]["created"] {
+            Value::Null => size(&v["status"]["pushed"]),
+            created => size(created),
+        },
         metadata: size(&v["metadata"]),
         managed_fields: size(&v["metadata"]["managedFields"]),
     };
@@ -300,6 +304,10 @@ mod tests {
         let outer =
             r#"{"apiVersion":"midonet.org/v1","kind":"Translation","metadata":,"spec":,"status":}"#;
         assert_eq!(p.value, outer.len() + p.metadata + p.spec + p.status + 1);
+        // The record as written now.
+        let now = br#"{"metadata":{"name":"n"},"status":{"created":["Port /ports/x 0a"]}}"#;
+        let t = parts_of(b"k", now).unwrap();
+        assert_eq!(t.parts.pushed, r#"["Port /ports/x 0a"]"#.len());
         // Without an owner (a global) and without a status.
         let global = br#"{"metadata":{"name":"g"},"spec":{}}"#;
         let t = parts_of(b"k", global).unwrap();
