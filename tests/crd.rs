@@ -297,3 +297,69 @@ async fn translators_update_reowns_and_keeps_what_is_not_theirs() {
             .unwrap();
     }
 }
+
+/// The pushed record on the real apiserver: an older version's (`status.pushed`, objects)
+/// is kept by the schema and read; the current one (`status.created`, strings) is kept,
+/// whether PUT or merge-patched, and a merge patch of it removes the older list.
+#[tokio::test]
+async fn the_pushed_record_is_stored_and_read_in_either_format() {
+    let client = admin_client().await;
+    let ns = unique_namespace(&client, "crd-record").await;
+    let api: Api<Translation> = Api::namespaced(client, &ns);
+    api.create(&PostParams::default(), &valid_translation("t-rec", &ns))
+        .await
+        .unwrap();
+    let path = format!("/bridges/{BRIDGE_ID}");
+    let stored = || {
+        let out = kubectl(&["get", "tr", "t-rec", "-n", &ns, "-o", "json"]);
+        let tr: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        tr["status"].clone()
+    };
+
+    // As an older version wrote it.
+    let older = serde_json::json!({"status": {
+        "pushedHash": "0123456789abcdef0123456789abcdef",
+        "pushed": [{"kind": "Bridge", "path": path, "bodyHash": "0123456789abcdef"}],
+    }});
+    api.patch_status("t-rec", &PatchParams::default(), &Patch::Merge(older))
+        .await
+        .unwrap();
+    assert!(stored()["pushed"].is_array(), "{}", stored());
+    let read = api.get("t-rec").await.unwrap().status.unwrap();
+    let entry = &read.pushed[0];
+    assert_eq!(
+        (entry.kind.as_str(), entry.path.as_str()),
+        ("Bridge", path.as_str())
+    );
+    assert_eq!(entry.body_hash, "0123456789ab");
+    assert_eq!(read.pushed_hash.as_deref(), Some("0123456789abcdef"));
+
+    // Merge-patched in the current form (the pusher's write after a conflict).
+    let patch = midonet_kube_controllers::crd::status_merge_patch(Some(&read)).unwrap();
+    api.patch_status("t-rec", &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+    let now = stored();
+    assert!(now.get("pushed").is_none(), "the older list is gone: {now}");
+    assert_eq!(
+        now["created"],
+        serde_json::json!([format!("Bridge {path} 0123456789ab")])
+    );
+    assert_eq!(api.get("t-rec").await.unwrap().status, Some(read.clone()));
+
+    // PUT (the pusher's usual write) over an older version's record.
+    let older = serde_json::json!({"status": {"created": null, "pushed": [
+        {"kind": "Bridge", "path": path, "bodyHash": "0123456789abcdef"}
+    ]}});
+    api.patch_status("t-rec", &PatchParams::default(), &Patch::Merge(older))
+        .await
+        .unwrap();
+    let mut tr = api.get("t-rec").await.unwrap();
+    tr.status = Some(read.clone());
+    api.replace_status("t-rec", &PostParams::default(), &tr)
+        .await
+        .unwrap();
+    let now = stored();
+    assert!(now.get("pushed").is_none(), "{now}");
+    assert_eq!(api.get("t-rec").await.unwrap().status, Some(read));
+}

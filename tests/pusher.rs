@@ -18,6 +18,37 @@ use support::stack::Controllers;
 use support::*;
 use uuid::Uuid;
 
+/// The record an older version wrote for `tr` pushed completely: `status.pushed` objects
+/// with 16-digit body hashes, a 32-digit list hash (its formulas: SHA-256 of parent, NUL,
+/// body; of each part's length and bytes), as a merge patch of its status.
+fn older_versions_record(tr: &Translation) -> serde_json::Value {
+    use sha2::{Digest, Sha256};
+    let entries = tr.desired_resources();
+    let mut list = Sha256::new();
+    let mut pushed = Vec::new();
+    for e in entries {
+        for part in [&e.kind, &e.parent, &e.body] {
+            list.update((part.len() as u64).to_le_bytes());
+            list.update(part.as_bytes());
+        }
+        let body = Sha256::new()
+            .chain_update(e.parent.as_bytes())
+            .chain_update([0])
+            .chain_update(e.body.as_bytes());
+        let resource = midonet_translators::Resource::from_entry(e).unwrap();
+        pushed.push(json!({
+            "kind": e.kind,
+            "path": resource.item_path(),
+            "bodyHash": hex::encode(&body.finalize()[..8]),
+        }));
+    }
+    json!({"status": {
+        "created": null,
+        "pushed": pushed,
+        "pushedHash": hex::encode(&list.finalize()[..16]),
+    }})
+}
+
 fn ready(tr: &Translation) -> Option<(String, String)> {
     let c = tr
         .status
@@ -217,6 +248,22 @@ async fn pusher_behaviour() {
     })
     .await;
     pusher.stop().await;
+    // Half of them as an older version recorded them: read as they are, no request. Ten
+    // recorded for another spec (another list hash): each body is compared with the old
+    // record, and found pushed.
+    const OLDER: usize = 50;
+    const OTHER_SPEC: usize = 10;
+    for i in 0..OLDER {
+        let name = format!("many-{i}");
+        let tr = api.get(&name).await.unwrap();
+        let mut older = older_versions_record(&tr);
+        if i < OTHER_SPEC {
+            older["status"]["pushedHash"] = json!("0".repeat(32));
+        }
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(older))
+            .await
+            .unwrap();
+    }
     admin.reset_requests().await.unwrap();
     let pusher = Controllers::start(&kubeconfig, &sim, &pusher_only).await;
     // Once the restarted pusher has reconciled every Translation there is.
@@ -242,6 +289,14 @@ async fn pusher_behaviour() {
         0,
         "a restart with everything in sync costs nothing: {counts:?}"
     );
+    // An older record stays as it is unless its list hash changed, then it is written in
+    // the current form.
+    for i in 0..OLDER {
+        let out = kubectl(&["get", "tr", &format!("many-{i}"), "-n", &ns, "-o", "json"]);
+        let tr: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let current = tr["status"]["created"].is_array() && tr["status"]["pushed"].is_null();
+        assert_eq!(current, i < OTHER_SPEC, "{}", tr["status"]);
+    }
 
     // Delete: reverse order, finalizer removed, another finalizer preserved.
     api.patch(
