@@ -289,6 +289,24 @@ async fn translators_update_reowns_and_keeps_what_is_not_theirs() {
             "{name}"
         );
         assert_eq!(got.spec, want.spec, "{name}");
+        // The update cleared the field managers' record, and a status write, as the
+        // pusher's, does not start it again.
+        assert_eq!(got.metadata.managed_fields, None, "{name}");
+        let mut with_status = got.clone();
+        with_status.status = Some(TranslationStatus {
+            pushed_hash: Some("0123456789abcdef".into()),
+            ..TranslationStatus::default()
+        });
+        let params = PostParams {
+            field_manager: Some(midonet_kube_controllers::pusher::FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        api.replace_status(name, &params, &with_status)
+            .await
+            .unwrap();
+        let got = api.get(name).await.unwrap();
+        assert_eq!(got.status, with_status.status, "{name}");
+        assert_eq!(got.metadata.managed_fields, None, "{name}");
 
         // Without finalizers, so that the namespace can go without a pusher.
         let unfinalized = serde_json::json!({"metadata": {"finalizers": null}});
