@@ -1,10 +1,10 @@
 //! The orphan sweep: backend resources of our tenant that no Translation claims.
 //!
 //! A resource is *claimed* when some Translation (Terminating ones included) names its
-//! item path, either in its desired resources or in `status.pushed`. The sweep lists the
-//! tenant's bridges, routers and chains, the NetworkPolicy port groups and IP address groups
-//! (known by their name, [`GROUP_NAME_PREFIX`]: MidoNet gives an IP address group no tenant),
-//! and under each claimed one its ports, routes (not the `Local` routes MidoNet makes by
+//! item path, either in its desired resources or in its status' pushed record. The sweep
+//! lists the tenant's bridges, routers and chains, the NetworkPolicy port groups and IP
+//! address groups (known by their name, [`GROUP_NAME_PREFIX`]: MidoNet gives an IP address
+//! group no tenant), and under each claimed one its ports, routes (not the `Local` routes MidoNet makes by
 //! itself), rules, member ports or addresses; every unclaimed item is an orphan. Children
 //! of an orphan parent are not reported: deleting the parent deletes them.
 //!

@@ -1,8 +1,10 @@
 //! The status the pusher records on a Translation, decided without I/O.
 //!
-//! `status.pushed` is the record of what exists in the backend because of the Translation
-//! (deletion deletes exactly that); `pushedHash` and `observedGeneration` say which spec was
-//! pushed completely; the `Ready` condition says why not when it was not. A Translation of
+//! The pushed record ([`TranslationStatus::pushed`], stored as `status.created`, see
+//! [`crate::crd`]) is what exists in the backend because of the Translation (deletion
+//! deletes exactly that); `pushedHash` and `observedGeneration` say which spec was pushed
+//! completely; the `Ready` condition says why not when it was not, and nothing more when it
+//! was (`Pushed`, no message: the count is `resourceCount`). A Translation of
 //! the original Go controller records nothing: what it lists is taken as pushed
 //! ([`adopted`]), never written as such.
 

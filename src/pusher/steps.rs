@@ -1,9 +1,9 @@
 //! What the pusher must do for one Translation, decided without I/O.
 //!
 //! The input is the Translation's desired resources and the record of what was pushed
-//! (`status.pushed`); the output is the ordered list of backend steps. Keeping this pure makes
-//! the pusher's most important property — no backend request for what is already pushed —
-//! checkable by plain unit tests.
+//! (`TranslationStatus::pushed`); the output is the ordered list of backend steps. Keeping
+//! this pure makes the pusher's most important property — no backend request for what is
+//! already pushed — checkable by plain unit tests.
 
 use std::collections::{HashMap, HashSet};
 
