@@ -258,12 +258,11 @@ pub struct TranslationSpec {
 
 /// What the pusher has applied to the backend for this Translation.
 ///
-/// Stored compactly: the record of pushed resources is
-/// `status.created`, one string per resource; `status.pushed`, the list of objects older
-/// versions wrote, is read when `created` is absent and never written. Hashes read are cut
-/// to the lengths the pusher computes ([`BODY_HASH_HEX`], [`SPEC_HASH_HEX`]), which are
-/// prefixes of the longer ones older versions recorded, so an old record compares equal to
-/// the same content pushed now.
+/// Stored compactly: the record of pushed resources is `status.created`, one string per
+/// resource; `status.pushed`, the list of objects older versions wrote, is read when
+/// `created` is absent and never written. Hashes read are cut to the lengths the pusher
+/// computes ([`BODY_HASH_HEX`], [`SPEC_HASH_HEX`]), which are prefixes of the longer ones
+/// older versions recorded, so an old record compares equal to the same content pushed now.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TranslationStatus {
     /// `metadata.generation` of the spec last pushed completely.
