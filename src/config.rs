@@ -155,6 +155,12 @@ pub struct RunArgs {
     /// CA certificate file for an https MidoNet API.
     #[arg(long, env = "MIDONETKUBE_CA_FILE", value_parser = setting(parse_file))]
     pub ca_file: Option<PathBuf>,
+    /// The edge toward the outside: a YAML or JSON file naming the gateway hosts' uplinks,
+    /// their addresses and next hops, the pod networks and the external ranges (see
+    /// docs/operations.md, "The edge"). Without it, only traffic that starts inside the
+    /// cluster is served. A file that cannot be read or is invalid stops the start.
+    #[arg(long, env = "MIDONETKUBE_EDGE_CONFIG", value_parser = setting(parse_edge_config))]
+    pub edge_config: Option<std::sync::Arc<midonet_translators::config::Edge>>,
     /// MidoNet tenant owning the resources the controllers create.
     #[arg(
         long,
@@ -353,6 +359,8 @@ pub struct Config {
     pub password: Secret,
     pub project: String,
     pub ca_file: Option<PathBuf>,
+    /// The edge (`--edge-config`), validated.
+    pub edge: Option<std::sync::Arc<midonet_translators::config::Edge>>,
     pub tenant: String,
     pub metrics_address: SocketAddr,
     pub pusher_workers: u16,
@@ -618,6 +626,19 @@ fn parse_file(s: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// Reads and validates the edge settings file (YAML, so JSON too): every problem is
+/// named by its field, and all of them are in the message.
+pub fn parse_edge_config(
+    s: &str,
+) -> Result<std::sync::Arc<midonet_translators::config::Edge>, String> {
+    let text = std::fs::read_to_string(s).map_err(|e| format!("cannot read {s}: {e}"))?;
+    let spec: midonet_translators::edge_spec::EdgeSpec =
+        serde_yaml::from_str(&text).map_err(|e| format!("{s} is not a valid edge file: {e}"))?;
+    spec.validate()
+        .map(std::sync::Arc::new)
+        .map_err(|errors| format!("{s} is invalid: {}", errors.join("; ")))
+}
+
 fn parse_non_empty(s: &str) -> Result<String, String> {
     if s.trim().is_empty() {
         Err("must not be empty".into())
@@ -748,6 +769,7 @@ impl RunArgs {
             password,
             project,
             ca_file: self.ca_file,
+            edge: self.edge_config,
             tenant: self.tenant,
             metrics_address: self.metrics_address,
             pusher_workers: self.pusher_workers,
@@ -806,6 +828,7 @@ impl fmt::Debug for Config {
             .field("password", &self.password)
             .field("project", &self.project)
             .field("ca_file", &self.ca_file)
+            .field("edge", &self.edge)
             .field("tenant", &self.tenant)
             .field("metrics_address", &self.metrics_address)
             .field("pusher_workers", &self.pusher_workers)

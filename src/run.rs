@@ -478,6 +478,7 @@ fn translator_context(
     let config = midonet_translators::TranslatorConfig {
         tenant: cfg.tenant.clone(),
         version: cfg.translation_version.clone(),
+        edge: cfg.edge.clone(),
     };
     let metrics = TranslatorMetrics::new(registry)?;
     let shared = TranslatorContext::new(

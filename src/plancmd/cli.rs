@@ -87,6 +87,7 @@ pub async fn compute(cfg: &Config, request_rate: f64) -> Result<Plan, PlanError>
     let tcfg = TranslatorConfig {
         tenant: cfg.tenant.clone(),
         version: version.clone(),
+        edge: cfg.edge.clone(),
     };
     let (want, scope) = desired(&tcfg, &cluster, &enabled(cfg));
     Ok(plan(&version, &want, &existing, &scope, request_rate))

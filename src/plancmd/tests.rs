@@ -326,6 +326,7 @@ fn the_translators_output_is_planned_as_the_runner_writes_it() {
     let v1 = TranslatorConfig {
         tenant: "t".into(),
         version: "1".into(),
+        edge: None,
     };
     let (want, scope) = desired(&v1, &cluster, &Enabled::ALL);
     let existing: Vec<Translation> = want.iter().map(pushed).collect();

@@ -1,5 +1,7 @@
 //! The cluster-global resources: no Kubernetes owner, ensured before any other translator runs.
+//! With an edge configured, they include the edge router ([`crate::edge`]).
 
+use crate::edge::edge_translation;
 use crate::filters::policy_globals;
 use crate::ids::sub_id;
 use crate::model::{
@@ -49,7 +51,7 @@ pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
             .with_flow_action(FlowAction::Accept)
             .into(),
     ];
-    vec![
+    let mut out = vec![
         global_translation(
             cfg,
             "tunnel-zone",
@@ -69,5 +71,8 @@ pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
         ),
         global_translation(cfg, "chains", chains),
         policy_globals(cfg),
-    ]
+    ];
+    // With an edge (`--edge-config`), the provider router toward the outside.
+    out.extend(edge_translation(cfg));
+    out
 }

@@ -72,6 +72,7 @@ mod tests {
         TranslatorConfig {
             tenant: "midonetkube".into(),
             version: version.into(),
+            edge: None,
         }
     }
 
@@ -103,6 +104,7 @@ mod tests {
         let other_tenant = TranslatorConfig {
             tenant: "other".into(),
             version: "1".into(),
+            edge: None,
         };
         assert_ne!(base, id_for_key(&other_tenant, "Node", "n1"));
         assert_ne!(sub_id(base, "a"), sub_id(base, "b"));

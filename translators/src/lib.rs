@@ -13,11 +13,12 @@
 //! own layer or above, or that is in no layer.
 //!
 //! - layer 0: `version`, `meta`, `entry`, `secret`
-//! - layer 1: `model`, `config`, `naming`
-//! - layer 2: `addr`, `ids`, `translate`
-//! - layer 3: `topology`, `service_spec`, `annotations`
-//! - layer 4: `filters`
-//! - layer 5: `global`, `node`, `pod`, `service`, `endpoints`, `policy`
+//! - layer 1: `model`, `naming`
+//! - layer 2: `config`
+//! - layer 3: `addr`, `ids`, `translate`
+//! - layer 4: `topology`, `service_spec`, `annotations`, `edge_spec`
+//! - layer 5: `filters`, `edge`
+//! - layer 6: `global`, `node`, `pod`, `service`, `endpoints`, `policy`
 
 pub mod entry;
 pub mod meta;
@@ -34,6 +35,8 @@ pub use version::TRANSLATION_VERSION;
 pub mod addr;
 pub mod annotations;
 pub mod config;
+pub mod edge;
+pub mod edge_spec;
 pub mod endpoints;
 pub mod filters;
 pub mod global;

@@ -1,4 +1,5 @@
-//! Node: a bridge for the node's pods, linked to the cluster router, and the node's own port.
+//! Node: a bridge for the node's pods, linked to the cluster router, and the node's own port;
+//! with an edge, the jump from the node's addresses to the node ports ([`crate::edge`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -18,8 +19,8 @@ use crate::model::{
 use crate::naming::{backend_name, NameKey, Part, NODE_INTERFACE_NAME};
 pub use crate::topology::NODE_KIND;
 use crate::topology::{
-    cluster_router_id, default_tunnel_zone_id, main_chain_id, node_bridge_id, SNAT_PORT_FROM,
-    SNAT_PORT_TO,
+    cluster_router_id, default_tunnel_zone_id, edge_nodes_chain_id, main_chain_id, node_bridge_id,
+    nodeports_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
 };
 use crate::translate::{
     object_name, reason, DesiredTranslation, Translated, TranslatorConfig,
@@ -104,6 +105,9 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     resources.extend(port_resources(cfg, name, &ids, host, subnet));
     if let Some(s) = subnet {
         resources.extend(host_resources(cfg, &ids, s, &addresses));
+    }
+    if cfg.edge.is_some() {
+        resources.extend(edge_node_ports(cfg, &ids, &addresses));
     }
     out.translations.push(DesiredTranslation::versioned(
         cfg,
@@ -257,6 +261,30 @@ fn host_resources(
         ));
     }
     resources
+}
+
+/// With an edge: what enters through an uplink to one of the node's addresses goes to the
+/// node ports (KUBE-EDGE-NODES → KUBE-NODEPORTS), so that `<node address>:<nodePort>`
+/// reaches the Service from outside. The chains belong to the edge's Translation and match
+/// disjoint addresses, so the order of the nodes' jumps is irrelevant: position 1.
+fn edge_node_ports(
+    cfg: &TranslatorConfig,
+    ids: &NodeIds,
+    addresses: &BTreeSet<Ipv4Addr>,
+) -> Vec<Resource> {
+    addresses
+        .iter()
+        .map(|ip| {
+            Rule::jump(
+                edge_nodes_chain_id(cfg),
+                sub_id(ids.bridge, &format!("Edge NodePort Jump/{ip}")),
+                nodeports_chain_id(cfg),
+            )
+            .at(1)
+            .to_host(*ip)
+            .into()
+        })
+        .collect()
 }
 
 /// With the MAC annotation: the node port's MAC-table entry and, with a pod subnet, the

@@ -2,6 +2,9 @@
 //! at (cluster IP, external IPs, load-balancer ingress IPs: [`service_ips`]), a jump to it
 //! from KUBE-SERVICES.
 //!
+//! With an edge (`--edge-config`), each port with a `nodePort` also gets a jump from
+//! KUBE-NODEPORTS (see [`crate::edge`]).
+//!
 //! The chains are filled by the Endpoints translator (see [`crate::endpoints`]).
 
 use std::net::Ipv4Addr;
@@ -10,11 +13,11 @@ use k8s_openapi::api::core::v1::Service;
 
 use crate::addr::{parse_ipv4, AddrError};
 use crate::ids::id_for_key;
-use crate::model::{Chain, Resource, Rule};
+use crate::model::{Chain, PortRange, Resource, Rule, DL_TYPE_IPV4};
 use crate::naming::{backend_name, NameKey};
-use crate::service_spec::{cluster_ipv4, valid_ports};
+use crate::service_spec::{cluster_ipv4, port_number, valid_ports, ValidPort};
 pub use crate::service_spec::{PROTO_TCP, PROTO_UDP};
-use crate::topology::services_chain_id;
+use crate::topology::{nodeports_chain_id, services_chain_id};
 pub use crate::topology::{service_port_chain_id, service_port_key, SERVICE_PORT_KIND};
 use crate::translate::{
     reason, DesiredTranslation, NamespacedName, Translated, TranslationWarning, TranslatorConfig,
@@ -24,6 +27,8 @@ use crate::translate::{
 pub const SERVICE_KIND: &str = "Service";
 /// Pseudo kind of the jump from KUBE-SERVICES to a service port's chain.
 pub const SERVICE_PORT_JUMP_KIND: &str = "ServicePortJump";
+/// Pseudo kind of the jump from KUBE-NODEPORTS to a service port's chain.
+pub const SERVICE_NODE_PORT_JUMP_KIND: &str = "ServiceNodePortJump";
 
 /// The destination addresses a Service's ports are reached at, each once: the cluster IP,
 /// then every `spec.externalIPs` entry, then every `status.loadBalancer.ingress[].ip`.
@@ -77,6 +82,40 @@ pub(crate) fn service_ips(
     out
 }
 
+/// With an edge: the jump from the port's `spec.ports[].nodePort` (any destination: the
+/// edge only jumps to KUBE-NODEPORTS for a node's address) to the port's chain. NodePort
+/// and LoadBalancer Services have node ports; the apiserver allocates them unique in the
+/// cluster, so the jumps of all Services match disjoint traffic: position 1.
+fn node_port_jump(
+    cfg: &TranslatorConfig,
+    svc: &Service,
+    p: &ValidPort,
+    port_key: &str,
+    chain: uuid::Uuid,
+) -> Option<Resource> {
+    cfg.edge.as_ref()?;
+    let node_port = svc
+        .spec
+        .as_ref()?
+        .ports
+        .as_deref()?
+        .iter()
+        .find(|sp| sp.name.as_deref().unwrap_or_default() == p.name)?
+        .node_port
+        .and_then(port_number)?;
+    let key = format!("{port_key}/{}/{node_port}", p.proto);
+    let mut rule = Rule::jump(
+        nodeports_chain_id(cfg),
+        id_for_key(cfg, SERVICE_NODE_PORT_JUMP_KIND, &key),
+        chain,
+    )
+    .at(1);
+    rule.dl_type = Some(DL_TYPE_IPV4);
+    rule.nw_proto = Some(p.proto);
+    rule.tp_dst = Some(PortRange::single(node_port));
+    Some(rule.into())
+}
+
 pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
     let (namespace, name) = match NamespacedName::of(SERVICE_KIND, &svc.metadata) {
         Ok(id) => (id.namespace, id.name),
@@ -122,6 +161,7 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
         // cluster IP, protocol or port is a new rule (and the old one is removed) rather than
         // a changed body under the same ID. KUBE-SERVICES is shared by all services and its
         // rules match disjoint traffic, so their order is irrelevant: position 1.
+        resources.extend(node_port_jump(cfg, svc, &p, &port_key, chain));
         for ip in &ips {
             let jump_key = format!("{port_key}/{ip}/{}/{}", p.proto, p.port);
             resources.push(

@@ -3,7 +3,8 @@
 //! The per-kind translators (`global`, `node`, `pod`, `service`, `endpoints`, `policy`) never
 //! import each other: what one of them refers to in another's output (the cluster router a
 //! Node's port is on, the Node bridge a Pod's port is on, the `KUBE-SVC-…` chain the
-//! Endpoints fill, the policy chains every pod port and node bridge filters through) is
+//! Endpoints fill, the policy chains every pod port and node bridge filters through, the
+//! edge's NodePort chains a Node's addresses and a Service's node ports are jumped from) is
 //! defined here, once, and both sides derive it from here. This module guarantees that
 //! each such ID is derived in exactly one place; it assumes nothing of the translators and
 //! leaves the resources themselves (bodies, order, Translations) to them and to
@@ -55,6 +56,23 @@ pub fn services_chain_id(cfg: &TranslatorConfig) -> Uuid {
 /// ID of the cluster router every Node bridge is linked to.
 pub fn cluster_router_id(cfg: &TranslatorConfig) -> Uuid {
     sub_id(main_chain_id(cfg), "Cluster Router")
+}
+
+/// ID of the edge (provider) router, when the cluster has an edge (`--edge-config`).
+pub fn edge_router_id(cfg: &TranslatorConfig) -> Uuid {
+    sub_id(main_chain_id(cfg), "Edge Router")
+}
+
+/// ID of KUBE-EDGE-NODES, jumped to from what enters through an uplink: each Node adds a
+/// jump from its addresses to [`nodeports_chain_id`].
+pub fn edge_nodes_chain_id(cfg: &TranslatorConfig) -> Uuid {
+    sub_id(main_chain_id(cfg), "Edge Nodes Chain")
+}
+
+/// ID of KUBE-NODEPORTS: each Service port with a node port adds a jump from that port to
+/// its `KUBE-SVC-…` chain.
+pub fn nodeports_chain_id(cfg: &TranslatorConfig) -> Uuid {
+    sub_id(main_chain_id(cfg), "NodePorts Chain")
 }
 
 /// ID of the tunnel zone hosts join unless their Node names another one.

@@ -70,6 +70,7 @@ fn run(case: Case, default_version: &str) -> Translated {
         .map(|c| TranslatorConfig {
             tenant: c.tenant,
             version: c.version,
+            edge: None,
         })
         .unwrap_or_else(|| TranslatorConfig {
             version: default_version.to_string(),

@@ -112,7 +112,7 @@ fn annotations() -> impl Strategy<Value = Option<BTreeMap<String, String>>> {
 fn config() -> impl Strategy<Value = TranslatorConfig> {
     prop_oneof![
         4 => Just(TranslatorConfig::default()),
-        1 => (garbage(), garbage()).prop_map(|(tenant, version)| TranslatorConfig { tenant, version }),
+        1 => (garbage(), garbage()).prop_map(|(tenant, version)| TranslatorConfig { tenant, version, edge: None }),
     ]
 }
 

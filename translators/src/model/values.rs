@@ -111,6 +111,16 @@ impl Ipv4Cidr {
         Ipv4Addr::from(u32::from(self.addr) & mask)
     }
 
+    /// Whether `ip` is inside the network.
+    pub fn contains(&self, ip: Ipv4Addr) -> bool {
+        Ipv4Cidr {
+            addr: ip,
+            prefix_len: self.prefix_len,
+        }
+        .network()
+            == self.network()
+    }
+
     /// The address `n` places after the network address, if it is still inside the network.
     pub fn nth(&self, n: u32) -> Option<Ipv4Addr> {
         let size = 1u64 << (32 - u32::from(self.prefix_len.min(32)));
