@@ -119,7 +119,7 @@ async fn candidates(api: &str, ns: &str, from: &str, svc: &str) -> BTreeSet<Stri
     let backend =
         midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
             .unwrap();
-    let live = load(&kube, &backend, &cfg.tenant).await.unwrap();
+    let live = load(&kube, &backend, &cfg.tenant, None).await.unwrap();
     let (t, _) = trace_live(
         &live,
         &format!("pod/{ns}/{from}"),
@@ -164,7 +164,7 @@ async fn check_live(api: &str, ns: &str, want: &[&str]) -> Report {
     let backend =
         midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
             .unwrap();
-    let live = load(&kube, &backend, &cfg.tenant).await.unwrap();
+    let live = load(&kube, &backend, &cfg.tenant, None).await.unwrap();
     assert!(live.cluster.endpoint_slices.is_some(), "check reads slices");
     assert!(live.cluster.endpoints.is_empty());
     let web: Vec<(String, Vec<String>)> = live

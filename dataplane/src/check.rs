@@ -85,16 +85,22 @@ pub enum FlowKind {
     NoEndpoints,
     NodeToPod,
     PodToNode,
+    /// With an edge: an outside client to a Service's external, ingress or node address.
+    OutsideToService,
+    /// With an edge: a pod to an address outside the cluster.
+    PodToOutside,
 }
 
 impl FlowKind {
-    pub const ALL: [FlowKind; 6] = [
+    pub const ALL: [FlowKind; 8] = [
         FlowKind::PodToPod,
         FlowKind::PodToService,
         FlowKind::Hairpin,
         FlowKind::NoEndpoints,
         FlowKind::NodeToPod,
         FlowKind::PodToNode,
+        FlowKind::OutsideToService,
+        FlowKind::PodToOutside,
     ];
 
     pub fn name(self) -> &'static str {
@@ -105,6 +111,8 @@ impl FlowKind {
             FlowKind::NoEndpoints => "no-endpoints",
             FlowKind::NodeToPod => "node-to-pod",
             FlowKind::PodToNode => "pod-to-node",
+            FlowKind::OutsideToService => "outside-to-service",
+            FlowKind::PodToOutside => "pod-to-outside",
         }
     }
 }
@@ -141,6 +149,9 @@ pub struct Report {
     pub unplugged: Vec<String>,
     /// Endpoint addresses no workload owns: their delivery cannot be checked.
     pub unverifiable_endpoints: Vec<String>,
+    /// What Kubernetes promises that the network does not serve by design (not checked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_served: Vec<String>,
     pub topology_problems: Vec<BuildProblem>,
 }
 
@@ -170,6 +181,10 @@ struct Flow {
     /// The class `from` represents (an index into the plan's classes): the flow stands
     /// for the same flow from each other member its trace cannot tell apart from `from`.
     class: Option<usize>,
+    /// The source address, if not `from`'s own: an outside client behind an uplink.
+    src_ip: Option<Ipv4Addr>,
+    /// The receiver must see `src_ip` as the source (`externalTrafficPolicy: Local`).
+    keep_source: bool,
 }
 
 /// A class of equivalent source pods; the first member is its representative.
@@ -367,6 +382,8 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
         unverifiable: BTreeSet::new(),
         refused: BTreeSet::new(),
         class: None,
+        src_ip: None,
+        keep_source: false,
     };
 
     // Pod to pod: every pod from its own group and from another group, and every pair
@@ -463,6 +480,9 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
             }
         }
     }
+    if let Some(edge) = &cluster.edge {
+        flows.extend(outside_flows(cluster, edge, &reps, &by_ip, report));
+    }
     restrict_to_policies(cluster, &attachments, &mut flows);
     (flows, class_list)
 }
@@ -505,7 +525,10 @@ fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &m
         .filter_map(|a| Some((a.name.as_str(), a.primary_ip()?)))
         .collect();
     for flow in flows.iter_mut() {
-        let Some(from_ip) = from_ips.get(flow.from.as_str()).copied() else {
+        let Some(from_ip) = flow
+            .src_ip
+            .or_else(|| from_ips.get(flow.from.as_str()).copied())
+        else {
             continue;
         };
         let client = party(&pods, &flow.from, from_ip);
@@ -543,6 +566,8 @@ fn service_flow(
         unverifiable: unverifiable.clone(),
         refused: BTreeSet::new(),
         class: None,
+        src_ip: None,
+        keep_source: false,
     }
 }
 
@@ -596,7 +621,8 @@ fn class_bridge(topo: &Topology, a: &Attachment) -> Option<Uuid> {
 /// Evaluates `flow` and, when its source stands for a class, the same flow from each
 /// member the trace cannot stand for.
 fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> Outcome {
-    let probe = Probe::new(flow.from.clone(), flow.to, flow.protocol, CLIENT_PORT);
+    let mut probe = Probe::new(flow.from.clone(), flow.to, flow.protocol, CLIENT_PORT);
+    probe.src_ip = flow.src_ip;
     let (t, consulted) = match trace_consulting(topo, &probe, false, true) {
         Ok(t) => t,
         Err(e) => {
@@ -847,13 +873,107 @@ fn judge(flow: Flow, t: Trace) -> Option<Failure> {
             } else if counted.iter().any(|p| p.forward.delivered_to.is_none()) {
                 Some("some paths drop the connection".to_string())
             } else {
-                None
+                source_not_kept(&flow, &t)
             }
         }
     };
     let problem = problem?;
     let reached = reached.iter().map(|(n, s)| format!("{n} {s}")).collect();
     Some(Failure::new(flow, problem, reached, t))
+}
+
+/// With `keep_source`, the first delivery whose receiver sees another source than the
+/// client's address.
+fn source_not_kept(flow: &Flow, t: &Trace) -> Option<String> {
+    let client = flow.src_ip?;
+    if !flow.keep_source {
+        return None;
+    }
+    t.paths
+        .iter()
+        .filter_map(|p| Some((p.forward.delivered_to.as_ref()?, p.forward.received?)))
+        .find(|(_, rx)| rx.src.ip != client)
+        .map(|(who, rx)| {
+            format!(
+                "{who} sees the source {}, not the client's {client} (externalTrafficPolicy: Local)",
+                rx.src.ip
+            )
+        })
+}
+
+/// The flows Kubernetes promises with an edge ([`crate::outside`]): an outside client,
+/// entering through each uplink, to every Service port at every outside address; every
+/// pod class's representative to an outside address.
+fn outside_flows(
+    cluster: &Cluster,
+    edge: &midonet_translators::config::Edge,
+    reps: &[&Attachment],
+    by_ip: &BTreeMap<Ipv4Addr, &Attachment>,
+    report: &mut Report,
+) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    let upstreams: Vec<String> = edge
+        .uplinks
+        .iter()
+        .map(|u| crate::outside::upstream_name(&u.name))
+        .collect();
+    let (ports, not_served) = crate::outside::outside_service_ports(cluster);
+    report.not_served.extend(not_served);
+    for op in ports {
+        let sp = &op.port;
+        let mut expected = BTreeSet::new();
+        let mut unverifiable = BTreeSet::new();
+        for ep in &sp.endpoints {
+            match by_ip.get(&ep.ip) {
+                Some(a) => {
+                    expected.insert((a.name.clone(), *ep));
+                }
+                None => {
+                    unverifiable.insert(ep.ip);
+                    report
+                        .unverifiable_endpoints
+                        .push(format!("outside → {} → {ep}", sp.display()));
+                }
+            }
+        }
+        let expect = (!sp.endpoints.is_empty()).then_some(expected);
+        for up in &upstreams {
+            let mut f = service_flow(
+                FlowKind::OutsideToService,
+                up,
+                sp,
+                expect.clone(),
+                &unverifiable,
+            );
+            f.to_name = format!("{} at {}", sp.display(), sp.address);
+            f.src_ip = Some(crate::outside::OUTSIDE_CLIENT);
+            f.keep_source = op.keep_source;
+            flows.push(f);
+        }
+    }
+    let outside = SocketV4::new(crate::outside::OUTSIDE_CLIENT, POD_PORT);
+    let receivers: BTreeSet<(String, SocketV4)> = edge
+        .uplinks
+        .iter()
+        .filter(|u| !u.next_hops.is_empty())
+        .map(|u| (crate::outside::upstream_name(&u.name), outside))
+        .collect();
+    for rep in reps {
+        flows.push(Flow {
+            kind: FlowKind::PodToOutside,
+            from: rep.name.clone(),
+            to: outside,
+            to_name: "outside".to_string(),
+            protocol: Protocol::Tcp,
+            expected: Some(receivers.clone()),
+            unverifiable: BTreeSet::new(),
+            refused: BTreeSet::new(),
+            class: None,
+            src_ip: None,
+            keep_source: false,
+        });
+    }
+    flows
 }
 
 fn expected_names(e: &Option<BTreeSet<(String, SocketV4)>>) -> Vec<String> {

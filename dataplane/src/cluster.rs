@@ -60,6 +60,10 @@ pub struct Cluster {
     /// Service, and `endpoints` is not read. `discovery.k8s.io/v1beta1` slices are given in
     /// the v1 shape (the fields read are the same).
     pub endpoint_slices: Option<Vec<EndpointSlice>>,
+    /// The edge toward the outside (`--edge-config`), if the cluster has one: the
+    /// upstream behind each uplink is a workload, and Kubernetes' promises to outside
+    /// clients are checked ([`crate::outside`]).
+    pub edge: Option<std::sync::Arc<midonet_translators::config::Edge>>,
 }
 
 /// Which of a Service's addresses a client uses.
@@ -71,6 +75,8 @@ pub enum ServiceAddressKind {
     ExternalIp,
     /// A `status.loadBalancer.ingress[].ip`.
     LoadBalancerIngress,
+    /// A node's address at the port's `nodePort`.
+    NodePort,
 }
 
 /// A workload name for a pod: `pod/<namespace>/<name>`.
@@ -122,6 +128,7 @@ impl ServicePortRef {
             ServiceAddressKind::ClusterIp => "",
             ServiceAddressKind::ExternalIp => " via external IP",
             ServiceAddressKind::LoadBalancerIngress => " via load-balancer ingress",
+            ServiceAddressKind::NodePort => " via node port",
         };
         format!(
             "svc/{}/{}:{}{port}{via}",
@@ -156,6 +163,9 @@ impl Cluster {
             if let Some(a) = pod_attachment(pod, node) {
                 out.push(a);
             }
+        }
+        if let Some(edge) = &self.edge {
+            out.extend(crate::outside::upstream_attachments(edge));
         }
         out
     }

@@ -19,6 +19,7 @@ pub mod check;
 pub mod cluster;
 mod engine;
 pub mod live;
+pub mod outside;
 mod packet;
 pub mod policy;
 mod state;

@@ -2,7 +2,9 @@
 //! random choice (a NAT target, an equal-cost route) could send it on, and for each path
 //! what comes back to the client: the reply of the workload that received it, or what a
 //! device answered instead (an ICMP error, a router's echo reply), walked back through
-//! the network.
+//! the network. A client outside, at an address in the networks behind its attachment,
+//! gets its reply through any attachment with that address behind it ([`Attachment`]'s
+//! `networks`: the outside is one network behind every uplink).
 
 use std::net::Ipv4Addr;
 
@@ -356,7 +358,7 @@ fn run_path(sh: &mut Shared<'_, '_>, probe: &Probe, client: &Attachment, sent: F
     };
     let back = reply
         .received
-        .filter(|_| reply.delivered_to.as_deref() == Some(client.name.as_str()))
+        .filter(|_| reaches_client(sh.topo, client, sent.src.ip, reply.delivered_to.as_deref()))
         .filter(|t| t.dst.ip == sent.src.ip);
     let client_sees = back.map(|t| t.src);
     let works = forward.verdict == Verdict::Delivered
@@ -369,6 +371,22 @@ fn run_path(sh: &mut Shared<'_, '_>, probe: &Probe, client: &Attachment, sent: F
         works,
         client_sees,
     }
+}
+
+/// Whether a reply delivered to `to` reached the client: the client itself or, for a
+/// client at an address in a network behind its attachment (the outside behind an uplink),
+/// any attachment with that address behind it too: the outside is one network, reached
+/// through any of the routers in front of it (a reply may leave by another uplink than
+/// the request came in by, as equal-cost routes choose per flow).
+fn reaches_client(topo: &Topology, client: &Attachment, ip: Ipv4Addr, to: Option<&str>) -> bool {
+    let Some(to) = to else { return false };
+    if to == client.name {
+        return true;
+    }
+    !client.owns(ip)
+        && topo
+            .attachment_named(to)
+            .is_some_and(|a| !a.owns(ip) && a.accepts(ip))
 }
 
 /// A reply comes from the port the client sent to (an ICMP reply has no ports).

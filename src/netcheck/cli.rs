@@ -51,7 +51,9 @@ pub enum CheckOutput {
 /// Arguments of `trace`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct TraceArgs {
-    /// Where the connection starts: pod/NAMESPACE/NAME or node/NAME.
+    /// Where the connection starts: pod/NAMESPACE/NAME, node/NAME, or external/IP[/UPLINK]
+    /// (a client outside the cluster at IP, entering through the edge's uplink UPLINK, the
+    /// first one if not given; needs --edge-config).
     #[arg(long)]
     pub from: String,
     /// Where it goes: svc/NAMESPACE/NAME:PORT (the Service port, number or name),
@@ -125,13 +127,16 @@ where
 }
 
 /// Reads the cluster ([`load_cluster`] and the Translations) and the tenant's topology, and
-/// builds the model.
+/// builds the model; with `edge`, the upstream behind its uplinks included.
 pub async fn load(
     kube: &kube::Client,
     backend: &BackendClient,
     tenant: &str,
+    edge: Option<std::sync::Arc<midonet_translators::config::Edge>>,
 ) -> Result<Live, NetcheckError> {
-    let cluster = load_cluster(kube).await?;
+    let mut cluster = load_cluster(kube).await?;
+    // The upstream behind the uplinks are workloads of the topology too.
+    cluster.edge = edge;
     let translations = list_all::<Translation>(kube, "translations").await?;
     let resources = read_topology(backend, tenant).await?;
     // MidoNet lists a chain's rules in evaluation order.
@@ -191,6 +196,8 @@ pub async fn load_cluster(kube: &kube::Client) -> Result<Cluster, NetcheckError>
             })?
             .items,
         network_policies: list_all::<NetworkPolicy>(kube, "networkpolicies").await?,
+        // The caller sets the edge from its settings.
+        edge: None,
     };
     Ok(cluster)
 }
@@ -218,15 +225,12 @@ pub fn trace_live_via(
     let source = Source::parse(from).map_err(NetcheckError::Usage)?;
     let target = Target::parse(to).map_err(NetcheckError::Usage)?;
     let dest = resolve(&live.cluster, &target, to, protocol, via).map_err(NetcheckError::Usage)?;
-    let t = trace(
-        &live.topology,
-        &Probe::new(
-            source.attachment_name(),
-            dest.address,
-            dest.protocol,
-            src_port,
-        ),
-    )?;
+    let (from, src_ip) = source
+        .attachment(&live.cluster)
+        .map_err(NetcheckError::Usage)?;
+    let mut probe = Probe::new(from, dest.address, dest.protocol, src_port);
+    probe.src_ip = src_ip;
+    let t = trace(&live.topology, &probe)?;
     Ok((t, dest))
 }
 
@@ -258,7 +262,7 @@ pub async fn run_trace(cfg: Config, args: TraceArgs) -> Result<Verdict, Netcheck
         )));
     }
     let (kube, backend) = clients(&cfg).await?;
-    let live = load(&kube, &backend, &cfg.tenant).await?;
+    let live = load(&kube, &backend, &cfg.tenant, cfg.edge.clone()).await?;
     let (t, dest) = trace_live_via(
         &live,
         &args.from,
@@ -298,7 +302,7 @@ pub async fn check_system(
 ) -> Result<Checked, NetcheckError> {
     let started = Instant::now();
     let (kube, backend) = clients(cfg).await?;
-    let live = load(&kube, &backend, &cfg.tenant).await?;
+    let live = load(&kube, &backend, &cfg.tenant, cfg.edge.clone()).await?;
     let read = started.elapsed();
     let started = Instant::now();
     let report = check(&live.topology, &live.cluster, progress);

@@ -26,8 +26,19 @@ use crate::crd::Translation;
 /// The source of a trace: an attachment name, as `Cluster::attachments` names them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
-    Pod { namespace: String, name: String },
-    Node { name: String },
+    Pod {
+        namespace: String,
+        name: String,
+    },
+    Node {
+        name: String,
+    },
+    /// A client outside the cluster at `ip`, entering through `uplink` (the edge's first
+    /// uplink if `None`): `external/IP` or `external/IP/UPLINK`.
+    External {
+        ip: Ipv4Addr,
+        uplink: Option<String>,
+    },
 }
 
 impl Source {
@@ -41,17 +52,55 @@ impl Source {
             ["node", name] if !name.is_empty() => Ok(Source::Node {
                 name: name.to_string(),
             }),
-            _ => Err(format!("--from {s:?}: use pod/NAMESPACE/NAME or node/NAME")),
+            ["external", ip, rest @ ..] if rest.len() <= 1 => Ok(Source::External {
+                ip: ip
+                    .parse()
+                    .map_err(|_| format!("--from {s:?}: {ip:?} is not an IPv4 address"))?,
+                uplink: rest
+                    .first()
+                    .filter(|u| !u.is_empty())
+                    .map(|u| u.to_string()),
+            }),
+            _ => Err(format!(
+                "--from {s:?}: use pod/NAMESPACE/NAME, node/NAME or external/IP[/UPLINK]"
+            )),
         }
     }
 
-    /// The attachment name the model knows it by.
+    /// The attachment the model sends from, and the source address when it is not the
+    /// attachment's own (an outside client: the upstream behind the uplink).
+    pub fn attachment(&self, cluster: &Cluster) -> Result<(String, Option<Ipv4Addr>), String> {
+        let Source::External { ip, uplink } = self else {
+            return Ok((self.attachment_name(), None));
+        };
+        let edge = cluster.edge.as_ref().ok_or_else(|| {
+            "--from external/…: the cluster has no edge (give --edge-config)".to_string()
+        })?;
+        let up = match uplink {
+            None => edge.uplinks.first(),
+            Some(name) => edge.uplinks.iter().find(|u| &u.name == name),
+        }
+        .ok_or_else(|| {
+            format!(
+                "no uplink {:?} in the edge settings",
+                uplink.as_deref().unwrap_or_default()
+            )
+        })?;
+        Ok((
+            midonet_dataplane::outside::upstream_name(&up.name),
+            Some(*ip),
+        ))
+    }
+
+    /// The attachment name the model knows a pod or node by (`external/IP` for an outside
+    /// client, which [`Source::attachment`] resolves to an uplink's upstream).
     pub fn attachment_name(&self) -> String {
         match self {
             Source::Pod { namespace, name } => {
                 midonet_dataplane::cluster::pod_name(namespace, name)
             }
             Source::Node { name } => midonet_dataplane::cluster::node_name(name),
+            Source::External { ip, .. } => format!("external/{ip}"),
         }
     }
 }
@@ -536,6 +585,7 @@ pub fn trace_text(t: &Trace, dest: &Destination, topo: &Topology, owners: &Owner
     let via = match dest.via {
         Some(ServiceAddressKind::ExternalIp) => ", external IP",
         Some(ServiceAddressKind::LoadBalancerIngress) => ", load-balancer ingress",
+        Some(ServiceAddressKind::NodePort) => ", node port",
         Some(ServiceAddressKind::ClusterIp) | None => "",
     };
     let mut out = format!(
@@ -593,11 +643,16 @@ pub fn trace_text(t: &Trace, dest: &Destination, topo: &Topology, owners: &Owner
 
 /// The table output of `check`.
 pub fn check_table(r: &Report, elapsed: std::time::Duration) -> String {
-    let mut out = format!("{:<16} {:>8} {:>8}\n", "FLOW", "CHECKED", "FAILED");
+    let mut out = format!("{:<18} {:>8} {:>8}\n", "FLOW", "CHECKED", "FAILED");
     for kind in FlowKind::ALL {
         let t = r.by_kind.get(&kind).copied().unwrap_or_default();
+        // Without an edge there is no outside: its rows would only say so.
+        let outside = matches!(kind, FlowKind::OutsideToService | FlowKind::PodToOutside);
+        if outside && t.checked == 0 {
+            continue;
+        }
         out.push_str(&format!(
-            "{:<16} {:>8} {:>8}\n",
+            "{:<18} {:>8} {:>8}\n",
             kind.name(),
             t.checked,
             t.failed
@@ -618,6 +673,9 @@ pub fn check_table(r: &Report, elapsed: std::time::Duration) -> String {
     }
     for e in &r.unverifiable_endpoints {
         out.push_str(&format!("unverifiable endpoint: {e}\n"));
+    }
+    for n in &r.not_served {
+        out.push_str(&format!("not served: {n}\n"));
     }
     for p in &r.topology_problems {
         out.push_str(&format!(
@@ -750,6 +808,20 @@ mod tests {
             Ok("pod/a/b".into())
         );
         assert!(Source::parse("pod/a").is_err());
+        assert_eq!(
+            Source::parse("external/198.18.0.10/b"),
+            Ok(Source::External {
+                ip: Ipv4Addr::new(198, 18, 0, 10),
+                uplink: Some("b".into())
+            })
+        );
+        assert!(Source::parse("external/nope").is_err());
+        // Without an edge, an outside client has nowhere to come from.
+        let err = Source::parse("external/198.18.0.10")
+            .unwrap()
+            .attachment(&Cluster::default())
+            .unwrap_err();
+        assert!(err.contains("no edge"), "{err}");
     }
 
     #[test]

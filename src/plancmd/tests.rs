@@ -322,6 +322,7 @@ fn the_translators_output_is_planned_as_the_runner_writes_it() {
         namespaces: vec![],
         network_policies: vec![],
         endpoint_slices: None,
+        edge: None,
     };
     let v1 = TranslatorConfig {
         tenant: "t".into(),

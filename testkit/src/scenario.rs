@@ -386,6 +386,7 @@ impl Scenario {
             namespaces,
             network_policies: nps,
             endpoint_slices: None,
+            edge: None,
         };
         Ok(Translated { cluster, resources })
     }

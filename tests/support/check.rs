@@ -34,14 +34,19 @@ pub fn config_with(api: &str, extra: &[&str]) -> Config {
 
 /// What `trace` and `check` run on: the cluster and the simulator's topology.
 pub async fn live(api: &str) -> Live {
-    let cfg = config(api);
+    live_with(api, &[]).await
+}
+
+/// [`live`] with more settings (`--edge-config`), as [`config_with`].
+pub async fn live_with(api: &str, extra: &[&str]) -> Live {
+    let cfg = config_with(api, extra);
     let kube = midonet_kube_controllers::clients::kube_client(&cfg)
         .await
         .expect("kube client");
     let backend =
         midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
             .expect("backend client");
-    load(&kube, &backend, &cfg.tenant)
+    load(&kube, &backend, &cfg.tenant, cfg.edge.clone())
         .await
         .expect("read the cluster and the simulator")
 }

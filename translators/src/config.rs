@@ -46,6 +46,10 @@ pub struct Edge {
     /// The pod networks: routed from the edge to the cluster router, and source-NATed to
     /// the uplink's address on their way out.
     pub cluster_cidrs: Vec<Ipv4Cidr>,
+    /// The Service networks (the apiserver's `--service-cluster-ip-range`): a cluster IP
+    /// no rule DNATed (a Service without endpoints) is dropped on the cluster router and
+    /// on the edge (black-hole routes), not sent upstream by the default route.
+    pub service_cidrs: Vec<Ipv4Cidr>,
     /// The external-IP and load-balancer ranges the upstream routes to the edge: an
     /// address of them no Service holds is dropped at the edge (a black-hole route).
     pub external_cidrs: Vec<Ipv4Cidr>,
@@ -67,4 +71,8 @@ pub struct Uplink {
     pub subnet: Ipv4Cidr,
     /// The upstream routers: one default route each, all of equal weight.
     pub next_hops: Vec<Ipv4Addr>,
+    /// The gateway host's tunnel endpoint, if the edge is to join it to the default tunnel
+    /// zone (MidoNet binds ports only on member hosts); `None` for a host that is a member
+    /// already (e.g. a Node, whose own Translation joins it).
+    pub tunnel_ip: Option<Ipv4Addr>,
 }

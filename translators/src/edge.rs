@@ -10,6 +10,8 @@
 //!   the inbound filter of every uplink port, and per uplink `KUBE-EDGE-OUT-<name>` =
 //!   `[rev_dnat (accept), per cluster CIDR: snat to the uplink's address (accept)]`, its
 //!   outbound filter;
+//! - the gateway hosts' membership in the default tunnel zone, where the settings give a
+//!   host's tunnel endpoint (`tunnelIp`);
 //! - the stateful port group `KUBE-EDGE-UPLINKS` holding every uplink port (MidoNet shares
 //!   the NAT state of a connection among a stateful group's ports, so a reply may leave by
 //!   another uplink than the request came in by);
@@ -19,9 +21,10 @@
 //!   flow by the flow's hash (`simulation/RouteBalancer.scala`);
 //! - the link: an edge port (the link network's first address) and a cluster router port
 //!   (its second), linked; routes on the edge from each cluster CIDR to the cluster router,
-//!   black-hole routes for the external CIDRs (an address no Service holds is dropped at the
-//!   edge instead of bouncing between the routers), and the cluster router's default route to
-//!   the edge.
+//!   black-hole routes for the external and Service CIDRs (an address no Service rule
+//!   DNATed is dropped at the edge instead of bouncing between the routers), the cluster
+//!   router's default route to the edge and its black-hole routes for the Service CIDRs (a
+//!   cluster IP without endpoints is not sent upstream).
 //!
 //! # Guarantees and assumptions
 //!
@@ -39,12 +42,12 @@ use crate::config::{Edge, Uplink};
 use crate::ids::{mac_for_key, sub_id};
 use crate::model::{
     Chain, FlowAction, HostInterfacePort, Ipv4Cidr, NatTarget, Port, PortGroup, PortGroupPort,
-    PortLink, Resource, Route, RouteType, Router, Rule, RuleType, DL_TYPE_IPV4,
+    PortLink, Resource, Route, RouteType, Router, Rule, RuleType, TunnelZoneHost, DL_TYPE_IPV4,
 };
 use crate::naming::backend_name;
 use crate::topology::{
-    cluster_router_id, edge_nodes_chain_id, edge_router_id, global_translation, nodeports_chain_id,
-    services_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
+    cluster_router_id, default_tunnel_zone_id, edge_nodes_chain_id, edge_router_id,
+    global_translation, nodeports_chain_id, services_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
 };
 use crate::translate::{DesiredTranslation, TranslatorConfig};
 
@@ -97,11 +100,24 @@ pub fn edge_translation(cfg: &TranslatorConfig) -> Option<DesiredTranslation> {
     group.tenant_id = Some(tenant.to_string());
     group.stateful = Some(true);
     resources.push(group.into());
+    resources.extend(gateway_memberships(cfg, edge));
     for up in &edge.uplinks {
         resources.extend(uplink_resources(cfg, edge, &ids, up));
     }
     resources.extend(link_resources(edge, &ids));
     Some(global_translation(cfg, EDGE_KEY, resources))
+}
+
+/// The gateway hosts joining the default tunnel zone, each once, where the settings give
+/// their tunnel endpoint: MidoNet binds a port only on a host of a tunnel zone.
+fn gateway_memberships(cfg: &TranslatorConfig, edge: &Edge) -> Vec<Resource> {
+    let mut seen = std::collections::BTreeSet::new();
+    edge.uplinks
+        .iter()
+        .filter_map(|u| Some((u.host, u.tunnel_ip?)))
+        .filter(|(host, _)| seen.insert(*host))
+        .map(|(host, ip)| TunnelZoneHost::new(default_tunnel_zone_id(cfg), host, ip).into())
+        .collect()
 }
 
 /// KUBE-EDGE-IN: replies to the pods' outbound connections are un-SNATed (and go on to be
@@ -218,17 +234,16 @@ fn link_resources(edge: &Edge, ids: &EdgeIds) -> Vec<Resource> {
         r.next_hop_gateway = Some(cluster_ip);
         resources.push(r.into());
     }
-    for net in &edge.external_cidrs {
-        let mut r = Route::normal(
+    for net in edge.external_cidrs.iter().chain(&edge.service_cidrs) {
+        resources.push(black_hole(
             ids.router,
             sub_id(ids.router, &format!("External Route/{net}")),
             *net,
-            ids.edge_link_port,
-        );
-        r.next_hop_port = None;
-        r.route_type = Some(RouteType::BlackHole);
-        r.weight = Some(ROUTE_WEIGHT);
-        resources.push(r.into());
+        ));
+    }
+    for net in &edge.service_cidrs {
+        let id = sub_id(ids.router, &format!("Cluster Service Route/{net}"));
+        resources.push(black_hole(ids.cluster_router, id, *net));
     }
     let mut default = route(
         ids.cluster_router,
@@ -242,6 +257,15 @@ fn link_resources(edge: &Edge, ids: &EdgeIds) -> Vec<Resource> {
     default.next_hop_gateway = Some(edge_ip);
     resources.push(default.into());
     resources
+}
+
+/// A `BlackHole` route of `router` to `dst`: what matches it is dropped.
+fn black_hole(router: Uuid, id: Uuid, dst: Ipv4Cidr) -> Resource {
+    let mut r = Route::normal(router, id, dst, Uuid::nil());
+    r.next_hop_port = None;
+    r.route_type = Some(RouteType::BlackHole);
+    r.weight = Some(ROUTE_WEIGHT);
+    r.into()
 }
 
 /// A `Normal` route of `router` to `dst` through `port`, of weight [`ROUTE_WEIGHT`].
@@ -264,6 +288,7 @@ mod tests {
             interface: "eth1".into(),
             address: addr.into(),
             next_hops: hops.iter().map(|h| h.to_string()).collect(),
+            tunnel_ip: Some("10.0.0.9".into()),
         };
         let spec = EdgeSpec {
             uplinks: vec![
@@ -271,6 +296,7 @@ mod tests {
                 up("b", "198.51.100.2/24", &["198.51.100.1", "198.51.100.254"]),
             ],
             cluster_cidrs: vec!["10.244.0.0/16".into()],
+            service_cidrs: vec!["10.96.0.0/12".into()],
             external_cidrs: vec!["203.0.113.0/24".into()],
             link_cidr: None,
         };

@@ -33,6 +33,9 @@ pub struct EdgeSpec {
     /// The pod networks (e.g. the controller-manager's `--cluster-cidr`).
     #[serde(default)]
     pub cluster_cidrs: Vec<String>,
+    /// The Service networks (the apiserver's `--service-cluster-ip-range`).
+    #[serde(default)]
+    pub service_cidrs: Vec<String>,
     /// External-IP and load-balancer ranges the upstream routes to the edge.
     #[serde(default)]
     pub external_cidrs: Vec<String>,
@@ -53,6 +56,10 @@ pub struct UplinkSpec {
     pub address: String,
     #[serde(default)]
     pub next_hops: Vec<String>,
+    /// The gateway host's tunnel endpoint: the edge joins the host to the default tunnel
+    /// zone with it. Leave it out for a host that is a Node (its Translation joins it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel_ip: Option<String>,
 }
 
 impl EdgeSpec {
@@ -69,12 +76,28 @@ impl EdgeSpec {
                 errors.push(format!("uplinks[{i}].name {:?}: used twice", u.name));
             }
             if let Some(up) = uplink(i, u, &mut errors) {
+                let other = uplinks
+                    .iter()
+                    .find(|o: &&Uplink| o.host == up.host && o.tunnel_ip != up.tunnel_ip);
+                if let Some(o) = other {
+                    errors.push(format!(
+                        "uplinks[{i}].tunnelIp: host {} has another tunnel IP in uplink {:?}",
+                        up.host, o.name
+                    ));
+                }
                 uplinks.push(up);
             }
         }
         let cluster_cidrs = cidrs("clusterCidrs", &self.cluster_cidrs, &mut errors);
         if self.cluster_cidrs.is_empty() {
             errors.push("clusterCidrs: at least one pod network is needed".to_string());
+        }
+        let service_cidrs = cidrs("serviceCidrs", &self.service_cidrs, &mut errors);
+        if self.service_cidrs.is_empty() {
+            errors.push(
+                "serviceCidrs: at least one Service network is needed (the apiserver's --service-cluster-ip-range)"
+                    .to_string(),
+            );
         }
         let external_cidrs = cidrs("externalCidrs", &self.external_cidrs, &mut errors);
         let raw_link = self.link_cidr.as_deref().unwrap_or(DEFAULT_LINK_CIDR);
@@ -83,6 +106,7 @@ impl EdgeSpec {
             (true, Some(link)) => Ok(Edge {
                 uplinks,
                 cluster_cidrs,
+                service_cidrs,
                 external_cidrs,
                 link,
             }),
@@ -118,6 +142,18 @@ fn uplink(i: usize, u: &UplinkSpec, errors: &mut Vec<String>) -> Option<Uplink> 
             (None, None)
         }
     };
+    let tunnel_ip = match u.tunnel_ip.as_deref().map(parse_ipv4) {
+        None => None,
+        Some(Ok(ip)) => Some(ip),
+        Some(Err(_)) => {
+            errors.push(format!(
+                "{} {:?}: not an IPv4 address",
+                at("tunnelIp"),
+                u.tunnel_ip.as_deref().unwrap_or_default()
+            ));
+            None
+        }
+    };
     if u.next_hops.is_empty() {
         errors.push(format!(
             "{}: at least one next hop is needed",
@@ -149,6 +185,7 @@ fn uplink(i: usize, u: &UplinkSpec, errors: &mut Vec<String>) -> Option<Uplink> 
         address: address?,
         subnet: subnet?,
         next_hops,
+        tunnel_ip,
     })
 }
 
@@ -193,6 +230,7 @@ mod tests {
             interface: "eth1".into(),
             address: address.into(),
             next_hops: hops.iter().map(|h| h.to_string()).collect(),
+            tunnel_ip: None,
         }
     }
 
@@ -200,6 +238,7 @@ mod tests {
         EdgeSpec {
             uplinks,
             cluster_cidrs: vec!["10.244.0.0/16".into()],
+            service_cidrs: vec!["10.96.0.0/12".into()],
             external_cidrs: vec!["203.0.113.0/24".into()],
             link_cidr: None,
         }
@@ -261,7 +300,8 @@ mod tests {
             EdgeSpec::default().validate().unwrap_err(),
             [
                 "uplinks: at least one uplink is needed",
-                "clusterCidrs: at least one pod network is needed"
+                "clusterCidrs: at least one pod network is needed",
+                "serviceCidrs: at least one Service network is needed (the apiserver's --service-cluster-ip-range)"
             ]
         );
     }

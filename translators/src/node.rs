@@ -107,7 +107,7 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
         resources.extend(host_resources(cfg, &ids, s, &addresses));
     }
     if cfg.edge.is_some() {
-        resources.extend(edge_node_ports(cfg, &ids, &addresses));
+        resources.extend(edge_node_ports(cfg, name, &ids, &addresses));
     }
     out.translations.push(DesiredTranslation::versioned(
         cfg,
@@ -264,27 +264,48 @@ fn host_resources(
 }
 
 /// With an edge: what enters through an uplink to one of the node's addresses goes to the
-/// node ports (KUBE-EDGE-NODES → KUBE-NODEPORTS), so that `<node address>:<nodePort>`
-/// reaches the Service from outside. The chains belong to the edge's Translation and match
-/// disjoint addresses, so the order of the nodes' jumps is irrelevant: position 1.
+/// node ports, and is dropped there if no node port takes it (it would otherwise be routed
+/// back out the uplink). KUBE-EDGE-NODES jumps from each address to the node's own chain
+/// `KUBE-EDGE-NODE-<name>` = `[jump KUBE-NODEPORTS, drop]`; the jumps match disjoint
+/// addresses, so their order in the shared chain is irrelevant: position 1.
 fn edge_node_ports(
     cfg: &TranslatorConfig,
+    name: &str,
     ids: &NodeIds,
     addresses: &BTreeSet<Ipv4Addr>,
 ) -> Vec<Resource> {
-    addresses
-        .iter()
-        .map(|ip| {
+    let chain = sub_id(ids.bridge, "Edge Node Chain");
+    let mut resources: Vec<Resource> = vec![
+        Chain::named(
+            chain,
+            cfg.tenant.as_str(),
+            backend_name(format!("KUBE-EDGE-NODE-{name}")),
+        )
+        .into(),
+        Rule::jump(
+            chain,
+            sub_id(chain, "Jump To NodePorts"),
+            nodeports_chain_id(cfg),
+        )
+        .at(1)
+        .into(),
+        Rule::new(chain, sub_id(chain, "Drop"), RuleType::Drop)
+            .at(2)
+            .into(),
+    ];
+    for ip in addresses {
+        resources.push(
             Rule::jump(
                 edge_nodes_chain_id(cfg),
-                sub_id(ids.bridge, &format!("Edge NodePort Jump/{ip}")),
-                nodeports_chain_id(cfg),
+                sub_id(ids.bridge, &format!("Edge Node Jump/{ip}")),
+                chain,
             )
             .at(1)
             .to_host(*ip)
-            .into()
-        })
-        .collect()
+            .into(),
+        );
+    }
+    resources
 }
 
 /// With the MAC annotation: the node port's MAC-table entry and, with a pod subnet, the

@@ -86,6 +86,10 @@ pub(crate) fn service_ips(
 /// edge only jumps to KUBE-NODEPORTS for a node's address) to the port's chain. NodePort
 /// and LoadBalancer Services have node ports; the apiserver allocates them unique in the
 /// cluster, so the jumps of all Services match disjoint traffic: position 1.
+///
+/// None for `externalTrafficPolicy: Local`: a node port of such a Service may only reach
+/// the addressed node's own endpoints, which the port's chain cannot tell apart, so the
+/// edge drops that traffic rather than send it to another node's endpoint.
 fn node_port_jump(
     cfg: &TranslatorConfig,
     svc: &Service,
@@ -94,9 +98,11 @@ fn node_port_jump(
     chain: uuid::Uuid,
 ) -> Option<Resource> {
     cfg.edge.as_ref()?;
-    let node_port = svc
-        .spec
-        .as_ref()?
+    let spec = svc.spec.as_ref()?;
+    if spec.external_traffic_policy.as_deref() == Some("Local") {
+        return None;
+    }
+    let node_port = spec
         .ports
         .as_deref()?
         .iter()

@@ -1,0 +1,280 @@
+//! Clients outside the cluster, behind the edge's uplinks, and what Kubernetes promises
+//! them: the expectation side of `check`'s outside flows, from the Service objects and the
+//! edge settings alone (never from Translations).
+//!
+//! - The upstream behind each uplink is a workload (`upstream/<uplink>`): it owns the
+//!   uplink's next hops, sits on the uplink's network with the uplink port's address as its
+//!   gateway, and stands for the whole outside (`0.0.0.0/0` behind it). An outside client is
+//!   any address there; `check` uses [`OUTSIDE_CLIENT`].
+//! - A Service port is promised to outside clients at every `spec.externalIPs` entry and
+//!   every `status.loadBalancer.ingress[].ip` (the addresses kube-proxy serves), and, for
+//!   NodePort and LoadBalancer Services, at every node's InternalIP/ExternalIP and the
+//!   port's `nodePort`, with the reply from the address the client used.
+//! - `externalTrafficPolicy: Local` keeps the client's source address. At a node's address
+//!   only that node's endpoints receive (none: nothing does): the edge does not serve that
+//!   (it drops it), and such flows are listed as not served rather than checked. At an
+//!   external or ingress IP
+//!   the edge is the load balancer, and the nodes it may use are those with local endpoints:
+//!   every ready endpoint is on one of them, so every ready endpoint may receive.
+//!   `Cluster`: every ready endpoint may receive, whatever the source it sees.
+//! - A pod reaches an outside address, and the reply comes back from it.
+
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::Service;
+use midonet_translators::config::Edge;
+use midonet_translators::ids::mac_for_key;
+use midonet_translators::model::Ipv4Cidr;
+
+use crate::cluster::{Cluster, ServiceAddressKind, ServicePortRef};
+use crate::packet::SocketV4;
+use crate::topology::Attachment;
+
+/// The outside client `check` connects from: in the benchmarking range (RFC 2544), which
+/// no cluster network should use.
+pub const OUTSIDE_CLIENT: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 10);
+
+/// The workload name of the upstream behind uplink `uplink`: `upstream/<uplink>`.
+pub fn upstream_name(uplink: &str) -> String {
+    format!("upstream/{uplink}")
+}
+
+/// The upstream behind every uplink of `edge`.
+pub fn upstream_attachments(edge: &Edge) -> Vec<Attachment> {
+    edge.uplinks
+        .iter()
+        .map(|u| Attachment {
+            name: upstream_name(&u.name),
+            host: u.host,
+            interface: u.interface.clone(),
+            mac: mac_for_key(&format!("upstream/{}", u.name)),
+            ips: u.next_hops.clone(),
+            subnet: Some(u.subnet),
+            gateway: Some(u.address),
+            networks: vec![Ipv4Cidr {
+                addr: Ipv4Addr::UNSPECIFIED,
+                prefix_len: 0,
+            }],
+        })
+        .collect()
+}
+
+/// A Service port as an outside client uses it.
+#[derive(Clone, Debug)]
+pub struct OutsidePort {
+    pub port: ServicePortRef,
+    /// `externalTrafficPolicy: Local`: the endpoint must see the client's own address.
+    pub keep_source: bool,
+}
+
+/// Every Service port Kubernetes promises to outside clients, at each address, with the
+/// endpoints that may receive (see the module docs); and, named, the promises the edge
+/// does not serve (a node port of a Service with `externalTrafficPolicy: Local`).
+pub fn outside_service_ports(cluster: &Cluster) -> (Vec<OutsidePort>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut not_served = Vec::new();
+    for sp in cluster.service_ports() {
+        let Some(svc) = service_of(cluster, &sp) else {
+            continue;
+        };
+        let local = external_local(svc);
+        match sp.via {
+            ServiceAddressKind::ExternalIp | ServiceAddressKind::LoadBalancerIngress => {
+                out.push(OutsidePort {
+                    port: sp,
+                    keep_source: local,
+                })
+            }
+            ServiceAddressKind::ClusterIp => {
+                let ports = node_ports(cluster, svc, &sp, local);
+                if local {
+                    not_served.extend(ports.iter().map(|p| {
+                        format!(
+                            "{} at {} (externalTrafficPolicy: Local at a node port)",
+                            p.port.display(),
+                            p.port.address
+                        )
+                    }));
+                } else {
+                    out.extend(ports);
+                }
+            }
+            ServiceAddressKind::NodePort => {}
+        }
+    }
+    (out, not_served)
+}
+
+/// The port at every node's address and its `nodePort`, if the Service has one.
+fn node_ports(
+    cluster: &Cluster,
+    svc: &Service,
+    sp: &ServicePortRef,
+    local: bool,
+) -> Vec<OutsidePort> {
+    let spec = svc.spec.as_ref();
+    if !matches!(
+        spec.and_then(|s| s.type_.as_deref()),
+        Some("NodePort") | Some("LoadBalancer")
+    ) {
+        return Vec::new();
+    }
+    let node_port = spec
+        .and_then(|s| s.ports.as_ref())
+        .into_iter()
+        .flatten()
+        .find(|p| p.name.clone().unwrap_or_default() == sp.port_name)
+        .and_then(|p| p.node_port)
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|n| *n != 0);
+    let Some(node_port) = node_port else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for node in &cluster.nodes {
+        let Some(name) = node.metadata.name.as_deref() else {
+            continue;
+        };
+        let endpoints: Vec<SocketV4> = sp
+            .endpoints
+            .iter()
+            .filter(|e| !local || node_of(cluster, e.ip) == Some(name))
+            .copied()
+            .collect();
+        for ip in node_addresses(node) {
+            let mut port = sp.clone();
+            port.address = SocketV4::new(ip, node_port);
+            port.via = ServiceAddressKind::NodePort;
+            port.endpoints = endpoints.clone();
+            out.push(OutsidePort {
+                port,
+                keep_source: local,
+            });
+        }
+    }
+    out
+}
+
+fn service_of<'c>(cluster: &'c Cluster, sp: &ServicePortRef) -> Option<&'c Service> {
+    cluster.services.iter().find(|s| {
+        s.metadata.namespace.as_deref() == Some(sp.namespace.as_str())
+            && s.metadata.name.as_deref() == Some(sp.name.as_str())
+    })
+}
+
+fn external_local(svc: &Service) -> bool {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.external_traffic_policy.as_deref())
+        == Some("Local")
+}
+
+/// The node a pod with address `ip` runs on.
+fn node_of(cluster: &Cluster, ip: Ipv4Addr) -> Option<&str> {
+    cluster.pods.iter().find_map(|p| {
+        let status = p.status.as_ref()?;
+        let has = status.pod_ip.as_deref() == Some(ip.to_string().as_str())
+            || status
+                .pod_ips
+                .iter()
+                .flatten()
+                .any(|a| a.ip == ip.to_string());
+        has.then(|| p.spec.as_ref()?.node_name.as_deref())?
+    })
+}
+
+/// The node's IPv4 InternalIP and ExternalIP addresses, each once.
+fn node_addresses(node: &k8s_openapi::api::core::v1::Node) -> Vec<Ipv4Addr> {
+    let mut out = Vec::new();
+    for a in node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if a.type_ == "InternalIP" || a.type_ == "ExternalIP" {
+            if let Ok(ip) = a.address.parse::<Ipv4Addr>() {
+                if !out.contains(&ip) {
+                    out.push(ip);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn cluster(policy: &str) -> Cluster {
+        let node = |name: &str, ip: &str| {
+            serde_json::from_value(json!({"metadata": {"name": name},
+                "status": {"addresses": [{"type": "InternalIP", "address": ip}]}}))
+            .unwrap()
+        };
+        let pod = |name: &str, node: &str, ip: &str| {
+            serde_json::from_value(json!({"metadata": {"name": name, "namespace": "ns"},
+                "spec": {"nodeName": node, "containers": []}, "status": {"podIP": ip}}))
+            .unwrap()
+        };
+        Cluster {
+            nodes: vec![node("a", "192.168.0.1"), node("b", "192.168.0.2")],
+            pods: vec![pod("p", "a", "10.244.1.5")],
+            services: vec![serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.9",
+                         "externalTrafficPolicy": policy,
+                         "ports": [{"name": "http", "port": 80, "nodePort": 30080}]},
+                "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.5"}]}}}))
+            .unwrap()],
+            endpoints: vec![serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "subsets": [{"addresses": [{"ip": "10.244.1.5"}],
+                             "ports": [{"name": "http", "port": 8080}]}]}))
+            .unwrap()],
+            ..Cluster::default()
+        }
+    }
+
+    fn promised(c: &Cluster) -> Vec<(String, usize, bool)> {
+        let (served, _) = outside_service_ports(c);
+        served
+            .into_iter()
+            .map(|o| {
+                (
+                    o.port.address.to_string(),
+                    o.port.endpoints.len(),
+                    o.keep_source,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn local_keeps_the_source_and_a_node_port_uses_only_that_nodes_endpoints() {
+        let at = |a: &str, n, k| (a.to_string(), n, k);
+        assert_eq!(
+            promised(&cluster("Cluster")),
+            [
+                at("203.0.113.5:80", 1, false),
+                at("192.168.0.1:30080", 1, false),
+                at("192.168.0.2:30080", 1, false)
+            ]
+        );
+        assert_eq!(promised(&cluster("Local")), [at("203.0.113.5:80", 1, true)]);
+        // What Kubernetes promises there is named as not served.
+        let (_, not_served) = outside_service_ports(&cluster("Local"));
+        assert_eq!(not_served.len(), 2, "{not_served:?}");
+        let local = node_ports(
+            &cluster("Local"),
+            &cluster("Local").services[0],
+            &cluster("Local").service_ports()[0],
+            true,
+        );
+        let per_node: Vec<usize> = local.iter().map(|p| p.port.endpoints.len()).collect();
+        assert_eq!(per_node, [1, 0]);
+    }
+}

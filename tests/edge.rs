@@ -1,0 +1,402 @@
+//! Traffic from outside the cluster through the edge (`--edge-config`), on the real parts:
+//! the control plane, the simulator and the controllers converge on a cluster with an edge
+//! of two uplinks; a truth table written from the Kubernetes Service specification (type
+//! NodePort / LoadBalancer / externalIPs × `externalTrafficPolicy` × endpoints local,
+//! remote or none, plus NetworkPolicy `ipBlock` from an outside client) is traced from an
+//! outside client on the data-plane model fed by the simulator; `check` with the edge
+//! passes with its outside flows; and once the edge's jump to the Services is deleted
+//! behind the controllers' back, `check` and the table notice exactly the flows it served.
+//! Its own test binary: the check covers every object in the cluster.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+
+use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use midonet_dataplane::{FlowKind, SocketV4};
+use midonet_kube_controllers::netcheck::cli::{trace_live, Live};
+use midonet_translators::model::Kind;
+use serde_json::json;
+use support::check::{assert_check_passes_with, check_with, describe};
+use support::objects::{endpoints, node_at, pod, set_pod_ip, wait_host_ids};
+use support::stack::{wait_converged, Controllers};
+use support::*;
+use uuid::Uuid;
+
+/// The outside client every row connects from, and one a NetworkPolicy refuses.
+const CLIENT: &str = "198.18.0.10";
+const REFUSED_CLIENT: &str = "198.18.7.7";
+
+/// The edge settings: two uplinks on one gateway host (ECMP between them).
+fn edge_file(dir: &std::path::Path, gateway: Uuid) -> String {
+    let path = dir.join("edge.yaml");
+    let yaml = format!(
+        "uplinks:\n\
+         - name: a\n  host: {gateway}\n  interface: uplink-a\n  address: 192.0.2.2/24\n  nextHops: [192.0.2.1]\n  tunnelIp: 10.0.0.100\n\
+         - name: b\n  host: {gateway}\n  interface: uplink-b\n  address: 192.0.3.2/24\n  nextHops: [192.0.3.1]\n  tunnelIp: 10.0.0.100\n\
+         clusterCidrs: [10.244.0.0/16]\n\
+         serviceCidrs: [10.96.0.0/12]\n\
+         externalCidrs: [203.0.113.0/24]\n"
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path.display().to_string()
+}
+
+/// A Service of `type` with `externalTrafficPolicy` (NodePort and LoadBalancer only) and
+/// external IPs, port `http` 80 → 8080.
+fn svc(name: &str, type_: &str, policy: Option<&str>, external_ips: &[&str]) -> Service {
+    let mut spec = json!({"type": type_, "externalIPs": external_ips,
+        "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]});
+    if let Some(p) = policy {
+        spec["externalTrafficPolicy"] = json!(p);
+    }
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name}, "spec": spec}))
+    .unwrap()
+}
+
+/// One row of the truth table: an outside client's connection and what Kubernetes says
+/// receives it (pod names; empty: nothing), the reply coming from the address used and,
+/// the edge never SNATing what comes in, the pod seeing the client's own address.
+struct Row {
+    what: &'static str,
+    to: SocketV4,
+    from_ip: &'static str,
+    receivers: &'static [&'static str],
+}
+
+/// Traces `row` from an outside client through `uplink`; answers the problem, if any.
+fn judge(live: &Live, ns: &str, row: &Row, uplink: &str) -> Option<String> {
+    let from = format!("external/{}/{uplink}", row.from_ip);
+    let (t, _) = match trace_live(live, &from, &row.to.to_string(), None, 40000) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("{}: cannot trace: {e}", row.what)),
+    };
+    let got: BTreeSet<String> = t.candidates().into_iter().map(|(n, _)| n).collect();
+    let want: BTreeSet<String> = row
+        .receivers
+        .iter()
+        .map(|p| format!("pod/{ns}/{p}"))
+        .collect();
+    if got != want {
+        return Some(format!(
+            "{} via {uplink}: reached {got:?}, Kubernetes says {want:?}",
+            row.what
+        ));
+    }
+    if want.is_empty() {
+        return None;
+    }
+    let client: Ipv4Addr = row.from_ip.parse().unwrap();
+    for p in &t.paths {
+        if p.client_sees != Some(row.to) || !p.works {
+            let why = p.reply.as_ref().and_then(|r| r.drop_reason.clone());
+            return Some(format!(
+                "{} via {uplink}: the client sees the reply from {:?}, not {} ({why:?})",
+                row.what, p.client_sees, row.to
+            ));
+        }
+        if let Some(rx) = p.forward.received {
+            if rx.src.ip != client {
+                return Some(format!(
+                    "{} via {uplink}: the pod sees {}, not the client",
+                    row.what, rx.src.ip
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Every row's problems, through both uplinks.
+fn failures(live: &Live, ns: &str, rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .flat_map(|r| {
+            ["a", "b"]
+                .into_iter()
+                .filter_map(move |u| judge(live, ns, r, u))
+        })
+        .collect()
+}
+
+async fn node_port(services: &Api<Service>, name: &str) -> u16 {
+    let s = services.get(name).await.unwrap();
+    let p = s
+        .spec
+        .and_then(|s| s.ports)
+        .and_then(|p| p.first().and_then(|p| p.node_port));
+    u16::try_from(p.expect("a node port")).unwrap()
+}
+
+#[tokio::test]
+async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
+    let client = admin_client().await;
+    let (host_a, host_b, gateway) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let (sim, admin) =
+        stack::start_sim(&[("edge-a", host_a), ("edge-b", host_b), ("gateway", gateway)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge_file(dir.path(), gateway);
+    let edge_args = ["--edge-config", edge.as_str()];
+    let mut args = vec!["--verify-period", "1h"];
+    args.extend(edge_args);
+    let controllers = Controllers::start(&control_plane().kubeconfig, &sim, &args).await;
+    let api = sim.api_url().to_string();
+
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in [
+        node_at("edge-a", "10.244.1.0/24", "192.168.10.1"),
+        node_at("edge-b", "10.244.2.0/24", "192.168.10.2"),
+    ] {
+        nodes.create(&PostParams::default(), &n).await.unwrap();
+    }
+    wait_host_ids(&nodes, &[("edge-a", host_a), ("edge-b", host_b)]).await;
+    let ns = unique_namespace(&client, "edge").await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    for (name, node, ip) in [
+        ("a1", "edge-a", "10.244.1.10"),
+        ("b1", "edge-b", "10.244.2.10"),
+        ("g1", "edge-b", "10.244.2.11"),
+    ] {
+        pods.create(&PostParams::default(), &pod(name, node, None))
+            .await
+            .unwrap();
+        set_pod_ip(&pods, name, ip).await;
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+    let table: [(&str, Service, &[&str]); 8] = [
+        (
+            "np-c",
+            svc("np-c", "NodePort", Some("Cluster"), &[]),
+            &["10.244.1.10"],
+        ),
+        ("np-none", svc("np-none", "NodePort", None, &[]), &[]),
+        (
+            "lb-c",
+            svc("lb-c", "LoadBalancer", Some("Cluster"), &[]),
+            &["10.244.1.10", "10.244.2.10"],
+        ),
+        (
+            "lb-l",
+            svc("lb-l", "LoadBalancer", Some("Local"), &[]),
+            &["10.244.2.10"],
+        ),
+        (
+            "lb-none",
+            svc("lb-none", "LoadBalancer", Some("Local"), &[]),
+            &[],
+        ),
+        (
+            "ext-c",
+            svc("ext-c", "ClusterIP", None, &["203.0.113.20"]),
+            &["10.244.2.10"],
+        ),
+        (
+            "ext-l",
+            svc("ext-l", "NodePort", Some("Local"), &["203.0.113.21"]),
+            &["10.244.1.10"],
+        ),
+        (
+            "guarded",
+            svc("guarded", "LoadBalancer", Some("Local"), &["203.0.113.30"]),
+            &["10.244.2.11"],
+        ),
+    ];
+    for (name, s, ips) in &table {
+        services.create(&PostParams::default(), s).await.unwrap();
+        eps.create(&PostParams::default(), &endpoints(name, ips))
+            .await
+            .unwrap();
+    }
+    // No cloud here: the load-balancer ingress IPs are written as an IPAM or a cloud would.
+    for (name, ip) in [
+        ("lb-c", "203.0.113.10"),
+        ("lb-l", "203.0.113.11"),
+        ("lb-none", "203.0.113.12"),
+    ] {
+        services
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}})),
+            )
+            .await
+            .unwrap();
+    }
+    // g1 takes traffic from outside only from 198.18.0.0/16 but REFUSED_CLIENT's /24.
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), &ns);
+    pods.patch(
+        "g1",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "guarded"}}})),
+    )
+    .await
+    .unwrap();
+    let np: NetworkPolicy = serde_json::from_value(json!({
+        "metadata": {"name": "outside-only"},
+        "spec": {"podSelector": {"matchLabels": {"app": "guarded"}}, "policyTypes": ["Ingress"],
+                 "ingress": [{"from": [{"ipBlock": {"cidr": "198.18.0.0/16", "except": ["198.18.7.0/24"]}}]}]}
+    }))
+    .unwrap();
+    policies.create(&PostParams::default(), &np).await.unwrap();
+    wait_converged(&client, &admin, "edge cluster").await;
+
+    let np_c = node_port(&services, "np-c").await;
+    let np_none = node_port(&services, "np-none").await;
+    let lb_c = node_port(&services, "lb-c").await;
+    let at = |ip: &str, port: u16| SocketV4::new(ip.parse().unwrap(), port);
+    // Written from the Service specification, not from the Translations.
+    let rows = [
+        Row {
+            what: "NodePort Cluster, endpoint on the node addressed",
+            to: at("192.168.10.1", np_c),
+            from_ip: CLIENT,
+            receivers: &["a1"],
+        },
+        Row {
+            what: "NodePort Cluster, endpoint on another node",
+            to: at("192.168.10.2", np_c),
+            from_ip: CLIENT,
+            receivers: &["a1"],
+        },
+        Row {
+            what: "NodePort, no endpoints",
+            to: at("192.168.10.1", np_none),
+            from_ip: CLIENT,
+            receivers: &[],
+        },
+        Row {
+            what: "LoadBalancer Cluster at its ingress IP",
+            to: at("203.0.113.10", 80),
+            from_ip: CLIENT,
+            receivers: &["a1", "b1"],
+        },
+        Row {
+            what: "LoadBalancer Cluster at a node port",
+            to: at("192.168.10.2", lb_c),
+            from_ip: CLIENT,
+            receivers: &["a1", "b1"],
+        },
+        Row {
+            what: "LoadBalancer Local at its ingress IP",
+            to: at("203.0.113.11", 80),
+            from_ip: CLIENT,
+            receivers: &["b1"],
+        },
+        Row {
+            what: "LoadBalancer Local, no endpoints",
+            to: at("203.0.113.12", 80),
+            from_ip: CLIENT,
+            receivers: &[],
+        },
+        Row {
+            what: "externalIPs (Cluster)",
+            to: at("203.0.113.20", 80),
+            from_ip: CLIENT,
+            receivers: &["b1"],
+        },
+        Row {
+            what: "externalIPs, externalTrafficPolicy Local",
+            to: at("203.0.113.21", 80),
+            from_ip: CLIENT,
+            receivers: &["a1"],
+        },
+        Row {
+            what: "ipBlock allows the client (Local, ingress IP-less externalIP)",
+            to: at("203.0.113.30", 80),
+            from_ip: CLIENT,
+            receivers: &["g1"],
+        },
+        Row {
+            what: "ipBlock except refuses the client",
+            to: at("203.0.113.30", 80),
+            from_ip: REFUSED_CLIENT,
+            receivers: &[],
+        },
+        Row {
+            what: "an external address no Service holds",
+            to: at("203.0.113.99", 80),
+            from_ip: CLIENT,
+            receivers: &[],
+        },
+    ];
+    let live = support::check::live_with(&api, &edge_args).await;
+    let wrong = failures(&live, &ns, &rows);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+
+    // A pod reaches the outside (through either uplink) and hears back from the address
+    // it used.
+    let (t, _) = trace_live(
+        &live,
+        &format!("pod/{ns}/a1"),
+        &format!("{CLIENT}:8080"),
+        None,
+        40000,
+    )
+    .unwrap();
+    let got: Vec<String> = t.candidates().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(got, ["upstream/a", "upstream/b"]);
+    assert!(
+        t.all_work(),
+        "{}",
+        serde_json::to_string_pretty(&t).unwrap()
+    );
+
+    let report = assert_check_passes_with(&api, &edge_args, "the edge cluster").await;
+    for kind in [FlowKind::OutsideToService, FlowKind::PodToOutside] {
+        assert!(
+            report.by_kind.get(&kind).is_some_and(|t| t.checked > 0),
+            "no {kind:?} flow checked: {:?}",
+            report.by_kind
+        );
+    }
+
+    // Break the edge: delete KUBE-EDGE-IN's jump to KUBE-SERVICES behind the controllers'
+    // back. The external and ingress IPs lose their Services; the node ports do not.
+    let state = admin.state().await.unwrap();
+    let cfg = support::check::config_with(&api, &edge_args);
+    let tcfg = midonet_translators::TranslatorConfig {
+        tenant: cfg.tenant.clone(),
+        version: cfg.translation_version.clone(),
+        edge: cfg.edge.clone(),
+    };
+    let edge_in = midonet_translators::sub_id(
+        midonet_translators::topology::edge_router_id(&tcfg),
+        "Edge In Chain",
+    );
+    let jump = midonet_translators::sub_id(edge_in, "Jump To Services");
+    let path = state
+        .entries_of(Kind::Rule)
+        .into_iter()
+        .map(|e| e.path.clone())
+        .find(|p| p.ends_with(&jump.to_string()))
+        .expect("the edge's jump to the Services is in the simulator");
+    let backend =
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
+    backend.delete_path(Kind::Rule, &path).await.unwrap();
+
+    let live = support::check::live_with(&api, &edge_args).await;
+    let wrong = failures(&live, &ns, &rows);
+    let served_at_service_addresses = rows
+        .iter()
+        .filter(|r| r.to.ip.octets()[..3] == [203, 0, 113] && !r.receivers.is_empty())
+        .count();
+    assert_eq!(wrong.len(), 2 * served_at_service_addresses, "{wrong:#?}");
+    assert!(wrong.iter().all(|w| !w.contains("NodePort")), "{wrong:#?}");
+    let broken = check_with(&api, &edge_args).await;
+    assert!(!broken.passed());
+    for f in &broken.failures {
+        assert!(
+            f.kind == FlowKind::OutsideToService && f.to.contains("203.0.113."),
+            "unexpected failure: {}",
+            describe(&broken)
+        );
+    }
+
+    controllers.stop().await;
+    sim.shutdown().await;
+}
