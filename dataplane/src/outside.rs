@@ -259,9 +259,9 @@ mod tests {
         assert_eq!(
             promised(&cluster("Cluster")),
             [
-                at("203.0.113.5:80", 1, false),
                 at("192.168.0.1:30080", 1, false),
-                at("192.168.0.2:30080", 1, false)
+                at("192.168.0.2:30080", 1, false),
+                at("203.0.113.5:80", 1, false)
             ]
         );
         assert_eq!(promised(&cluster("Local")), [at("203.0.113.5:80", 1, true)]);

@@ -224,6 +224,7 @@ fn cluster() -> Cluster {
             ),
         ],
         endpoint_slices: None,
+        edge: None,
     }
 }
 
