@@ -10,7 +10,8 @@
 //!   `{"namespaces": [Namespace…], "pods": [Pod…]}` (its `object` may also be a list of
 //!   NetworkPolicies: the output is each policy's Translation, then the group Translations
 //!   they share);
-//! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`.
+//! - `config` (optional): `{tenant, version}`, default tenant `midonetkube`, version `1`;
+//! - `edge` (optional): the edge settings file's content (`--edge-config`).
 //!
 //! Without a `config`, a case runs at version 1, whose output every cluster translated by
 //! version 1 holds and which a rollback to version 1 must find unchanged; each case is also
@@ -42,6 +43,9 @@ struct Case {
     dependency: Option<Value>,
     #[serde(default)]
     config: Option<Config>,
+    /// The edge settings (`--edge-config`), as the file is written.
+    #[serde(default)]
+    edge: Option<midonet_translators::edge_spec::EdgeSpec>,
 }
 
 #[derive(Deserialize)]
@@ -65,7 +69,13 @@ const CASE_VERSION: &str = "1";
 const READABLE_VERSION: &str = "2";
 
 fn run(case: Case, default_version: &str) -> Translated {
-    let cfg = case
+    let edge = case.edge.as_ref().map(|e| {
+        std::sync::Arc::new(
+            e.validate()
+                .unwrap_or_else(|errs| panic!("bad edge: {errs:?}")),
+        )
+    });
+    let mut cfg = case
         .config
         .map(|c| TranslatorConfig {
             tenant: c.tenant,
@@ -76,6 +86,7 @@ fn run(case: Case, default_version: &str) -> Translated {
             version: default_version.to_string(),
             ..TranslatorConfig::default()
         });
+    cfg.edge = edge;
     match case.translator.as_str() {
         "global" => Translated {
             translations: midonet_translators::global(&cfg),
