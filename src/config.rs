@@ -1083,6 +1083,32 @@ mod tests {
     }
 
     #[test]
+    fn an_edge_file_is_read_and_every_bad_field_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("edge.json");
+        let good = r#"{"uplinks": [{"name": "a", "host": "6f1b1a52-1d27-4a3e-9b53-4f5e2c5b1a01",
+            "interface": "eth1", "address": "192.0.2.2/24", "nextHops": ["192.0.2.1"]}],
+            "clusterCidrs": ["10.244.0.0/16"], "serviceCidrs": ["10.96.0.0/12"]}"#;
+        std::fs::write(&path, good).unwrap();
+        let edge = parse_edge_config(path.to_str().unwrap()).unwrap();
+        assert_eq!(edge.uplinks[0].name, "a");
+        std::fs::write(
+            &path,
+            good.replace("192.0.2.1", "10.0.0.1").replace("eth1", ""),
+        )
+        .unwrap();
+        let err = parse_edge_config(path.to_str().unwrap()).unwrap_err();
+        assert!(err.contains("uplinks[0].interface \"\""), "{err}");
+        assert!(err.contains("uplinks[0].nextHops[0] \"10.0.0.1\""), "{err}");
+        std::fs::write(&path, "uplinks: [\nnope").unwrap();
+        let err = parse_edge_config(path.to_str().unwrap()).unwrap_err();
+        assert!(err.contains("is not a valid edge file"), "{err}");
+        std::fs::write(&path, r#"{"uplink": []}"#).unwrap();
+        let err = parse_edge_config(path.to_str().unwrap()).unwrap_err();
+        assert!(err.contains("unknown field"), "{err}");
+    }
+
+    #[test]
     fn missing_password_file_names_the_setting() {
         let err = parse(&["--password-file", "/nonexistent/pw"]).unwrap_err();
         assert_eq!(err.setting, "--password-file");
