@@ -167,7 +167,7 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     }
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let eps: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
-    let table: [(&str, Service, &[&str]); 8] = [
+    let table: [(&str, Service, &[&str]); 9] = [
         (
             "np-c",
             svc("np-c", "NodePort", Some("Cluster"), &[]),
@@ -198,6 +198,11 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
             "ext-l",
             svc("ext-l", "NodePort", Some("Local"), &["203.0.113.21"]),
             &["10.244.1.10"],
+        ),
+        (
+            "guarded-c",
+            svc("guarded-c", "ClusterIP", None, &["203.0.113.31"]),
+            &["10.244.2.11"],
         ),
         (
             "guarded",
@@ -305,13 +310,25 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
             receivers: &["a1"],
         },
         Row {
-            what: "ipBlock allows the client (Local, ingress IP-less externalIP)",
+            what: "ipBlock allows the client (Local)",
             to: at("203.0.113.30", 80),
             from_ip: CLIENT,
             receivers: &["g1"],
         },
         Row {
-            what: "ipBlock except refuses the client",
+            what: "ipBlock allows the client (Cluster)",
+            to: at("203.0.113.31", 80),
+            from_ip: CLIENT,
+            receivers: &["g1"],
+        },
+        Row {
+            what: "ipBlock except refuses the client (Cluster)",
+            to: at("203.0.113.31", 80),
+            from_ip: REFUSED_CLIENT,
+            receivers: &[],
+        },
+        Row {
+            what: "ipBlock except refuses the client (Local)",
             to: at("203.0.113.30", 80),
             from_ip: REFUSED_CLIENT,
             receivers: &[],

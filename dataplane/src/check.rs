@@ -9,7 +9,12 @@
 //! - a Service port without a ready endpoint delivers nothing; with
 //!   `internalTrafficPolicy: Local` a client reaches the cluster IP exactly at the
 //!   endpoints on its own node, and nothing on a node without one;
-//! - a node reaches the pods (its own and another node's), and pods reach the node.
+//! - a node reaches the pods (its own and another node's), and pods reach the node;
+//! - with an edge ([`crate::outside`]): an outside client, behind each uplink, reaches every
+//!   Service port at each outside address exactly at the endpoints Kubernetes allows (with
+//!   `externalTrafficPolicy: Local` seeing the client's own address), the reply from the
+//!   address used; every pod class reaches an outside address. What Kubernetes promises
+//!   that the edge does not serve by design is listed in `not_served`, not checked.
 //!
 //! ## Equivalent sources
 //!
@@ -420,15 +425,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
         pod.spec.as_ref()?.node_name.as_deref()
     };
     for sp in cluster.service_ports() {
-        let mut unverifiable = BTreeSet::new();
-        for ep in &sp.endpoints {
-            if !by_ip.contains_key(&ep.ip) {
-                unverifiable.insert(ep.ip);
-                report
-                    .unverifiable_endpoints
-                    .push(format!("{} → {ep}", sp.display()));
-            }
-        }
+        let (_, unverifiable) = receivers(&sp, &by_ip, "", report);
         // What a client on `node` reaches: its node's endpoints under the Local policy.
         let expectation = |node: Option<&str>| {
             let eps = sp.endpoints_from(node);
@@ -882,6 +879,32 @@ fn judge(flow: Flow, t: Trace) -> Option<Failure> {
     Some(Failure::new(flow, problem, reached, t))
 }
 
+/// The workloads a Service port's endpoints are, and the endpoint addresses no workload
+/// owns (reported, prefixed with `what`, as unverifiable).
+fn receivers(
+    sp: &ServicePortRef,
+    by_ip: &BTreeMap<Ipv4Addr, &Attachment>,
+    what: &str,
+    report: &mut Report,
+) -> (BTreeSet<(String, SocketV4)>, BTreeSet<Ipv4Addr>) {
+    let mut expected = BTreeSet::new();
+    let mut unverifiable = BTreeSet::new();
+    for ep in &sp.endpoints {
+        match by_ip.get(&ep.ip) {
+            Some(a) => {
+                expected.insert((a.name.clone(), *ep));
+            }
+            None => {
+                unverifiable.insert(ep.ip);
+                report
+                    .unverifiable_endpoints
+                    .push(format!("{what}{} → {ep}", sp.display()));
+            }
+        }
+    }
+    (expected, unverifiable)
+}
+
 /// With `keep_source`, the first delivery whose receiver sees another source than the
 /// client's address.
 fn source_not_kept(flow: &Flow, t: &Trace) -> Option<String> {
@@ -921,21 +944,7 @@ fn outside_flows(
     report.not_served.extend(not_served);
     for op in ports {
         let sp = &op.port;
-        let mut expected = BTreeSet::new();
-        let mut unverifiable = BTreeSet::new();
-        for ep in &sp.endpoints {
-            match by_ip.get(&ep.ip) {
-                Some(a) => {
-                    expected.insert((a.name.clone(), *ep));
-                }
-                None => {
-                    unverifiable.insert(ep.ip);
-                    report
-                        .unverifiable_endpoints
-                        .push(format!("outside → {} → {ep}", sp.display()));
-                }
-            }
-        }
+        let (expected, unverifiable) = receivers(sp, by_ip, "outside → ", report);
         let expect = (!sp.endpoints.is_empty()).then_some(expected);
         for up in &upstreams {
             let mut f = service_flow(

@@ -11,9 +11,9 @@
 //!
 //! A Service port is expected at each of the Service's addresses: the cluster IP, every
 //! `spec.externalIPs` entry and every `status.loadBalancer.ingress[].ip` (kube-proxy's
-//! reading; ingress entries with `ipMode: Proxy` are the load balancer's business). A pod
-//! reaching an external address is what MidoNet serves; traffic from outside the cluster is
-//! not modelled (there is no uplink).
+//! reading; ingress entries with `ipMode: Proxy` are the load balancer's business). Traffic
+//! from outside the cluster is modelled only with an edge (`edge`): the upstream behind each
+//! uplink is then a workload, and [`crate::outside`] says what outside clients are promised.
 //!
 //! With `internalTrafficPolicy: Local`, a client reaching the cluster IP is sent only to
 //! the endpoints on its own node (`nodeName`), chosen the same way among them, and to
@@ -368,19 +368,9 @@ fn node_attachment(node: &Node) -> Option<Attachment> {
     let host = host_id(node)?;
     let subnet = pod_subnet(node)?;
     let mut ips = vec![subnet.node_ip];
-    for a in node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        if a.type_ == "InternalIP" || a.type_ == "ExternalIP" {
-            if let Ok(ip) = a.address.parse::<Ipv4Addr>() {
-                if !ips.contains(&ip) {
-                    ips.push(ip);
-                }
-            }
+    for ip in node_addresses(node) {
+        if !ips.contains(&ip) {
+            ips.push(ip);
         }
     }
     Some(Attachment {
@@ -393,6 +383,27 @@ fn node_attachment(node: &Node) -> Option<Attachment> {
         gateway: Some(subnet.gateway),
         networks: Vec::new(),
     })
+}
+
+/// The node's IPv4 InternalIP and ExternalIP addresses, each once, in status order.
+pub(crate) fn node_addresses(node: &Node) -> Vec<Ipv4Addr> {
+    let mut out = Vec::new();
+    for a in node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+    {
+        if a.type_ == "InternalIP" || a.type_ == "ExternalIP" {
+            if let Ok(ip) = a.address.parse::<Ipv4Addr>() {
+                if !out.contains(&ip) {
+                    out.push(ip);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn pod_attachment(pod: &Pod, node: &Node) -> Option<Attachment> {

@@ -26,7 +26,7 @@ use midonet_translators::config::Edge;
 use midonet_translators::ids::mac_for_key;
 use midonet_translators::model::Ipv4Cidr;
 
-use crate::cluster::{Cluster, ServiceAddressKind, ServicePortRef};
+use crate::cluster::{node_addresses, Cluster, ServiceAddressKind, ServicePortRef};
 use crate::packet::SocketV4;
 use crate::topology::Attachment;
 
@@ -181,27 +181,6 @@ fn node_of(cluster: &Cluster, ip: Ipv4Addr) -> Option<&str> {
                 .any(|a| a.ip == ip.to_string());
         has.then(|| p.spec.as_ref()?.node_name.as_deref())?
     })
-}
-
-/// The node's IPv4 InternalIP and ExternalIP addresses, each once.
-fn node_addresses(node: &k8s_openapi::api::core::v1::Node) -> Vec<Ipv4Addr> {
-    let mut out = Vec::new();
-    for a in node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        if a.type_ == "InternalIP" || a.type_ == "ExternalIP" {
-            if let Ok(ip) = a.address.parse::<Ipv4Addr>() {
-                if !out.contains(&ip) {
-                    out.push(ip);
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
