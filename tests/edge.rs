@@ -131,20 +131,9 @@ async fn node_port(services: &Api<Service>, name: &str) -> u16 {
     u16::try_from(p.expect("a node port")).unwrap()
 }
 
-#[tokio::test]
-async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
-    let client = admin_client().await;
-    let (host_a, host_b, gateway) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
-    let (sim, admin) =
-        stack::start_sim(&[("edge-a", host_a), ("edge-b", host_b), ("gateway", gateway)]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let edge = edge_file(dir.path(), gateway);
-    let edge_args = ["--edge-config", edge.as_str()];
-    let mut args = vec!["--verify-period", "1h"];
-    args.extend(edge_args);
-    let controllers = Controllers::start(&control_plane().kubeconfig, &sim, &args).await;
-    let api = sim.api_url().to_string();
-
+/// The nodes, pods, Services (with their Endpoints and ingress IPs) and the NetworkPolicy of
+/// the truth table; answers the namespace.
+async fn create_cluster(client: &kube::Client, host_a: Uuid, host_b: Uuid) -> String {
     let nodes: Api<Node> = Api::all(client.clone());
     for n in [
         node_at("edge-a", "10.244.1.0/24", "192.168.10.1"),
@@ -153,7 +142,7 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
         nodes.create(&PostParams::default(), &n).await.unwrap();
     }
     wait_host_ids(&nodes, &[("edge-a", host_a), ("edge-b", host_b)]).await;
-    let ns = unique_namespace(&client, "edge").await;
+    let ns = unique_namespace(client, "edge").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     for (name, node, ip) in [
         ("a1", "edge-a", "10.244.1.10"),
@@ -247,14 +236,13 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     }))
     .unwrap();
     policies.create(&PostParams::default(), &np).await.unwrap();
-    wait_converged(&client, &admin, "edge cluster").await;
+    ns
+}
 
-    let np_c = node_port(&services, "np-c").await;
-    let np_none = node_port(&services, "np-none").await;
-    let lb_c = node_port(&services, "lb-c").await;
+/// The truth table, written from the Service specification, not from the Translations.
+fn truth_table(np_c: u16, np_none: u16, lb_c: u16) -> Vec<Row> {
     let at = |ip: &str, port: u16| SocketV4::new(ip.parse().unwrap(), port);
-    // Written from the Service specification, not from the Translations.
-    let rows = [
+    vec![
         Row {
             what: "NodePort Cluster, endpoint on the node addressed",
             to: at("192.168.10.1", np_c),
@@ -339,7 +327,57 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
             from_ip: CLIENT,
             receivers: &[],
         },
-    ];
+    ]
+}
+
+/// Deletes KUBE-EDGE-IN's jump to KUBE-SERVICES behind the controllers' back.
+async fn break_edge(api: &str, admin: &midonet_sim::admin::AdminClient, edge_args: &[&str]) {
+    let state = admin.state().await.unwrap();
+    let cfg = support::check::config_with(api, edge_args);
+    let tcfg = midonet_translators::TranslatorConfig {
+        tenant: cfg.tenant.clone(),
+        version: cfg.translation_version.clone(),
+        edge: cfg.edge.clone(),
+    };
+    let edge_in = midonet_translators::sub_id(
+        midonet_translators::topology::edge_router_id(&tcfg),
+        "Edge In Chain",
+    );
+    let jump = midonet_translators::sub_id(edge_in, "Jump To Services");
+    let path = state
+        .entries_of(Kind::Rule)
+        .into_iter()
+        .map(|e| e.path.clone())
+        .find(|p| p.ends_with(&jump.to_string()))
+        .expect("the edge's jump to the Services is in the simulator");
+    let backend =
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
+    backend.delete_path(Kind::Rule, &path).await.unwrap();
+}
+
+#[tokio::test]
+async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
+    let client = admin_client().await;
+    let (host_a, host_b, gateway) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let (sim, admin) =
+        stack::start_sim(&[("edge-a", host_a), ("edge-b", host_b), ("gateway", gateway)]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let edge = edge_file(dir.path(), gateway);
+    let edge_args = ["--edge-config", edge.as_str()];
+    let mut args = vec!["--verify-period", "1h"];
+    args.extend(edge_args);
+    let controllers = Controllers::start(&control_plane().kubeconfig, &sim, &args).await;
+    let api = sim.api_url().to_string();
+
+    let ns = create_cluster(&client, host_a, host_b).await;
+    wait_converged(&client, &admin, "edge cluster").await;
+
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let np_c = node_port(&services, "np-c").await;
+    let np_none = node_port(&services, "np-none").await;
+    let lb_c = node_port(&services, "lb-c").await;
+    let rows = truth_table(np_c, np_none, lb_c);
     let live = support::check::live_with(&api, &edge_args).await;
     let wrong = failures(&live, &ns, &rows);
     assert!(wrong.is_empty(), "{wrong:#?}");
@@ -373,28 +411,7 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
 
     // Break the edge: delete KUBE-EDGE-IN's jump to KUBE-SERVICES behind the controllers'
     // back. The external and ingress IPs lose their Services; the node ports do not.
-    let state = admin.state().await.unwrap();
-    let cfg = support::check::config_with(&api, &edge_args);
-    let tcfg = midonet_translators::TranslatorConfig {
-        tenant: cfg.tenant.clone(),
-        version: cfg.translation_version.clone(),
-        edge: cfg.edge.clone(),
-    };
-    let edge_in = midonet_translators::sub_id(
-        midonet_translators::topology::edge_router_id(&tcfg),
-        "Edge In Chain",
-    );
-    let jump = midonet_translators::sub_id(edge_in, "Jump To Services");
-    let path = state
-        .entries_of(Kind::Rule)
-        .into_iter()
-        .map(|e| e.path.clone())
-        .find(|p| p.ends_with(&jump.to_string()))
-        .expect("the edge's jump to the Services is in the simulator");
-    let backend =
-        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
-            .unwrap();
-    backend.delete_path(Kind::Rule, &path).await.unwrap();
+    break_edge(&api, &admin, &edge_args).await;
 
     let live = support::check::live_with(&api, &edge_args).await;
     let wrong = failures(&live, &ns, &rows);
