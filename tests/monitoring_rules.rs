@@ -69,8 +69,8 @@ fn the_prometheus_rule_wrapper_carries_the_rule_file() {
 }
 
 /// The metric names the binary registers, read from its source: full names written out
-/// (`"midonet_kube_controllers_…"`), and `Opts::new("name", …)` in a file with the namespace
-/// constant, under the file's subsystem constant if it has one.
+/// (`"midonet_kube_controllers_…"`), and `Opts::new("name", …)` (or a local `opts("name", …)`)
+/// in a file with the namespace constant, under the file's subsystem constant if it has one.
 fn registered_names() -> std::collections::BTreeSet<String> {
     fn rs_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(dir).expect("read src").flatten() {
@@ -112,7 +112,8 @@ fn registered_names() -> std::collections::BTreeSet<String> {
             Some(sub) => format!("{namespace}_{sub}_"),
             None => format!("{namespace}_"),
         };
-        for marker in ["Opts::new(", "HistogramOpts::new("] {
+        // `opts(` is a file's own shorthand for `Opts::new(…).namespace(…)`.
+        for marker in ["Opts::new(", "HistogramOpts::new(", "opts("] {
             for name in literal_after(&text, marker) {
                 names.insert(format!("{prefix}{name}"));
             }
