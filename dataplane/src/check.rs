@@ -297,15 +297,31 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
         .filter(|a| topo.port_of(a).is_none())
         .map(|a| a.name.clone())
         .collect();
+    let pod_objects = pod_objects(cluster);
+    let classes = Classes::of(topo, cluster, &pods, &pod_objects);
+    let by_ip: BTreeMap<Ipv4Addr, &Attachment> = attachments
+        .iter()
+        .flat_map(|a| a.ips.iter().map(move |ip| (*ip, a)))
+        .collect();
+    let mut flows = pod_to_pod_flows(&pods, &classes);
+    flows.extend(service_flows(
+        cluster,
+        &classes,
+        &by_ip,
+        &pod_objects,
+        report,
+    ));
+    flows.extend(node_flows(topo, &nodes, &pods));
+    if let Some(edge) = &cluster.edge {
+        flows.extend(outside_flows(cluster, edge, &classes.reps, &by_ip, report));
+    }
+    restrict_to_policies(cluster, &attachments, &mut flows);
+    (flows, classes.list)
+}
 
-    // Equivalence classes of plugged-in pods, each with a representative (see the module
-    // docs). With policies, the expectations tell pods apart by what the policies read
-    // of a client.
-    let policies = crate::policy::Policies {
-        policies: &cluster.network_policies,
-        namespaces: &cluster.namespaces,
-    };
-    let pod_objects: HashMap<String, &k8s_openapi::api::core::v1::Pod> = cluster
+/// The cluster's pods by their attachment name.
+fn pod_objects(cluster: &Cluster) -> HashMap<String, &k8s_openapi::api::core::v1::Pod> {
+    cluster
         .pods
         .iter()
         .filter_map(|p| {
@@ -315,32 +331,84 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
                 p,
             ))
         })
-        .collect();
-    let class_of = |topo: &Topology, a: &Attachment| {
-        class_of(topo, a).map(|mut k| {
-            if !cluster.network_policies.is_empty() {
-                match (pod_objects.get(&a.name), a.primary_ip()) {
-                    (Some(pod), Some(ip)) => k.policy = Some(policies.client_key(pod, ip)),
-                    _ => k.pod = Some(a.name.clone()),
+        .collect()
+}
+
+/// The equivalence classes of plugged-in pods (see the module docs), each with a
+/// representative, the first of its members.
+struct Classes<'a> {
+    /// Members by class.
+    members: BTreeMap<ClassKey, Vec<&'a Attachment>>,
+    /// Each pod's class, by its name.
+    of_pod: BTreeMap<&'a str, ClassKey>,
+    /// The representatives.
+    reps: Vec<&'a Attachment>,
+    /// Each representative's class (an index into `list`), by its name.
+    of_rep: HashMap<&'a str, usize>,
+    /// The classes as the report and the flows' sampling see them.
+    list: Vec<Class>,
+}
+
+impl<'a> Classes<'a> {
+    /// With policies, the classes tell pods apart by what the policies read of a client.
+    fn of(
+        topo: &Topology,
+        cluster: &Cluster,
+        pods: &[&'a Attachment],
+        pod_objects: &HashMap<String, &k8s_openapi::api::core::v1::Pod>,
+    ) -> Classes<'a> {
+        let policies = crate::policy::Policies {
+            policies: &cluster.network_policies,
+            namespaces: &cluster.namespaces,
+        };
+        let key_of = |a: &Attachment| {
+            class_of(topo, a).map(|mut k| {
+                if !cluster.network_policies.is_empty() {
+                    match (pod_objects.get(&a.name), a.primary_ip()) {
+                        (Some(pod), Some(ip)) => k.policy = Some(policies.client_key(pod, ip)),
+                        _ => k.pod = Some(a.name.clone()),
+                    }
                 }
+                k
+            })
+        };
+        let of_pod: BTreeMap<&str, ClassKey> = pods
+            .iter()
+            .filter_map(|p| Some((p.name.as_str(), key_of(p)?)))
+            .collect();
+        let mut members: BTreeMap<ClassKey, Vec<&Attachment>> = BTreeMap::new();
+        for p in pods {
+            if let Some(k) = of_pod.get(p.name.as_str()) {
+                members.entry(k.clone()).or_default().push(p);
             }
-            k
-        })
-    };
-    let mut classes: BTreeMap<ClassKey, Vec<&Attachment>> = BTreeMap::new();
-    for p in &pods {
-        if let Some(k) = class_of(topo, p) {
-            classes.entry(k).or_default().push(p);
+        }
+        let reps: Vec<&Attachment> = members
+            .values()
+            .filter_map(|m| m.first().copied())
+            .collect();
+        let (list, of_rep) = class_list(topo, &members);
+        Classes {
+            members,
+            of_pod,
+            reps,
+            of_rep,
+            list,
         }
     }
-    let reps: Vec<&Attachment> = classes
-        .values()
-        .filter_map(|m| m.first().copied())
-        .collect();
-    // Each representative's class, by its name, for the flows it stands for.
-    let mut class_list = Vec::new();
-    let mut class_of_rep: HashMap<&str, usize> = HashMap::new();
+}
+
+/// The classes with their reachable members, and each one's index by its
+/// representative's name.
+fn class_list<'a>(
+    topo: &Topology,
+    classes: &BTreeMap<ClassKey, Vec<&'a Attachment>>,
+) -> (Vec<Class>, HashMap<&'a str, usize>) {
+    let mut list = Vec::new();
+    let mut of_rep = HashMap::new();
     for members in classes.values() {
+        let Some(first) = members.first() else {
+            continue;
+        };
         let members: Vec<Member> = members
             .iter()
             .filter_map(|a| {
@@ -352,29 +420,23 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
                 })
             })
             .collect();
-        let Some(rep) = members.first() else { continue };
-        class_of_rep.insert(
-            reps.iter()
-                .find(|r| r.name == rep.name)
-                .map(|r| r.name.as_str())
-                .unwrap_or_default(),
-            class_list.len(),
-        );
+        let Some(reachable) = members.first() else {
+            continue;
+        };
+        // The representative stands for the class when it is one of its members.
+        if reachable.name == first.name {
+            of_rep.insert(first.name.as_str(), list.len());
+        }
         let ips = members.iter().map(|m| u32::from(m.ip));
         let span = (ips.clone().min().unwrap_or(0), ips.max().unwrap_or(0));
-        class_list.push(Class { members, span });
+        list.push(Class { members, span });
     }
-    let class_of_pod: BTreeMap<&str, ClassKey> = pods
-        .iter()
-        .filter_map(|p| Some((p.name.as_str(), class_of(topo, p)?)))
-        .collect();
-    let by_ip: BTreeMap<Ipv4Addr, &Attachment> = attachments
-        .iter()
-        .flat_map(|a| a.ips.iter().map(move |ip| (*ip, a)))
-        .collect();
+    (list, of_rep)
+}
 
-    let mut flows = Vec::new();
-    let pod_flow = |kind: FlowKind, from: &Attachment, to: &Attachment, ip: Ipv4Addr| Flow {
+/// A flow from `from` to the pod or node `to` at `ip`, delivered there.
+fn pod_flow(kind: FlowKind, from: &Attachment, to: &Attachment, ip: Ipv4Addr) -> Flow {
+    Flow {
         kind,
         from: from.name.clone(),
         to: SocketV4::new(ip, POD_PORT),
@@ -389,17 +451,21 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
         class: None,
         src_ip: None,
         keep_source: false,
-    };
+    }
+}
 
-    // Pod to pod: every pod from its own group and from another group, and every pair
-    // of groups.
-    for dst in &pods {
+/// Pod to pod: every pod from its own class and from another class, and every pair of
+/// representatives.
+fn pod_to_pod_flows(pods: &[&Attachment], classes: &Classes) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    for dst in pods {
         let Some(ip) = dst.primary_ip() else { continue };
-        let own = class_of_pod.get(dst.name.as_str());
+        let own = classes.of_pod.get(dst.name.as_str());
         let same = own
-            .and_then(|k| classes.get(k))
+            .and_then(|k| classes.members.get(k))
             .and_then(|m| m.iter().find(|p| p.name != dst.name));
         let other = classes
+            .members
             .iter()
             .find(|(k, _)| Some(*k) != own && k.bridge != own.map(|o| o.bridge).unwrap_or_default())
             .and_then(|(_, m)| m.first());
@@ -407,25 +473,36 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
             flows.push(pod_flow(FlowKind::PodToPod, src, dst, ip));
         }
     }
-    for a in &reps {
-        for b in &reps {
+    for a in &classes.reps {
+        for b in &classes.reps {
             if a.name != b.name {
                 if let Some(ip) = b.primary_ip() {
                     let mut f = pod_flow(FlowKind::PodToPod, a, b, ip);
-                    f.class = class_of_rep.get(a.name.as_str()).copied();
+                    f.class = classes.of_rep.get(a.name.as_str()).copied();
                     flows.push(f);
                 }
             }
         }
     }
+    flows
+}
 
-    // Pods to Services, and endpoints to their own Service.
+/// Pods to Services (each representative), and endpoints to their own Service; under
+/// `internalTrafficPolicy: Local` a client reaches its own node's endpoints only.
+fn service_flows(
+    cluster: &Cluster,
+    classes: &Classes,
+    by_ip: &BTreeMap<Ipv4Addr, &Attachment>,
+    pod_objects: &HashMap<String, &k8s_openapi::api::core::v1::Pod>,
+    report: &mut Report,
+) -> Vec<Flow> {
     let node_of = |name: &str| {
         let pod = pod_objects.get(name)?;
         pod.spec.as_ref()?.node_name.as_deref()
     };
+    let mut flows = Vec::new();
     for sp in cluster.service_ports() {
-        let (_, unverifiable) = receivers(&sp, &by_ip, "", report);
+        let (_, unverifiable) = receivers(&sp, by_ip, "", report);
         // What a client on `node` reaches: its node's endpoints under the Local policy.
         let expectation = |node: Option<&str>| {
             let eps = sp.endpoints_from(node);
@@ -438,10 +515,10 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
                 false => (FlowKind::PodToService, Some(expected)),
             }
         };
-        for src in &reps {
+        for src in &classes.reps {
             let (kind, expect) = expectation(node_of(&src.name));
             let mut f = service_flow(kind, &src.name, &sp, expect, &unverifiable);
-            f.class = class_of_rep.get(src.name.as_str()).copied();
+            f.class = classes.of_rep.get(src.name.as_str()).copied();
             flows.push(f);
         }
         for ep in &sp.endpoints {
@@ -458,9 +535,14 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
             ));
         }
     }
+    flows
+}
 
-    // Nodes and pods.
-    for node in &nodes {
+/// Nodes and pods: each node to a pod on its own bridge and one on another, and those pods
+/// to the node's first two addresses.
+fn node_flows(topo: &Topology, nodes: &[&Attachment], pods: &[&Attachment]) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    for node in nodes {
         let own_bridge = class_bridge(topo, node);
         let local = pods
             .iter()
@@ -477,11 +559,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
             }
         }
     }
-    if let Some(edge) = &cluster.edge {
-        flows.extend(outside_flows(cluster, edge, &reps, &by_ip, report));
-    }
-    restrict_to_policies(cluster, &attachments, &mut flows);
-    (flows, class_list)
+    flows
 }
 
 /// With NetworkPolicies, only what they allow may be received ([`crate::policy`]).

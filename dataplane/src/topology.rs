@@ -333,17 +333,7 @@ impl Topology {
                     self.rules.remove(&c.id);
                 }
             }
-            Resource::Rule(r) => {
-                if let Some(rules) = self.rules.get_mut(&r.parent) {
-                    if r.condition.traversed_device.is_some() && rules.contains(r.id) {
-                        self.traversed_conditions = self.traversed_conditions.saturating_sub(1);
-                    }
-                    rules.remove(r.id);
-                    if rules.is_empty() && !self.chains.contains_key(&r.parent) {
-                        self.rules.remove(&r.parent);
-                    }
-                }
-            }
+            Resource::Rule(r) => self.remove_rule(r),
             Resource::HostInterfacePort(b) => {
                 let same = |(h, i): &(Uuid, String)| {
                     *h == b.parent && Some(i.as_str()) == b.interface_name.as_deref()
@@ -352,6 +342,37 @@ impl Topology {
                     self.unbind(b.port_id);
                 }
             }
+            Resource::MacPort(_)
+            | Resource::Ipv4MacPair(_)
+            | Resource::PortGroupPort(_)
+            | Resource::IpAddrGroupAddr(_) => self.remove_entry(resource),
+            Resource::PortGroup(_)
+            | Resource::IpAddrGroup(_)
+            | Resource::TunnelZone(_)
+            | Resource::TunnelZoneHost(_)
+            | Resource::Host(_) => {}
+        }
+    }
+
+    /// Removes a rule from its chain's rules (the chain's entry goes with its last rule
+    /// once the chain itself is gone).
+    fn remove_rule(&mut self, r: &Rule) {
+        let Some(rules) = self.rules.get_mut(&r.parent) else {
+            return;
+        };
+        if r.condition.traversed_device.is_some() && rules.contains(r.id) {
+            self.traversed_conditions = self.traversed_conditions.saturating_sub(1);
+        }
+        rules.remove(r.id);
+        if rules.is_empty() && !self.chains.contains_key(&r.parent) {
+            self.rules.remove(&r.parent);
+        }
+    }
+
+    /// Removes a table entry or a group membership (MAC and ARP entries only while they
+    /// still say what `resource` says); a table or group left empty goes too.
+    fn remove_entry(&mut self, resource: &Resource) {
+        match resource {
             Resource::MacPort(m) => {
                 if let Some(t) = self.mac_tables.get_mut(&m.parent) {
                     if t.get(&m.mac_addr) == Some(&m.port_id) {
@@ -388,11 +409,8 @@ impl Topology {
                     }
                 }
             }
-            Resource::PortGroup(_)
-            | Resource::IpAddrGroup(_)
-            | Resource::TunnelZone(_)
-            | Resource::TunnelZoneHost(_)
-            | Resource::Host(_) => {}
+            // `remove` sends only the four kinds above.
+            _ => {}
         }
     }
 
