@@ -700,18 +700,9 @@ impl Dependencies {
         }
     }
 
-    /// Whether a live Translation other than `key` desires `path` (a deleting one claims
-    /// nothing). `key`'s own claim does not count: its deletion may run before the index
-    /// has seen it deleting, and must not leave its own resources behind for that.
-    pub fn claimed_by_another(&self, key: &Key, path: &str) -> bool {
-        let state = self.lock();
-        let hash = path_hash(path);
-        let all = state.claims.get(&hash).copied().unwrap_or(0);
-        let own = state
-            .filed
-            .get(key)
-            .is_some_and(|filed| filed.claims.contains(&hash));
-        all > u32::from(own)
+    /// Whether a live Translation desires `path` (a deleting one claims nothing).
+    pub fn claimed(&self, path: &str) -> bool {
+        self.lock().claims.contains_key(&path_hash(path))
     }
 
     /// The IDs among those `desired` resources are deleted with ([`Resource::deleted_with`])
@@ -925,22 +916,6 @@ mod tests {
                 .collect(),
             ..TranslationStatus::default()
         }
-    }
-
-    #[test]
-    fn a_translations_own_claim_does_not_keep_its_resources() {
-        let node = tr("node", vec![bridge()]);
-        let (deps, _) = setup(node.clone());
-        let path = format!("/bridges/{BRIDGE}");
-        let key = ObjectRef::from_obj(&node);
-        // The index has not seen the deletion yet: the bridge is claimed by `node` alone.
-        assert!(!deps.claimed_by_another(&key, &path));
-        let other = tr("other", vec![bridge()]);
-        deps.observe(&watcher::Event::Apply(other.clone()));
-        assert!(deps.claimed_by_another(&key, &path));
-        assert!(deps.claimed_by_another(&ObjectRef::from_obj(&other), &path));
-        deps.observe(&watcher::Event::Delete(other));
-        assert!(!deps.claimed_by_another(&key, &path));
     }
 
     #[test]

@@ -676,9 +676,7 @@ impl<'a> Reconciling<'a> {
         let mut pushed = self.before.pushed.clone();
         pushed.retain(|p| !gone.contains(&p.path));
         tracing::debug!(translation = %self.name(), taken = ?taken, "deleting; taken by other deletions");
-        let deletion = steps::plan_delete(&pushed, &desired, &taken, |path| {
-            ctx.deps.claimed_by_another(&self.key, path)
-        });
+        let deletion = steps::plan_delete(&pushed, &desired, &taken, |path| ctx.deps.claimed(path));
         (desired, deletion)
     }
 
