@@ -2,7 +2,8 @@
 //! the control plane, the simulator and the controllers converge on a cluster with an edge
 //! of two uplinks; a truth table written from the Kubernetes Service specification (type
 //! NodePort / LoadBalancer / externalIPs × `externalTrafficPolicy` × endpoints local,
-//! remote or none, plus NetworkPolicy `ipBlock` from an outside client) is traced from an
+//! remote or none, at a node's address and at a Service address, plus NetworkPolicy
+//! `ipBlock` from an outside client) is traced from an
 //! outside client on the data-plane model fed by the simulator; `check` with the edge
 //! passes with its outside flows; and once the edge's jump to the Services is deleted
 //! behind the controllers' back, `check` and the table notice exactly the flows it served.
@@ -10,7 +11,7 @@
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
@@ -133,6 +134,23 @@ async fn node_port(services: &Api<Service>, name: &str) -> u16 {
 
 /// The nodes, pods, Services (with their Endpoints and ingress IPs) and the NetworkPolicy of
 /// the truth table; answers the namespace.
+/// The Endpoints of `name` at `ips`, each address with the node of the pod that has it, as
+/// the endpoints controller writes them (`externalTrafficPolicy: Local` needs the node).
+fn endpoints_on_nodes(name: &str, ips: &[&str]) -> Endpoints {
+    let mut ep = endpoints(name, ips);
+    for subset in ep.subsets.iter_mut().flatten() {
+        for a in subset.addresses.iter_mut().flatten() {
+            let node = if a.ip.starts_with("10.244.1.") {
+                "edge-a"
+            } else {
+                "edge-b"
+            };
+            a.node_name = Some(node.to_string());
+        }
+    }
+    ep
+}
+
 async fn create_cluster(client: &kube::Client, host_a: Uuid, host_b: Uuid) -> String {
     let nodes: Api<Node> = Api::all(client.clone());
     for n in [
@@ -201,7 +219,7 @@ async fn create_cluster(client: &kube::Client, host_a: Uuid, host_b: Uuid) -> St
     ];
     for (name, s, ips) in &table {
         services.create(&PostParams::default(), s).await.unwrap();
-        eps.create(&PostParams::default(), &endpoints(name, ips))
+        eps.create(&PostParams::default(), &endpoints_on_nodes(name, ips))
             .await
             .unwrap();
     }
@@ -239,10 +257,12 @@ async fn create_cluster(client: &kube::Client, host_a: Uuid, host_b: Uuid) -> St
     ns
 }
 
-/// The truth table, written from the Service specification, not from the Translations.
-fn truth_table(np_c: u16, np_none: u16, lb_c: u16) -> Vec<Row> {
+/// The truth table, written from the Service specification, not from the Translations;
+/// `np` has each Service's node port. Node edge-a is 192.168.10.1, edge-b 192.168.10.2.
+fn truth_table(np: &BTreeMap<&str, u16>) -> Vec<Row> {
     let at = |ip: &str, port: u16| SocketV4::new(ip.parse().unwrap(), port);
-    vec![
+    let (np_c, np_none, lb_c) = (np["np-c"], np["np-none"], np["lb-c"]);
+    let mut rows = vec![
         Row {
             what: "NodePort Cluster, endpoint on the node addressed",
             to: at("192.168.10.1", np_c),
@@ -327,6 +347,64 @@ fn truth_table(np_c: u16, np_none: u16, lb_c: u16) -> Vec<Row> {
             from_ip: CLIENT,
             receivers: &[],
         },
+    ];
+    rows.extend(local_node_port_rows(np));
+    rows
+}
+
+/// `externalTrafficPolicy: Local` at a node's address and a node port: only that node's
+/// endpoints receive, seeing the client's address; a node without one drops it.
+fn local_node_port_rows(np: &BTreeMap<&str, u16>) -> Vec<Row> {
+    let at = |ip: &str, name: &str| SocketV4::new(ip.parse().unwrap(), np[name]);
+    let row = |what, to, from_ip, receivers| Row {
+        what,
+        to,
+        from_ip,
+        receivers,
+    };
+    vec![
+        row(
+            "NodePort Local, endpoint on the node addressed",
+            at("192.168.10.1", "ext-l"),
+            CLIENT,
+            &["a1"],
+        ),
+        row(
+            "NodePort Local, endpoint on another node only",
+            at("192.168.10.2", "ext-l"),
+            CLIENT,
+            &[],
+        ),
+        row(
+            "LoadBalancer Local at a node port, endpoint on that node",
+            at("192.168.10.2", "lb-l"),
+            CLIENT,
+            &["b1"],
+        ),
+        row(
+            "LoadBalancer Local at a node port, endpoint on another node",
+            at("192.168.10.1", "lb-l"),
+            CLIENT,
+            &[],
+        ),
+        row(
+            "LoadBalancer Local at a node port, no endpoints",
+            at("192.168.10.2", "lb-none"),
+            CLIENT,
+            &[],
+        ),
+        row(
+            "ipBlock allows the client (Local, at a node port)",
+            at("192.168.10.2", "guarded"),
+            CLIENT,
+            &["g1"],
+        ),
+        row(
+            "ipBlock except refuses the client (Local, at a node port)",
+            at("192.168.10.2", "guarded"),
+            REFUSED_CLIENT,
+            &[],
+        ),
     ]
 }
 
@@ -356,6 +434,36 @@ async fn break_edge(api: &str, admin: &midonet_sim::admin::AdminClient, edge_arg
     backend.delete_path(Kind::Rule, &path).await.unwrap();
 }
 
+/// Deletes every rule of node edge-a's `KUBE-NODEPORTS-LOCAL-edge-a` (the DNATs of its
+/// `externalTrafficPolicy: Local` node ports) behind the controllers' back.
+async fn break_local_node_ports(
+    api: &str,
+    admin: &midonet_sim::admin::AdminClient,
+    edge_args: &[&str],
+) {
+    let state = admin.state().await.unwrap();
+    let cfg = support::check::config_with(api, edge_args);
+    let tcfg = midonet_translators::TranslatorConfig {
+        tenant: cfg.tenant.clone(),
+        version: cfg.translation_version.clone(),
+        edge: cfg.edge.clone(),
+    };
+    let chain = midonet_translators::topology::node_local_nodeports_chain_id(&tcfg, "edge-a");
+    let backend =
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
+    let rules: Vec<String> = state
+        .entries_of(Kind::Rule)
+        .into_iter()
+        .filter(|e| e.parent == chain.to_string())
+        .map(|e| e.path.clone())
+        .collect();
+    assert!(!rules.is_empty(), "edge-a has Local node-port rules");
+    for path in rules {
+        backend.delete_path(Kind::Rule, &path).await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     let client = admin_client().await;
@@ -374,10 +482,13 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     wait_converged(&client, &admin, "edge cluster").await;
 
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-    let np_c = node_port(&services, "np-c").await;
-    let np_none = node_port(&services, "np-none").await;
-    let lb_c = node_port(&services, "lb-c").await;
-    let rows = truth_table(np_c, np_none, lb_c);
+    let mut np = BTreeMap::new();
+    for name in [
+        "np-c", "np-none", "lb-c", "ext-l", "lb-l", "lb-none", "guarded",
+    ] {
+        np.insert(name, node_port(&services, name).await);
+    }
+    let rows = truth_table(&np);
     let live = support::check::live_with(&api, &edge_args).await;
     let wrong = failures(&live, &ns, &rows);
     assert!(wrong.is_empty(), "{wrong:#?}");
@@ -430,6 +541,19 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
             describe(&broken)
         );
     }
+
+    // Break the Local node ports of edge-a: exactly the rows that reach an endpoint on
+    // edge-a at its own address fail (through both uplinks).
+    break_local_node_ports(&api, &admin, &edge_args).await;
+    let live = support::check::live_with(&api, &edge_args).await;
+    let wrong = failures(&live, &ns, &local_node_port_rows(&np));
+    assert_eq!(wrong.len(), 2, "{wrong:#?}");
+    assert!(
+        wrong
+            .iter()
+            .all(|w| w.starts_with("NodePort Local, endpoint on the node addressed")),
+        "{wrong:#?}"
+    );
 
     controllers.stop().await;
     sim.shutdown().await;

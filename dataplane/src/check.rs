@@ -13,8 +13,11 @@
 //! - with an edge ([`crate::outside`]): an outside client, behind each uplink, reaches every
 //!   Service port at each outside address exactly at the endpoints Kubernetes allows (with
 //!   `externalTrafficPolicy: Local` seeing the client's own address), the reply from the
-//!   address used; every pod class reaches an outside address. What Kubernetes promises
-//!   that the edge does not serve by design is listed in `not_served`, not checked.
+//!   address used; every pod class reaches an outside address.
+//!
+//! What Kubernetes promises that the network does not serve by design is listed in
+//! `not_served`, not checked: `sessionAffinity: ClientIP` (each connection is balanced on
+//! its own, `translators/MAPPING.md`).
 //!
 //! ## Equivalent sources
 //!
@@ -312,11 +315,30 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
         report,
     ));
     flows.extend(node_flows(topo, &nodes, &pods));
+    report.not_served.extend(not_served(cluster));
     if let Some(edge) = &cluster.edge {
         flows.extend(outside_flows(cluster, edge, &classes.reps, &by_ip, report));
     }
     restrict_to_policies(cluster, &attachments, &mut flows);
     (flows, classes.list)
+}
+
+/// What the Services ask that the network does not serve by design: a client's
+/// stickiness to one endpoint (`sessionAffinity: ClientIP`).
+fn not_served(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .services
+        .iter()
+        .filter(|s| s.spec.as_ref().and_then(|s| s.session_affinity.as_deref()) == Some("ClientIP"))
+        .filter_map(|s| {
+            let m = &s.metadata;
+            Some(format!(
+                "{}/{}: sessionAffinity ClientIP (each connection is balanced on its own)",
+                m.namespace.as_deref()?,
+                m.name.as_deref()?
+            ))
+        })
+        .collect()
 }
 
 /// The cluster's pods by their attachment name.
@@ -1018,9 +1040,7 @@ fn outside_flows(
         .iter()
         .map(|u| crate::outside::upstream_name(&u.name))
         .collect();
-    let (ports, not_served) = crate::outside::outside_service_ports(cluster);
-    report.not_served.extend(not_served);
-    for op in ports {
+    for op in crate::outside::outside_service_ports(cluster) {
         let sp = &op.port;
         let (expected, unverifiable) = receivers(sp, by_ip, "outside → ", report);
         let expect = (!sp.endpoints.is_empty()).then_some(expected);
@@ -1092,6 +1112,25 @@ mod tests {
 
     fn names(ms: &[usize], c: &Class) -> Vec<String> {
         ms.iter().map(|i| c.members[*i].name.clone()).collect()
+    }
+
+    #[test]
+    fn client_ip_affinity_is_listed_as_not_served() {
+        let svc = |name: &str, affinity: &str| -> k8s_openapi::api::core::v1::Service {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"clusterIP": "10.96.0.5", "sessionAffinity": affinity}
+            }))
+            .unwrap()
+        };
+        let cluster = Cluster {
+            services: vec![svc("sticky", "ClientIP"), svc("plain", "None")],
+            ..Cluster::default()
+        };
+        assert_eq!(
+            not_served(&cluster),
+            ["ns/sticky: sessionAffinity ClientIP (each connection is balanced on its own)"]
+        );
     }
 
     /// Three pods of one class (10.0.0.10 the representative, .11 and .12).

@@ -11,11 +11,10 @@
 //!   NodePort and LoadBalancer Services, at every node's InternalIP/ExternalIP and the
 //!   port's `nodePort`, with the reply from the address the client used.
 //! - `externalTrafficPolicy: Local` keeps the client's source address. At a node's address
-//!   only that node's endpoints receive (none: nothing does): the edge does not serve that
-//!   (it drops it), and such flows are listed as not served rather than checked. At an
-//!   external or ingress IP
-//!   the edge is the load balancer, and the nodes it may use are those with local endpoints:
-//!   every ready endpoint is on one of them, so every ready endpoint may receive.
+//!   only that node's endpoints receive (none: nothing does; an endpoint's node is the node
+//!   of the pod that owns its address). At an external or ingress IP the edge is the load
+//!   balancer, and the nodes it may use are those with local endpoints: every ready
+//!   endpoint is on one of them, so every ready endpoint may receive.
 //!   `Cluster`: every ready endpoint may receive, whatever the source it sees.
 //! - A pod reaches an outside address, and the reply comes back from it.
 
@@ -68,11 +67,9 @@ pub struct OutsidePort {
 }
 
 /// Every Service port Kubernetes promises to outside clients, at each address, with the
-/// endpoints that may receive (see the module docs); and, named, the promises the edge
-/// does not serve (a node port of a Service with `externalTrafficPolicy: Local`).
-pub fn outside_service_ports(cluster: &Cluster) -> (Vec<OutsidePort>, Vec<String>) {
+/// endpoints that may receive (see the module docs).
+pub fn outside_service_ports(cluster: &Cluster) -> Vec<OutsidePort> {
     let mut out = Vec::new();
-    let mut not_served = Vec::new();
     for sp in cluster.service_ports() {
         let Some(svc) = service_of(cluster, &sp) else {
             continue;
@@ -85,24 +82,11 @@ pub fn outside_service_ports(cluster: &Cluster) -> (Vec<OutsidePort>, Vec<String
                     keep_source: local,
                 })
             }
-            ServiceAddressKind::ClusterIp => {
-                let ports = node_ports(cluster, svc, &sp, local);
-                if local {
-                    not_served.extend(ports.iter().map(|p| {
-                        format!(
-                            "{} at {} (externalTrafficPolicy: Local at a node port)",
-                            p.port.display(),
-                            p.port.address
-                        )
-                    }));
-                } else {
-                    out.extend(ports);
-                }
-            }
+            ServiceAddressKind::ClusterIp => out.extend(node_ports(cluster, svc, &sp, local)),
             ServiceAddressKind::NodePort => {}
         }
     }
-    (out, not_served)
+    out
 }
 
 /// The port at every node's address and its `nodePort`, if the Service has one.
@@ -219,8 +203,7 @@ mod tests {
     }
 
     fn promised(c: &Cluster) -> Vec<(String, usize, bool)> {
-        let (served, _) = outside_service_ports(c);
-        served
+        outside_service_ports(c)
             .into_iter()
             .map(|o| {
                 (
@@ -243,17 +226,14 @@ mod tests {
                 at("203.0.113.5:80", 1, false)
             ]
         );
-        assert_eq!(promised(&cluster("Local")), [at("203.0.113.5:80", 1, true)]);
-        // What Kubernetes promises there is named as not served.
-        let (_, not_served) = outside_service_ports(&cluster("Local"));
-        assert_eq!(not_served.len(), 2, "{not_served:?}");
-        let local = node_ports(
-            &cluster("Local"),
-            &cluster("Local").services[0],
-            &cluster("Local").service_ports()[0],
-            true,
+        // The endpoint is on the first node: the second's node port reaches nothing.
+        assert_eq!(
+            promised(&cluster("Local")),
+            [
+                at("192.168.0.1:30080", 1, true),
+                at("192.168.0.2:30080", 0, true),
+                at("203.0.113.5:80", 1, true)
+            ]
         );
-        let per_node: Vec<usize> = local.iter().map(|p| p.port.endpoints.len()).collect();
-        assert_eq!(per_node, [1, 0]);
     }
 }

@@ -4,7 +4,8 @@
 //! # What is produced (Translation `midonet-global.<v>.edge`, in push order)
 //!
 //! - the router `EdgeRouter`;
-//! - the chains `KUBE-EDGE-NODES` (each Node jumps from its addresses to KUBE-NODEPORTS),
+//! - the chains `KUBE-EDGE-NODES` (each Node jumps from its addresses to its own chain, which
+//!   jumps to its `KUBE-NODEPORTS-LOCAL-<node>` and to KUBE-NODEPORTS: `crate::node`),
 //!   `KUBE-NODEPORTS` (each Service node port jumps to its `KUBE-SVC-…` chain),
 //!   `KUBE-EDGE-IN` = `[rev_snat (continue), jump KUBE-EDGE-NODES, jump KUBE-SERVICES]`,
 //!   the inbound filter of every uplink port, and per uplink `KUBE-EDGE-OUT-<name>` =
@@ -276,12 +277,13 @@ fn route(router: Uuid, id: Uuid, dst: Ipv4Cidr, port: Uuid) -> Route {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::edge_spec::{EdgeSpec, UplinkSpec};
     use std::sync::Arc;
 
-    fn cfg_with_edge() -> TranslatorConfig {
+    /// A configuration with an edge of two uplinks (three next hops).
+    pub(crate) fn cfg_with_edge() -> TranslatorConfig {
         let up = |name: &str, addr: &str, hops: &[&str]| UplinkSpec {
             name: name.into(),
             host: "6f1b1a52-1d27-4a3e-9b53-4f5e2c5b1a01".into(),

@@ -15,7 +15,11 @@
 //!    the source becomes the cluster IP (ports 30000–60000), flowAction `continue`;
 //! 4. position n+2: an `accept` rule, which ends rule processing like an accepting DNAT rule
 //!    would;
-//! 5. a jump from the service port's `KUBE-SVC-…` chain (made by the Service translator) to
+//! 5. with an edge and `externalTrafficPolicy: Local`, per node with endpoints of the port:
+//!    a DNAT of the port's node port onto that node's endpoints in the node's
+//!    `KUBE-NODEPORTS-LOCAL-<node>` chain (see `local_node_port_rules`; a Cluster
+//!    policy's node port reaches the `KUBE-SVC-…` chain through KUBE-NODEPORTS instead);
+//! 6. a jump from the service port's `KUBE-SVC-…` chain (made by the Service translator) to
 //!    the generation chain, at position 1.
 //!
 //! With `internalTrafficPolicy: Local` step 2 is several rules (see `balancing_rules`):
@@ -23,9 +27,10 @@
 //! with endpoints a DNAT of the cluster IP onto that node's own endpoints on that node's
 //! bridge (`traversedDevice`), then a `drop` of what is left for the cluster IP (a node
 //! without an endpoint of its own). The node of an endpoint is its `nodeName` (Endpoints
-//! addresses, EndpointSlice endpoints; a `v1beta1` slice's `topology` is not read); an
-//! endpoint without one is local to no node. The per-node sets are chosen like the
-//! cluster's ([`select`]) among the node's endpoints, and are part of the `<hash>`.
+//! addresses, EndpointSlice endpoints; the runner moves a `v1beta1` slice's `topology`
+//! there as it reads it); an endpoint without one is local to no node. The per-node sets are chosen like the
+//! cluster's ([`select`]) among the node's endpoints, and are part of the `<hash>` (so are
+//! the per-node sets and the node port of step 5).
 //!
 //! `<hash>` is a hash of the cluster IP and the sorted target set, and it is part of the
 //! Translation's name and of every ID in it. Rules cannot be updated, so a changed target set
@@ -108,13 +113,17 @@ use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
 use crate::ids::{id_for_key, sub_id};
-use crate::model::{Chain, FlowAction, NatTarget, Resource, Rule, RuleType};
+use crate::model::{
+    Chain, FlowAction, NatTarget, PortRange, Resource, Rule, RuleType, DL_TYPE_IPV4,
+};
 use crate::naming::{backend_name, NameKey, Part};
 use crate::service_spec::{
-    cluster_ipv4, internal_traffic_local, port_number, protocol_number, valid_ports,
+    cluster_ipv4, external_traffic_local, internal_traffic_local, node_port, port_number,
+    protocol_number, valid_ports,
 };
 use crate::topology::{
-    node_bridge_id, service_port_chain_id, service_port_key, SNAT_PORT_FROM, SNAT_PORT_TO,
+    node_bridge_id, node_local_nodeports_chain_id, service_port_chain_id, service_port_key,
+    SNAT_PORT_FROM, SNAT_PORT_TO,
 };
 use crate::translate::{reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
 
@@ -425,7 +434,9 @@ pub fn service_endpoints(
         .map(|p| (p.name, p.proto))
         .collect();
 
-    let local = internal_traffic_local(svc);
+    let internal_local = internal_traffic_local(svc);
+    // Without an edge nothing reaches a node port, so its policy plays no part.
+    let external_local = cfg.edge.is_some() && external_traffic_local(svc);
     let targets = targets(se, &service_ports, &mut out);
     for (port_name, targets) in &targets {
         if !targets.all.is_empty() {
@@ -434,30 +445,40 @@ pub fn service_endpoints(
                 name,
                 port_name,
                 cluster_ip,
+                internal_local,
+                local_node_port: external_local
+                    .then(|| node_port(svc, port_name))
+                    .flatten()
+                    .zip(service_ports.get(port_name).copied()),
             };
-            // Cluster policy: the per-node sets play no part (nor in the generation's name).
-            let local = local.then_some(&targets.by_node);
-            out.translations
-                .push(generation(cfg, &port, &targets.all, local));
+            out.translations.push(generation(cfg, &port, targets));
         }
     }
     out
 }
 
-/// The service port a generation load-balances.
+/// The service port a generation load-balances, and its traffic policies.
 struct GenerationPort<'a> {
     namespace: &'a str,
     name: &'a str,
     port_name: &'a str,
     cluster_ip: Ipv4Addr,
+    /// `internalTrafficPolicy: Local`: the cluster IP is balanced per node.
+    internal_local: bool,
+    /// With an edge and `externalTrafficPolicy: Local`: the port's node port and protocol,
+    /// DNATed per node onto that node's endpoints.
+    local_node_port: Option<(u16, u8)>,
 }
 
 /// The targets of one service port: for the cluster, and per node for the endpoints on it.
 #[derive(Debug, Default)]
 struct PortTargets {
     all: BTreeSet<Target>,
-    by_node: BTreeMap<String, BTreeSet<Target>>,
+    by_node: ByNode,
 }
+
+/// Targets per node name.
+type ByNode = BTreeMap<String, BTreeSet<Target>>;
 
 /// The load-balancing rules of a generation, from position 1, into `chain`.
 ///
@@ -475,7 +496,7 @@ fn balancing_rules(
     (chain, base): (Uuid, Uuid),
     cluster_ip: Ipv4Addr,
     all: &BTreeSet<Target>,
-    local: Option<&BTreeMap<String, BTreeSet<Target>>>,
+    local: Option<&ByNode>,
 ) -> Vec<Rule> {
     let to = |t: &BTreeSet<Target>| t.iter().map(Target::nat_target).collect();
     let dnat = |id: Uuid, targets: &BTreeSet<Target>| {
@@ -501,16 +522,18 @@ fn balancing_rules(
         .collect()
 }
 
-/// The generation of `port` for `targets` (not empty): its chain, the DNAT, a hairpin
-/// SNAT per endpoint address, the accept, and the jump into it from the port's chain.
+/// The generation of `port` for `targets` (`all` not empty): its chain, the DNAT, a
+/// hairpin SNAT per endpoint address, the accept, the node ports of the Local external
+/// policy, and last the jump into the chain from the port's chain.
 fn generation(
     cfg: &TranslatorConfig,
     port: &GenerationPort,
-    targets: &BTreeSet<Target>,
-    local: Option<&BTreeMap<String, BTreeSet<Target>>>,
+    targets: &PortTargets,
 ) -> DesiredTranslation {
     let port_key = service_port_key(port.namespace, port.name, port.port_name);
-    let hash = generation_hash(port.cluster_ip, targets, local);
+    let local = port.internal_local.then_some(&targets.by_node);
+    let node_port = port.local_node_port.map(|np| (np, &targets.by_node));
+    let hash = generation_hash(port.cluster_ip, &targets.all, local, node_port);
     let generation_key = format!("{port_key}/{hash}");
     let base = id_for_key(cfg, ENDPOINTS_PORT_KIND, &generation_key);
     let chain = base;
@@ -520,37 +543,31 @@ fn generation(
         backend_name(format!("KUBE-SEP-{generation_key}")),
     )
     .into()];
-    let balancing = balancing_rules(cfg, (chain, base), port.cluster_ip, targets, local);
-    let mut position = u32::try_from(balancing.len()).unwrap_or(u32::MAX);
+    let balancing = balancing_rules(cfg, (chain, base), port.cluster_ip, &targets.all, local);
+    let position = u32::try_from(balancing.len()).unwrap_or(u32::MAX);
     resources.extend(balancing.into_iter().map(Resource::from));
     // A node's endpoints are among the cluster's but for serving terminating ones chosen
     // on a node without ready ones: every address the rules may translate to.
     let hosts: BTreeSet<Ipv4Addr> = targets
+        .all
         .iter()
         .chain(local.into_iter().flat_map(|l| l.values().flatten()))
         .map(|t| t.ip)
         .collect();
-    for ip in &hosts {
-        position += 1;
-        resources.push(
-            Rule::new(chain, sub_id(base, &format!("SNAT/{ip}")), RuleType::Snat)
-                .at(position)
-                .with_flow_action(FlowAction::Continue)
-                .from_host(*ip)
-                .to_host(*ip)
-                .with_nat_targets(vec![NatTarget::to_ports(
-                    port.cluster_ip,
-                    Some(SNAT_PORT_FROM),
-                    Some(SNAT_PORT_TO),
-                )])
-                .into(),
-        );
+    resources.extend(hairpin_and_accept(
+        (chain, base),
+        position,
+        port.cluster_ip,
+        &hosts,
+    ));
+    if let Some(((node_port, proto), by_node)) = node_port {
+        resources.extend(local_node_port_rules(
+            cfg,
+            base,
+            (node_port, proto),
+            by_node,
+        ));
     }
-    resources.push(
-        Rule::new(chain, sub_id(base, "Accept"), RuleType::Accept)
-            .at(position + 1)
-            .into(),
-    );
     resources.push(
         Rule::jump(
             service_port_chain_id(cfg, &port_key),
@@ -571,6 +588,76 @@ fn generation(
         port.namespace,
         resources,
     )
+}
+
+/// After the balancing rules (the last at `position`): a hairpin SNAT per address in
+/// `hosts` (onto the cluster IP), then the accept that ends the chain.
+fn hairpin_and_accept(
+    (chain, base): (Uuid, Uuid),
+    mut position: u32,
+    cluster_ip: Ipv4Addr,
+    hosts: &BTreeSet<Ipv4Addr>,
+) -> Vec<Resource> {
+    let mut resources = Vec::new();
+    for ip in hosts {
+        position += 1;
+        resources.push(
+            Rule::new(chain, sub_id(base, &format!("SNAT/{ip}")), RuleType::Snat)
+                .at(position)
+                .with_flow_action(FlowAction::Continue)
+                .from_host(*ip)
+                .to_host(*ip)
+                .with_nat_targets(vec![NatTarget::to_ports(
+                    cluster_ip,
+                    Some(SNAT_PORT_FROM),
+                    Some(SNAT_PORT_TO),
+                )])
+                .into(),
+        );
+    }
+    resources.push(
+        Rule::new(chain, sub_id(base, "Accept"), RuleType::Accept)
+            .at(position + 1)
+            .into(),
+    );
+    resources
+}
+
+/// `externalTrafficPolicy: Local` at the edge: per node with endpoints, in that node's
+/// `KUBE-NODEPORTS-LOCAL-<node>` (the Node translator's, jumped to for what an outside
+/// client sent to the node's addresses), a DNAT of the node port onto the node's own
+/// endpoints that accepts. The client's source is kept (nothing SNATs inbound traffic) and
+/// the edge's `rev_dnat` answers from the node's address. A newer generation's rule goes
+/// in at the head and shadows this one until this one's Translation is deleted; node ports
+/// are unique in the cluster, so no other Service's rule competes. A node without
+/// endpoints has no rule: its node port falls through to the drop of its edge chain.
+///
+/// These rules make the generation wait for each endpoint node's Translation (its chain),
+/// as a pod waits for its node; an endpoint without a node is local to none.
+fn local_node_port_rules(
+    cfg: &TranslatorConfig,
+    base: Uuid,
+    (node_port, proto): (u16, u8),
+    by_node: &ByNode,
+) -> Vec<Resource> {
+    by_node
+        .iter()
+        .filter(|(_, targets)| !targets.is_empty())
+        .map(|(node, targets)| {
+            let mut rule = Rule::new(
+                node_local_nodeports_chain_id(cfg, node),
+                sub_id(base, &format!("NodePort/{node}")),
+                RuleType::Dnat,
+            )
+            .at(1)
+            .with_flow_action(FlowAction::Accept)
+            .with_nat_targets(targets.iter().map(Target::nat_target).collect());
+            rule.dl_type = Some(DL_TYPE_IPV4);
+            rule.nw_proto = Some(proto);
+            rule.tp_dst = Some(PortRange::single(node_port));
+            rule.into()
+        })
+        .collect()
 }
 
 /// One endpoint `address:port`, ordered by address then port.
@@ -695,26 +782,34 @@ fn port_targets(candidates: &[Candidate]) -> PortTargets {
 }
 
 /// 16 hex digits of SHA-256 over the cluster IP and the sorted targets: names a generation.
-/// With the Local policy, the per-node targets too (a Cluster generation's name is what
-/// it was before the policy existed).
+/// With a Local policy, the per-node targets too, and for the external one the node port
+/// (a Cluster generation's name is what it was before the policies existed).
 fn generation_hash(
     cluster_ip: Ipv4Addr,
     targets: &BTreeSet<Target>,
-    local: Option<&BTreeMap<String, BTreeSet<Target>>>,
+    local: Option<&ByNode>,
+    node_port: Option<((u16, u8), &ByNode)>,
 ) -> String {
     let mut h = Sha256::new();
     h.update(cluster_ip.to_string().as_bytes());
     for t in targets {
         h.update(format!("\n{}:{}", t.ip, t.port).as_bytes());
     }
-    if let Some(local) = local {
-        h.update(b"\ninternalTrafficPolicy=Local");
-        for (node, targets) in local {
+    let by_node = |h: &mut Sha256, by_node: &ByNode| {
+        for (node, targets) in by_node {
             h.update(format!("\n@{node}").as_bytes());
             for t in targets {
                 h.update(format!(" {}:{}", t.ip, t.port).as_bytes());
             }
         }
+    };
+    if let Some(local) = local {
+        h.update(b"\ninternalTrafficPolicy=Local");
+        by_node(&mut h, local);
+    }
+    if let Some(((node_port, proto), local)) = node_port {
+        h.update(format!("\nexternalTrafficPolicy=Local nodePort={node_port}/{proto}").as_bytes());
+        by_node(&mut h, local);
     }
     hex::encode(&h.finalize()[..8])
 }
@@ -895,6 +990,84 @@ mod tests {
         .unwrap();
         let out = endpoints(&cfg, &ep, Some(&local_svc()));
         assert_eq!(out.translations[0].name, name(&local_svc(), "n1"));
+    }
+
+    /// A NodePort Service (`http` at node port 30080) with `externalTrafficPolicy`.
+    fn node_port_svc(policy: &str) -> Service {
+        let mut s = svc();
+        let spec = s.spec.as_mut().unwrap();
+        spec.type_ = Some("NodePort".into());
+        spec.external_traffic_policy = Some(policy.into());
+        spec.ports.as_mut().unwrap()[0].node_port = Some(30080);
+        s
+    }
+
+    #[test]
+    fn external_traffic_policy_local_dnats_each_nodes_node_port_onto_its_own_endpoints() {
+        let cfg = crate::edge::tests::cfg_with_edge();
+        let eps = json!([
+            {"addresses": ["10.1.1.5"], "nodeName": "n1"},
+            {"addresses": ["10.1.1.6"], "nodeName": "n1"},
+            {"addresses": ["10.1.2.5"], "nodeName": "n2", "conditions": {"ready": false}},
+            {"addresses": ["10.1.9.9"]},
+        ]);
+        let s = slice("web", eps);
+        let local = endpoint_slices(&cfg, &node_port_svc("Local"), [SliceView::from(&s)]);
+        let tr = &local.translations[0];
+        let node_port_rules: Vec<(Uuid, serde_json::Value)> = tr
+            .resources
+            .iter()
+            .map(|r| (r.parent.clone(), serde_json::from_str(&r.body).unwrap()))
+            .filter(|(_, b): &(String, serde_json::Value)| b["tpDst"]["start"] == 30080)
+            .map(|(parent, b)| (parent.parse().unwrap(), b))
+            .collect();
+        // n1 only: n2 has nothing eligible, and an endpoint without a node is on none.
+        assert_eq!(node_port_rules.len(), 1, "{node_port_rules:#?}");
+        let (chain, rule) = &node_port_rules[0];
+        assert_eq!(*chain, node_local_nodeports_chain_id(&cfg, "n1"));
+        assert_eq!(rule["type"], "dnat");
+        assert_eq!(rule["flowAction"], "accept");
+        assert_eq!(rule["nwProto"], 6);
+        let targets: Vec<&str> = rule["natTargets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["addressFrom"].as_str().unwrap())
+            .collect();
+        assert_eq!(targets, ["10.1.1.5", "10.1.1.6"]);
+        // The jump into the generation is pushed last, after the node ports.
+        assert!(tr
+            .resources
+            .last()
+            .unwrap()
+            .body
+            .contains("\"type\":\"jump\""));
+        // The cluster IP keeps every ready endpoint.
+        assert_eq!(
+            http_targets(&local),
+            set(&[
+                "10.1.1.5:8080",
+                "10.1.1.6:8080",
+                "10.1.1.5:8080",
+                "10.1.9.9:8080"
+            ])
+        );
+
+        // Cluster, or no edge: no per-node rule, and the generation is the one it was.
+        let plain = |cfg: &TranslatorConfig, policy: &str| {
+            endpoint_slices(cfg, &node_port_svc(policy), [SliceView::from(&s)])
+        };
+        let cluster = plain(&cfg, "Cluster");
+        assert!(cluster.translations[0]
+            .resources
+            .iter()
+            .all(|r| !r.body.contains("30080")));
+        let no_edge = plain(&TranslatorConfig::default(), "Local");
+        assert_eq!(
+            no_edge.translations[0].name,
+            plain(&TranslatorConfig::default(), "Cluster").translations[0].name
+        );
+        assert_ne!(tr.name, cluster.translations[0].name);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use crate::naming::{backend_name, NameKey, Part, NODE_INTERFACE_NAME};
 pub use crate::topology::NODE_KIND;
 use crate::topology::{
     cluster_router_id, default_tunnel_zone_id, edge_nodes_chain_id, main_chain_id, node_bridge_id,
-    nodeports_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
+    node_local_nodeports_chain_id, nodeports_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
 };
 use crate::translate::{
     object_name, reason, DesiredTranslation, Translated, TranslatorConfig,
@@ -266,8 +266,14 @@ fn host_resources(
 /// With an edge: what enters through an uplink to one of the node's addresses goes to the
 /// node ports, and is dropped there if no node port takes it (it would otherwise be routed
 /// back out the uplink). KUBE-EDGE-NODES jumps from each address to the node's own chain
-/// `KUBE-EDGE-NODE-<name>` = `[jump KUBE-NODEPORTS, drop]`; the jumps match disjoint
-/// addresses, so their order in the shared chain is irrelevant: position 1.
+/// `KUBE-EDGE-NODE-<name>` = `[jump KUBE-NODEPORTS-LOCAL-<name>, jump KUBE-NODEPORTS,
+/// drop]`; the jumps match disjoint addresses, so their order in the shared chain is
+/// irrelevant: position 1. `KUBE-NODEPORTS-LOCAL-<name>` (this Translation's, empty) is
+/// where the Endpoints generations of `externalTrafficPolicy: Local` Services DNAT their
+/// node ports onto this node's endpoints; a Local Service has no jump in KUBE-NODEPORTS,
+/// so on a node without its endpoints its node port meets the drop. The node ports of all
+/// Services are disjoint, so the two jumps never compete; only the drop must come last, and
+/// explicit positions 1, 2, 3 keep it last even when a missing rule is re-created.
 fn edge_node_ports(
     cfg: &TranslatorConfig,
     name: &str,
@@ -275,22 +281,33 @@ fn edge_node_ports(
     addresses: &BTreeSet<Ipv4Addr>,
 ) -> Vec<Resource> {
     let chain = sub_id(ids.bridge, "Edge Node Chain");
+    let local = node_local_nodeports_chain_id(cfg, name);
+    let tenant = cfg.tenant.as_str();
     let mut resources: Vec<Resource> = vec![
         Chain::named(
+            local,
+            tenant,
+            backend_name(format!("KUBE-NODEPORTS-LOCAL-{name}")),
+        )
+        .into(),
+        Chain::named(
             chain,
-            cfg.tenant.as_str(),
+            tenant,
             backend_name(format!("KUBE-EDGE-NODE-{name}")),
         )
         .into(),
+        Rule::jump(chain, sub_id(chain, "Jump To Local NodePorts"), local)
+            .at(1)
+            .into(),
         Rule::jump(
             chain,
             sub_id(chain, "Jump To NodePorts"),
             nodeports_chain_id(cfg),
         )
-        .at(1)
+        .at(2)
         .into(),
         Rule::new(chain, sub_id(chain, "Drop"), RuleType::Drop)
-            .at(2)
+            .at(3)
             .into(),
     ];
     for ip in addresses {

@@ -15,7 +15,9 @@ use crate::addr::{parse_ipv4, AddrError};
 use crate::ids::id_for_key;
 use crate::model::{Chain, PortRange, Resource, Rule, DL_TYPE_IPV4};
 use crate::naming::{backend_name, NameKey};
-use crate::service_spec::{cluster_ipv4, port_number, valid_ports, ValidPort};
+use crate::service_spec::{
+    cluster_ipv4, external_traffic_local, node_port, valid_ports, ValidPort,
+};
 pub use crate::service_spec::{PROTO_TCP, PROTO_UDP};
 use crate::topology::{nodeports_chain_id, services_chain_id};
 pub use crate::topology::{service_port_chain_id, service_port_key, SERVICE_PORT_KIND};
@@ -88,8 +90,9 @@ pub(crate) fn service_ips(
 /// cluster, so the jumps of all Services match disjoint traffic: position 1.
 ///
 /// None for `externalTrafficPolicy: Local`: a node port of such a Service may only reach
-/// the addressed node's own endpoints, which the port's chain cannot tell apart, so the
-/// edge drops that traffic rather than send it to another node's endpoint.
+/// the addressed node's own endpoints, which the port's chain cannot tell apart; the
+/// Endpoints generations DNAT it in each node's `KUBE-NODEPORTS-LOCAL-<node>` instead
+/// (see [`crate::endpoints`]), and a node without endpoints drops it.
 fn node_port_jump(
     cfg: &TranslatorConfig,
     svc: &Service,
@@ -98,17 +101,10 @@ fn node_port_jump(
     chain: uuid::Uuid,
 ) -> Option<Resource> {
     cfg.edge.as_ref()?;
-    let spec = svc.spec.as_ref()?;
-    if spec.external_traffic_policy.as_deref() == Some("Local") {
+    if external_traffic_local(svc) {
         return None;
     }
-    let node_port = spec
-        .ports
-        .as_deref()?
-        .iter()
-        .find(|sp| sp.name.as_deref().unwrap_or_default() == p.name)?
-        .node_port
-        .and_then(port_number)?;
+    let node_port = node_port(svc, &p.name)?;
     let key = format!("{port_key}/{}/{node_port}", p.proto);
     let mut rule = Rule::jump(
         nodeports_chain_id(cfg),

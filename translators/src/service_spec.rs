@@ -41,6 +41,28 @@ pub fn internal_traffic_local(svc: &Service) -> bool {
         == Some("Local")
 }
 
+/// Whether traffic from outside to a node's address and a node port may only reach
+/// endpoints on that node (`spec.externalTrafficPolicy: Local`; unset or `Cluster`: any).
+pub fn external_traffic_local(svc: &Service) -> bool {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.external_traffic_policy.as_deref())
+        == Some("Local")
+}
+
+/// The `nodePort` of the service port named `port_name` (unnamed: `""`), if the apiserver
+/// allocated one (NodePort and LoadBalancer Services, unique in the cluster).
+pub fn node_port(svc: &Service, port_name: &str) -> Option<u16> {
+    svc.spec
+        .as_ref()?
+        .ports
+        .as_deref()?
+        .iter()
+        .find(|sp| sp.name.as_deref().unwrap_or_default() == port_name)?
+        .node_port
+        .and_then(port_number)
+}
+
 /// The service's IPv4 cluster IP, if it has one. Every type but ExternalName has a cluster
 /// IP (NodePort and LoadBalancer Services too), and pods use it whatever the type.
 ///

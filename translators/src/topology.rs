@@ -4,7 +4,8 @@
 //! import each other: what one of them refers to in another's output (the cluster router a
 //! Node's port is on, the Node bridge a Pod's port is on, the `KUBE-SVC-…` chain the
 //! Endpoints fill, the policy chains every pod port and node bridge filters through, the
-//! edge's NodePort chains a Node's addresses and a Service's node ports are jumped from) is
+//! edge's NodePort chains a Node's addresses and a Service's node ports are jumped from, a
+//! Node's chain of the node ports of `externalTrafficPolicy: Local` Services) is
 //! defined here, once, and both sides derive it from here. This module guarantees that
 //! each such ID is derived in exactly one place; it assumes nothing of the translators and
 //! leaves the resources themselves (bodies, order, Translations) to them and to
@@ -83,6 +84,14 @@ pub fn default_tunnel_zone_id(cfg: &TranslatorConfig) -> Uuid {
 /// ID of a Node's bridge (the base of the Node's other IDs); its pods get their ports on it.
 pub fn node_bridge_id(cfg: &TranslatorConfig, node_name: &str) -> Uuid {
     id_for_key(cfg, NODE_KIND, node_name)
+}
+
+/// ID of a Node's `KUBE-NODEPORTS-LOCAL-<name>` chain (with an edge): the node ports of
+/// Services with `externalTrafficPolicy: Local`, each DNATed onto this node's own
+/// endpoints, filled by the Endpoints generations and jumped to from the Node's edge chain
+/// for what an outside client sent to the Node's addresses.
+pub fn node_local_nodeports_chain_id(cfg: &TranslatorConfig, node_name: &str) -> Uuid {
+    sub_id(node_bridge_id(cfg, node_name), "Local NodePorts Chain")
 }
 
 /// ID of a Pod's bridge port, from its `namespace/name` key.
