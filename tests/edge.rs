@@ -112,6 +112,107 @@ fn judge(live: &Live, ns: &str, row: &Row, uplink: &str) -> Option<String> {
     None
 }
 
+/// Traces `row` from node `node`'s host, as the host forwards what reached its own
+/// interface (masqueraded to its address on the node's bridge: the pod sees that one);
+/// answers the problem, if any.
+fn judge_host(live: &Live, ns: &str, node: &str, row: &Row) -> Option<String> {
+    let from = format!("node/{node}");
+    let (t, _) = match trace_live(live, &from, &row.to.to_string(), None, 40000) {
+        Ok(t) => t,
+        Err(e) => return Some(format!("{}: cannot trace: {e}", row.what)),
+    };
+    let got: BTreeSet<String> = t.candidates().into_iter().map(|(n, _)| n).collect();
+    let mut want: BTreeSet<String> = row
+        .receivers
+        .iter()
+        .map(|p| format!("pod/{ns}/{p}"))
+        .collect();
+    // No endpoint takes it: it comes back to the host, where nothing listens at a node
+    // port (no kube-proxy), so the client is refused.
+    if want.is_empty() {
+        want.insert(from.clone());
+    }
+    if got != want {
+        return Some(format!(
+            "{} from {from}: reached {got:?}, Kubernetes says {want:?}",
+            row.what
+        ));
+    }
+    let broken = t
+        .paths
+        .iter()
+        .find(|p| p.client_sees != Some(row.to) || !p.works);
+    broken.map(|p| {
+        format!(
+            "{} from {from}: the host sees the reply from {:?}, not {}",
+            row.what, p.client_sees, row.to
+        )
+    })
+}
+
+/// The host path: each node's host to the node ports at its own address (`from_ip` names
+/// the node). Node edge-a is 192.168.10.1, edge-b 192.168.10.2.
+fn host_rows(np: &BTreeMap<&str, u16>) -> Vec<Row> {
+    let at = |ip: &str, name: &str| SocketV4::new(ip.parse().unwrap(), np[name]);
+    let row = |what, from_ip, to, receivers| Row {
+        what,
+        to,
+        from_ip,
+        receivers,
+    };
+    vec![
+        row(
+            "host path, NodePort Cluster, endpoint on the node",
+            "edge-a",
+            at("192.168.10.1", "np-c"),
+            &["a1"],
+        ),
+        row(
+            "host path, NodePort Cluster, endpoint on another node",
+            "edge-b",
+            at("192.168.10.2", "np-c"),
+            &["a1"],
+        ),
+        row(
+            "host path, NodePort, no endpoints",
+            "edge-a",
+            at("192.168.10.1", "np-none"),
+            &[],
+        ),
+        row(
+            "host path, LoadBalancer Cluster at a node port",
+            "edge-b",
+            at("192.168.10.2", "lb-c"),
+            &["a1", "b1"],
+        ),
+        row(
+            "host path, NodePort Local, endpoint on the node",
+            "edge-a",
+            at("192.168.10.1", "ext-l"),
+            &["a1"],
+        ),
+        row(
+            "host path, NodePort Local, endpoint on another node only",
+            "edge-b",
+            at("192.168.10.2", "ext-l"),
+            &[],
+        ),
+        row(
+            "host path, LoadBalancer Local, endpoint on the node",
+            "edge-b",
+            at("192.168.10.2", "lb-l"),
+            &["b1"],
+        ),
+    ]
+}
+
+/// Every host row's problems.
+fn host_failures(live: &Live, ns: &str, rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter_map(|r| judge_host(live, ns, r.from_ip, r))
+        .collect()
+}
+
 /// Every row's problems, through both uplinks.
 fn failures(live: &Live, ns: &str, rows: &[Row]) -> Vec<String> {
     rows.iter()
@@ -408,8 +509,14 @@ fn local_node_port_rows(np: &BTreeMap<&str, u16>) -> Vec<Row> {
     ]
 }
 
-/// Deletes KUBE-EDGE-IN's jump to KUBE-SERVICES behind the controllers' back.
-async fn break_edge(api: &str, admin: &midonet_sim::admin::AdminClient, edge_args: &[&str]) {
+/// Deletes the simulator's rules that `pick` selects (given the translators' settings)
+/// behind the controllers' back; answers how many.
+async fn delete_rules(
+    api: &str,
+    admin: &midonet_sim::admin::AdminClient,
+    edge_args: &[&str],
+    pick: impl Fn(&midonet_translators::TranslatorConfig, &midonet_sim::admin::StateEntry) -> bool,
+) -> usize {
     let state = admin.state().await.unwrap();
     let cfg = support::check::config_with(api, edge_args);
     let tcfg = midonet_translators::TranslatorConfig {
@@ -417,21 +524,36 @@ async fn break_edge(api: &str, admin: &midonet_sim::admin::AdminClient, edge_arg
         version: cfg.translation_version.clone(),
         edge: cfg.edge.clone(),
     };
-    let edge_in = midonet_translators::sub_id(
-        midonet_translators::topology::edge_router_id(&tcfg),
-        "Edge In Chain",
-    );
-    let jump = midonet_translators::sub_id(edge_in, "Jump To Services");
-    let path = state
-        .entries_of(Kind::Rule)
-        .into_iter()
-        .map(|e| e.path.clone())
-        .find(|p| p.ends_with(&jump.to_string()))
-        .expect("the edge's jump to the Services is in the simulator");
     let backend =
         midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
             .unwrap();
-    backend.delete_path(Kind::Rule, &path).await.unwrap();
+    let paths: Vec<String> = state
+        .entries_of(Kind::Rule)
+        .into_iter()
+        .filter(|e| pick(&tcfg, e))
+        .map(|e| e.path.clone())
+        .collect();
+    for path in &paths {
+        backend.delete_path(Kind::Rule, path).await.unwrap();
+    }
+    paths.len()
+}
+
+/// Deletes KUBE-EDGE-IN's jump to KUBE-SERVICES behind the controllers' back.
+async fn break_edge(api: &str, admin: &midonet_sim::admin::AdminClient, edge_args: &[&str]) {
+    let deleted = delete_rules(api, admin, edge_args, |tcfg, e| {
+        let edge_in = midonet_translators::sub_id(
+            midonet_translators::topology::edge_router_id(tcfg),
+            "Edge In Chain",
+        );
+        let jump = midonet_translators::sub_id(edge_in, "Jump To Services");
+        e.path.ends_with(&jump.to_string())
+    })
+    .await;
+    assert_eq!(
+        deleted, 1,
+        "the edge's jump to the Services is in the simulator"
+    );
 }
 
 /// Deletes every rule of node edge-a's `KUBE-NODEPORTS-LOCAL-edge-a` (the DNATs of its
@@ -441,27 +563,12 @@ async fn break_local_node_ports(
     admin: &midonet_sim::admin::AdminClient,
     edge_args: &[&str],
 ) {
-    let state = admin.state().await.unwrap();
-    let cfg = support::check::config_with(api, edge_args);
-    let tcfg = midonet_translators::TranslatorConfig {
-        tenant: cfg.tenant.clone(),
-        version: cfg.translation_version.clone(),
-        edge: cfg.edge.clone(),
-    };
-    let chain = midonet_translators::topology::node_local_nodeports_chain_id(&tcfg, "edge-a");
-    let backend =
-        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
-            .unwrap();
-    let rules: Vec<String> = state
-        .entries_of(Kind::Rule)
-        .into_iter()
-        .filter(|e| e.parent == chain.to_string())
-        .map(|e| e.path.clone())
-        .collect();
-    assert!(!rules.is_empty(), "edge-a has Local node-port rules");
-    for path in rules {
-        backend.delete_path(Kind::Rule, &path).await.unwrap();
-    }
+    let deleted = delete_rules(api, admin, edge_args, |tcfg, e| {
+        let chain = midonet_translators::topology::node_local_nodeports_chain_id(tcfg, "edge-a");
+        e.parent == chain.to_string()
+    })
+    .await;
+    assert!(deleted > 0, "edge-a has Local node-port rules");
 }
 
 #[tokio::test]
@@ -492,6 +599,9 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     let live = support::check::live_with(&api, &edge_args).await;
     let wrong = failures(&live, &ns, &rows);
     assert!(wrong.is_empty(), "{wrong:#?}");
+    let host = host_rows(&np);
+    let wrong = host_failures(&live, &ns, &host);
+    assert!(wrong.is_empty(), "{wrong:#?}");
 
     // A pod reaches the outside (through either uplink) and hears back from the address
     // it used.
@@ -512,7 +622,11 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     );
 
     let report = assert_check_passes_with(&api, &edge_args, "the edge cluster").await;
-    for kind in [FlowKind::OutsideToService, FlowKind::PodToOutside] {
+    for kind in [
+        FlowKind::OutsideToService,
+        FlowKind::PodToOutside,
+        FlowKind::NodeToNodePort,
+    ] {
         assert!(
             report.by_kind.get(&kind).is_some_and(|t| t.checked > 0),
             "no {kind:?} flow checked: {:?}",
@@ -552,6 +666,13 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
         wrong
             .iter()
             .all(|w| w.starts_with("NodePort Local, endpoint on the node addressed")),
+        "{wrong:#?}"
+    );
+    // The host path goes through the same chain: only edge-a's own Local row fails.
+    let wrong = host_failures(&live, &ns, &host);
+    assert_eq!(wrong.len(), 1, "{wrong:#?}");
+    assert!(
+        wrong[0].starts_with("host path, NodePort Local, endpoint on the node"),
         "{wrong:#?}"
     );
 

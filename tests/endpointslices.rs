@@ -346,13 +346,23 @@ async fn slices_are_merged_terminating_endpoints_are_a_fallback_and_big_services
     let web = format!("svc/{ns}/web:80");
     for f in &broken.failures {
         assert!(
-            matches!(f.kind, FlowKind::PodToService | FlowKind::Hairpin) && f.to.starts_with(&web),
+            match f.kind {
+                FlowKind::PodToService | FlowKind::Hairpin => f.to.starts_with(&web),
+                // web:80's node port, at each node's address.
+                FlowKind::NodeToNodePort => f.to.starts_with(&format!("svc/{ns}/web:")),
+                _ => false,
+            },
             "unexpected failure: {}",
             describe(&broken)
         );
     }
-    // Every client of web:80 (the endpoints' own calls included) loses it, at each address.
+    // Every client of web:80 (the endpoints' own calls included) loses it, at each address,
+    // the node port on the node's host path included.
     assert!(broken.failures.iter().any(|f| f.kind == FlowKind::Hairpin));
+    assert!(broken
+        .failures
+        .iter()
+        .any(|f| f.kind == FlowKind::NodeToNodePort));
     for via in [
         " (http) (",
         " via external IP (",

@@ -119,9 +119,7 @@ async fn trace_and_check_on_the_converged_cluster_and_on_a_broken_one() {
     let report = assert_check_passes(&api, "the converged cluster").await;
     assert!(report.unplugged.is_empty(), "{:?}", report.unplugged);
     // Without an edge there is no outside to check (tests/edge.rs).
-    let inside = FlowKind::ALL
-        .into_iter()
-        .filter(|k| !matches!(k, FlowKind::OutsideToService | FlowKind::PodToOutside));
+    let inside = FlowKind::ALL.into_iter().filter(|k| k.in_every_cluster());
     for kind in inside {
         assert!(
             report.by_kind.get(&kind).is_some_and(|t| t.checked > 0),

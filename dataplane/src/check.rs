@@ -97,10 +97,13 @@ pub enum FlowKind {
     OutsideToService,
     /// With an edge: a pod to an address outside the cluster.
     PodToOutside,
+    /// A node's host, forwarding what reached its own address at a node port (masqueraded
+    /// to its address on the node's bridge), to that node port.
+    NodeToNodePort,
 }
 
 impl FlowKind {
-    pub const ALL: [FlowKind; 8] = [
+    pub const ALL: [FlowKind; 9] = [
         FlowKind::PodToPod,
         FlowKind::PodToService,
         FlowKind::Hairpin,
@@ -109,6 +112,7 @@ impl FlowKind {
         FlowKind::PodToNode,
         FlowKind::OutsideToService,
         FlowKind::PodToOutside,
+        FlowKind::NodeToNodePort,
     ];
 
     pub fn name(self) -> &'static str {
@@ -121,7 +125,17 @@ impl FlowKind {
             FlowKind::PodToNode => "pod-to-node",
             FlowKind::OutsideToService => "outside-to-service",
             FlowKind::PodToOutside => "pod-to-outside",
+            FlowKind::NodeToNodePort => "node-to-node-port",
         }
+    }
+
+    /// Whether every cluster has flows of this kind: the outside ones need an edge, the
+    /// node-port ones a NodePort or LoadBalancer Service.
+    pub fn in_every_cluster(self) -> bool {
+        !matches!(
+            self,
+            FlowKind::OutsideToService | FlowKind::PodToOutside | FlowKind::NodeToNodePort
+        )
     }
 }
 
@@ -193,6 +207,9 @@ struct Flow {
     src_ip: Option<Ipv4Addr>,
     /// The receiver must see `src_ip` as the source (`externalTrafficPolicy: Local`).
     keep_source: bool,
+    /// `from` (a node's host) forwards the packet to its gateway, its own address as the
+    /// destination included (`Probe::host_forward`).
+    host_forward: bool,
 }
 
 /// A class of equivalent source pods; the first member is its representative.
@@ -315,6 +332,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
         report,
     ));
     flows.extend(node_flows(topo, &nodes, &pods));
+    flows.extend(node_port_flows(cluster, &nodes, &by_ip, report));
     report.not_served.extend(not_served(cluster));
     if let Some(edge) = &cluster.edge {
         flows.extend(outside_flows(cluster, edge, &classes.reps, &by_ip, report));
@@ -473,6 +491,7 @@ fn pod_flow(kind: FlowKind, from: &Attachment, to: &Attachment, ip: Ipv4Addr) ->
         class: None,
         src_ip: None,
         keep_source: false,
+        host_forward: false,
     }
 }
 
@@ -584,6 +603,44 @@ fn node_flows(topo: &Topology, nodes: &[&Attachment], pods: &[&Attachment]) -> V
     flows
 }
 
+/// Each node's host to the node ports at its own addresses, as it forwards what reached
+/// its interface (masqueraded: the source is its address on the node's bridge, the first
+/// of its attachment's): exactly the endpoints Kubernetes allows there (with
+/// `externalTrafficPolicy: Local` the node's own), the reply from the address used; with
+/// none, back to the host itself.
+fn node_port_flows(
+    cluster: &Cluster,
+    nodes: &[&Attachment],
+    by_ip: &BTreeMap<Ipv4Addr, &Attachment>,
+    report: &mut Report,
+) -> Vec<Flow> {
+    let mut flows = Vec::new();
+    for op in crate::outside::node_port_promises(cluster) {
+        let sp = &op.port;
+        let Some(node) = nodes.iter().find(|n| n.ips.contains(&sp.address.ip)) else {
+            continue;
+        };
+        let (expected, unverifiable) = receivers(sp, by_ip, "node → ", report);
+        // Without an endpoint it is routed back to the host, where nothing listens at a
+        // node port (no kube-proxy): the client is refused there.
+        let expect = match sp.endpoints.is_empty() {
+            true => BTreeSet::from([(node.name.clone(), sp.address)]),
+            false => expected,
+        };
+        let mut f = service_flow(
+            FlowKind::NodeToNodePort,
+            &node.name,
+            sp,
+            Some(expect),
+            &unverifiable,
+        );
+        f.to_name = format!("{} at {}", sp.display(), sp.address);
+        f.host_forward = true;
+        flows.push(f);
+    }
+    flows
+}
+
 /// With NetworkPolicies, only what they allow may be received ([`crate::policy`]).
 fn restrict_to_policies(cluster: &Cluster, attachments: &[Attachment], flows: &mut [Flow]) {
     if cluster.network_policies.is_empty() {
@@ -665,6 +722,7 @@ fn service_flow(
         class: None,
         src_ip: None,
         keep_source: false,
+        host_forward: false,
     }
 }
 
@@ -720,6 +778,7 @@ fn class_bridge(topo: &Topology, a: &Attachment) -> Option<Uuid> {
 fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> Outcome {
     let mut probe = Probe::new(flow.from.clone(), flow.to, flow.protocol, CLIENT_PORT);
     probe.src_ip = flow.src_ip;
+    probe.host_forward = flow.host_forward;
     let (t, consulted) = match trace_consulting(topo, &probe, false, true) {
         Ok(t) => t,
         Err(e) => {
@@ -1078,6 +1137,7 @@ fn outside_flows(
             class: None,
             src_ip: None,
             keep_source: false,
+            host_forward: false,
         });
     }
     flows

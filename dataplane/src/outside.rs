@@ -89,6 +89,23 @@ pub fn outside_service_ports(cluster: &Cluster) -> Vec<OutsidePort> {
     out
 }
 
+/// Every Service port's node port at every node's address (NodePort and LoadBalancer
+/// Services), with the endpoints that may receive there (see the module docs). Outside
+/// clients use them through the edge; a node's host forwards to its own ones (`check`'s
+/// node-to-node-port flows).
+pub fn node_port_promises(cluster: &Cluster) -> Vec<OutsidePort> {
+    let mut out = Vec::new();
+    for sp in cluster.service_ports() {
+        if sp.via != ServiceAddressKind::ClusterIp {
+            continue;
+        }
+        if let Some(svc) = service_of(cluster, &sp) {
+            out.extend(node_ports(cluster, svc, &sp, external_local(svc)));
+        }
+    }
+    out
+}
+
 /// The port at every node's address and its `nodePort`, if the Service has one.
 fn node_ports(
     cluster: &Cluster,

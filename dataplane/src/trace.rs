@@ -41,6 +41,10 @@ pub struct Probe {
     /// The receiving workload answers with an ICMP destination unreachable of this code
     /// instead of replying (e.g. 3, port unreachable: nothing listens there).
     pub answer_unreachable: Option<u8>,
+    /// The client forwards the packet to its gateway whatever the destination, its own
+    /// addresses included: a node's host handing what reached its interface for a node
+    /// port to MidoNet by a policy route (`docs/operations.md`), not its own stack.
+    pub host_forward: bool,
 }
 
 impl Probe {
@@ -56,6 +60,7 @@ impl Probe {
             dst_mac: None,
             src_mac: None,
             answer_unreachable: None,
+            host_forward: false,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct ProbeRequest {
     pub src_mac: Option<MacAddr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_unreachable: Option<u8>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub host_forward: bool,
 }
 
 fn default_protocol() -> Protocol {
@@ -113,6 +120,7 @@ impl ProbeRequest {
             dst_mac: None,
             src_mac: None,
             answer_unreachable: None,
+            host_forward: false,
         }
     }
 
@@ -128,6 +136,7 @@ impl ProbeRequest {
         p.tos = self.tos;
         p.dst_mac = self.dst_mac;
         p.src_mac = self.src_mac;
+        p.host_forward = self.host_forward;
         p.answer_unreachable = self.answer_unreachable;
         Ok(p)
     }
@@ -334,6 +343,7 @@ fn run_path(sh: &mut Shared<'_, '_>, probe: &Probe, client: &Attachment, sent: F
         tos: probe.tos,
         dst_mac: probe.dst_mac,
         src_mac: probe.src_mac,
+        host_forward: probe.host_forward,
     };
     let (forward, next) = send(sh, client, sent, first);
     let reply = match next {
@@ -422,6 +432,8 @@ struct Frame {
     tos: u8,
     dst_mac: Option<MacAddr>,
     src_mac: Option<MacAddr>,
+    /// To the gateway whatever the destination (`Probe::host_forward`).
+    host_forward: bool,
 }
 
 impl Frame {
@@ -430,6 +442,7 @@ impl Frame {
             tos,
             dst_mac: None,
             src_mac: None,
+            host_forward: false,
         }
     }
 }
@@ -455,7 +468,7 @@ fn send(sh: &mut Shared<'_, '_>, from: &Attachment, tuple: FlowTuple, frame: Fra
     };
     let topo = sh.topo;
     // A host stack delivers a packet to one of its own addresses itself.
-    if from.owns(tuple.dst.ip) && frame.dst_mac.is_none() {
+    if from.owns(tuple.dst.ip) && frame.dst_mac.is_none() && !frame.host_forward {
         let leg = Leg {
             verdict: Verdict::Delivered,
             delivered_to: Some(from.name.clone()),
@@ -474,7 +487,11 @@ fn send(sh: &mut Shared<'_, '_>, from: &Attachment, tuple: FlowTuple, frame: Fra
     let mac = match frame.dst_mac {
         Some(mac) => mac,
         None => {
-            let Some(next_hop) = from.next_hop(tuple.dst.ip) else {
+            let next_hop = match frame.host_forward {
+                true => from.gateway,
+                false => from.next_hop(tuple.dst.ip),
+            };
+            let Some(next_hop) = next_hop else {
                 return no_packet(format!("{} has no route to {}", from.name, tuple.dst.ip));
             };
             match resolve_from_workload(sh, from, port, next_hop, &mut hops) {

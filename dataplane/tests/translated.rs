@@ -336,9 +336,7 @@ fn the_translated_network_keeps_kubernetes_promises() {
     assert!(report.passed(), "{} failures", report.failures.len());
     assert!(report.unplugged.is_empty(), "{:?}", report.unplugged);
     // No edge here: the outside flows are tests/edge.rs's.
-    let inside = FlowKind::ALL
-        .into_iter()
-        .filter(|k| !matches!(k, FlowKind::OutsideToService | FlowKind::PodToOutside));
+    let inside = FlowKind::ALL.into_iter().filter(|k| k.in_every_cluster());
     for kind in inside {
         assert!(
             report.by_kind.get(&kind).is_some_and(|t| t.checked > 0),

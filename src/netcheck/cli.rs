@@ -230,8 +230,16 @@ pub fn trace_live_via(
         .map_err(NetcheckError::Usage)?;
     let mut probe = Probe::new(from, dest.address, dest.protocol, src_port);
     probe.src_ip = src_ip;
+    probe.host_forward = host_forwards(&live.topology, &probe.from, dest.address.ip);
     let t = trace(&live.topology, &probe)?;
     Ok((t, dest))
+}
+
+/// A node's host "sending" to one of its own addresses is the host path of a node port:
+/// the host forwards what reached its interface into MidoNet (`docs/operations.md`,
+/// "NodePort on a node's own interface"); its own stack would never put it on the wire.
+fn host_forwards(topo: &midonet_dataplane::Topology, from: &str, dst: std::net::Ipv4Addr) -> bool {
+    from.starts_with("node/") && topo.attachment_named(from).is_some_and(|a| a.owns(dst))
 }
 
 async fn clients(cfg: &Config) -> Result<(kube::Client, BackendClient), NetcheckError> {

@@ -646,9 +646,9 @@ pub fn check_table(r: &Report, elapsed: std::time::Duration) -> String {
     let mut out = format!("{:<18} {:>8} {:>8}\n", "FLOW", "CHECKED", "FAILED");
     for kind in FlowKind::ALL {
         let t = r.by_kind.get(&kind).copied().unwrap_or_default();
-        // Without an edge there is no outside: its rows would only say so.
-        let outside = matches!(kind, FlowKind::OutsideToService | FlowKind::PodToOutside);
-        if outside && t.checked == 0 {
+        // Without an edge there is no outside, without node ports no node-port flow: their
+        // rows would only say so.
+        if !kind.in_every_cluster() && t.checked == 0 {
             continue;
         }
         out.push_str(&format!(

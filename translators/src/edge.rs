@@ -4,9 +4,8 @@
 //! # What is produced (Translation `midonet-global.<v>.edge`, in push order)
 //!
 //! - the router `EdgeRouter`;
-//! - the chains `KUBE-EDGE-NODES` (each Node jumps from its addresses to its own chain, which
-//!   jumps to its `KUBE-NODEPORTS-LOCAL-<node>` and to KUBE-NODEPORTS: `crate::node`),
-//!   `KUBE-NODEPORTS` (each Service node port jumps to its `KUBE-SVC-…` chain),
+//! - the chains `KUBE-EDGE-NODES` (each Node jumps from its addresses to its edge chain
+//!   `[jump KUBE-NODE-NODEPORTS-<node>, drop]`: `crate::node`),
 //!   `KUBE-EDGE-IN` = `[rev_snat (continue), jump KUBE-EDGE-NODES, jump KUBE-SERVICES]`,
 //!   the inbound filter of every uplink port, and per uplink `KUBE-EDGE-OUT-<name>` =
 //!   `[rev_dnat (accept), per cluster CIDR: snat to the uplink's address (accept)]`, its
@@ -48,7 +47,7 @@ use crate::model::{
 use crate::naming::backend_name;
 use crate::topology::{
     cluster_router_id, default_tunnel_zone_id, edge_nodes_chain_id, edge_router_id,
-    global_translation, nodeports_chain_id, services_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
+    global_translation, services_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
 };
 use crate::translate::{DesiredTranslation, TranslatorConfig};
 
@@ -59,7 +58,6 @@ pub const ROUTE_WEIGHT: u32 = 100;
 /// Chain names, as they appear in MidoNet.
 pub const EDGE_IN_CHAIN_NAME: &str = "KUBE-EDGE-IN";
 pub const EDGE_NODES_CHAIN_NAME: &str = "KUBE-EDGE-NODES";
-pub const NODEPORTS_CHAIN_NAME: &str = "KUBE-NODEPORTS";
 pub const UPLINK_GROUP_NAME: &str = "KUBE-EDGE-UPLINKS";
 
 /// The IDs of the edge's shared resources, all below the edge router's.
@@ -94,7 +92,6 @@ pub fn edge_translation(cfg: &TranslatorConfig) -> Option<DesiredTranslation> {
     let mut resources: Vec<Resource> = vec![
         Router::named(ids.router, tenant, "EdgeRouter").into(),
         Chain::named(edge_nodes_chain_id(cfg), tenant, EDGE_NODES_CHAIN_NAME).into(),
-        Chain::named(nodeports_chain_id(cfg), tenant, NODEPORTS_CHAIN_NAME).into(),
     ];
     resources.extend(edge_in_chain(cfg, &ids));
     let mut group = PortGroup::new(ids.group, UPLINK_GROUP_NAME);
@@ -277,13 +274,12 @@ fn route(router: Uuid, id: Uuid, dst: Ipv4Cidr, port: Uuid) -> Route {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::edge_spec::{EdgeSpec, UplinkSpec};
     use std::sync::Arc;
 
-    /// A configuration with an edge of two uplinks (three next hops).
-    pub(crate) fn cfg_with_edge() -> TranslatorConfig {
+    fn cfg_with_edge() -> TranslatorConfig {
         let up = |name: &str, addr: &str, hops: &[&str]| UplinkSpec {
             name: name.into(),
             host: "6f1b1a52-1d27-4a3e-9b53-4f5e2c5b1a01".into(),

@@ -15,7 +15,7 @@
 //!    the source becomes the cluster IP (ports 30000–60000), flowAction `continue`;
 //! 4. position n+2: an `accept` rule, which ends rule processing like an accepting DNAT rule
 //!    would;
-//! 5. with an edge and `externalTrafficPolicy: Local`, per node with endpoints of the port:
+//! 5. with `externalTrafficPolicy: Local` and a node port, per node with endpoints of it:
 //!    a DNAT of the port's node port onto that node's endpoints in the node's
 //!    `KUBE-NODEPORTS-LOCAL-<node>` chain (see `local_node_port_rules`; a Cluster
 //!    policy's node port reaches the `KUBE-SVC-…` chain through KUBE-NODEPORTS instead);
@@ -435,8 +435,7 @@ pub fn service_endpoints(
         .collect();
 
     let internal_local = internal_traffic_local(svc);
-    // Without an edge nothing reaches a node port, so its policy plays no part.
-    let external_local = cfg.edge.is_some() && external_traffic_local(svc);
+    let external_local = external_traffic_local(svc);
     let targets = targets(se, &service_ports, &mut out);
     for (port_name, targets) in &targets {
         if !targets.all.is_empty() {
@@ -465,8 +464,8 @@ struct GenerationPort<'a> {
     cluster_ip: Ipv4Addr,
     /// `internalTrafficPolicy: Local`: the cluster IP is balanced per node.
     internal_local: bool,
-    /// With an edge and `externalTrafficPolicy: Local`: the port's node port and protocol,
-    /// DNATed per node onto that node's endpoints.
+    /// With `externalTrafficPolicy: Local`: the port's node port and protocol, DNATed per
+    /// node onto that node's endpoints.
     local_node_port: Option<(u16, u8)>,
 }
 
@@ -623,11 +622,11 @@ fn hairpin_and_accept(
     resources
 }
 
-/// `externalTrafficPolicy: Local` at the edge: per node with endpoints, in that node's
-/// `KUBE-NODEPORTS-LOCAL-<node>` (the Node translator's, jumped to for what an outside
-/// client sent to the node's addresses), a DNAT of the node port onto the node's own
-/// endpoints that accepts. The client's source is kept (nothing SNATs inbound traffic) and
-/// the edge's `rev_dnat` answers from the node's address. A newer generation's rule goes
+/// `externalTrafficPolicy: Local` at a node port: per node with endpoints, in that node's
+/// `KUBE-NODEPORTS-LOCAL-<node>` (the Node translator's, jumped to for what is addressed to
+/// the node's own addresses), a DNAT of the node port onto the node's own endpoints that
+/// accepts. Nothing here SNATs (through the edge the client's source is kept, and the
+/// edge's `rev_dnat` answers from the node's address). A newer generation's rule goes
 /// in at the head and shadows this one until this one's Translation is deleted; node ports
 /// are unique in the cluster, so no other Service's rule competes. A node without
 /// endpoints has no rule: its node port falls through to the drop of its edge chain.
@@ -1004,7 +1003,7 @@ mod tests {
 
     #[test]
     fn external_traffic_policy_local_dnats_each_nodes_node_port_onto_its_own_endpoints() {
-        let cfg = crate::edge::tests::cfg_with_edge();
+        let cfg = TranslatorConfig::default();
         let eps = json!([
             {"addresses": ["10.1.1.5"], "nodeName": "n1"},
             {"addresses": ["10.1.1.6"], "nodeName": "n1"},
@@ -1053,20 +1052,19 @@ mod tests {
             ])
         );
 
-        // Cluster, or no edge: no per-node rule, and the generation is the one it was.
-        let plain = |cfg: &TranslatorConfig, policy: &str| {
-            endpoint_slices(cfg, &node_port_svc(policy), [SliceView::from(&s)])
-        };
-        let cluster = plain(&cfg, "Cluster");
+        // Cluster: no per-node rule, and the generation is named as before the policy.
+        let cluster = endpoint_slices(&cfg, &node_port_svc("Cluster"), [SliceView::from(&s)]);
         assert!(cluster.translations[0]
             .resources
             .iter()
             .all(|r| !r.body.contains("30080")));
-        let no_edge = plain(&TranslatorConfig::default(), "Local");
-        assert_eq!(
-            no_edge.translations[0].name,
-            plain(&TranslatorConfig::default(), "Cluster").translations[0].name
+        // The edge plays no part: a node's host forwards to its node ports too.
+        let no_edge = endpoint_slices(
+            &TranslatorConfig::default(),
+            &node_port_svc("Local"),
+            [SliceView::from(&s)],
         );
+        assert_eq!(no_edge.translations[0].resources.len(), tr.resources.len());
         assert_ne!(tr.name, cluster.translations[0].name);
     }
 

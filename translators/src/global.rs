@@ -7,23 +7,25 @@ use crate::ids::sub_id;
 use crate::model::{
     Chain, FlowAction, Resource, Router, Rule, RuleType, TunnelZone, TunnelZoneType,
 };
-use crate::topology::global_translation;
 pub use crate::topology::{
     cluster_router_id, default_tunnel_zone_id, main_chain_id, pre_chain_id, services_chain_id,
     GLOBAL_KIND,
 };
+use crate::topology::{global_translation, nodeports_chain_id};
 use crate::translate::{DesiredTranslation, TranslatorConfig};
 
 /// Chain names, as they appear in MidoNet.
 pub const MAIN_CHAIN_NAME: &str = "KUBE-MAIN";
 pub const PRE_CHAIN_NAME: &str = "KUBE-PRE";
 pub const SERVICES_CHAIN_NAME: &str = "KUBE-SERVICES";
+pub const NODEPORTS_CHAIN_NAME: &str = "KUBE-NODEPORTS";
 
 /// The global Translations, in the order they should be pushed.
 ///
 /// Chain order: KUBE-MAIN is `[jump KUBE-PRE, jump KUBE-SERVICES]` so that return traffic is
 /// reverse-NATed before the service rules see it, and KUBE-PRE is
-/// `[rev_snat (continue), rev_dnat (accept)]`. Both chains belong to this Translation alone,
+/// `[rev_snat (continue), rev_dnat (accept)]`. KUBE-SERVICES and KUBE-NODEPORTS are filled by
+/// the Service and Node translators. KUBE-MAIN and KUBE-PRE belong to this Translation alone,
 /// so their rules carry explicit ascending positions and are pushed in chain order: each POST
 /// at position `n` finds the `n - 1` rules before it already in place.
 pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
@@ -36,6 +38,7 @@ pub fn global(cfg: &TranslatorConfig) -> Vec<DesiredTranslation> {
         Chain::named(main, tenant, MAIN_CHAIN_NAME).into(),
         Chain::named(pre, tenant, PRE_CHAIN_NAME).into(),
         Chain::named(services, tenant, SERVICES_CHAIN_NAME).into(),
+        Chain::named(nodeports_chain_id(cfg), tenant, NODEPORTS_CHAIN_NAME).into(),
         Rule::jump(main, sub_id(base, "Jump To Pre"), pre)
             .at(1)
             .into(),

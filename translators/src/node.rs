@@ -20,7 +20,8 @@ use crate::naming::{backend_name, NameKey, Part, NODE_INTERFACE_NAME};
 pub use crate::topology::NODE_KIND;
 use crate::topology::{
     cluster_router_id, default_tunnel_zone_id, edge_nodes_chain_id, main_chain_id, node_bridge_id,
-    node_local_nodeports_chain_id, nodeports_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
+    node_local_nodeports_chain_id, node_nodeports_chain_id, nodeports_chain_id, services_chain_id,
+    SNAT_PORT_FROM, SNAT_PORT_TO,
 };
 use crate::translate::{
     object_name, reason, DesiredTranslation, Translated, TranslatorConfig,
@@ -106,6 +107,7 @@ pub fn node(cfg: &TranslatorConfig, node: &Node) -> Translated {
     if let Some(s) = subnet {
         resources.extend(host_resources(cfg, &ids, s, &addresses));
     }
+    resources.extend(node_port_chains(cfg, name, &ids, &addresses));
     if cfg.edge.is_some() {
         resources.extend(edge_node_ports(cfg, name, &ids, &addresses));
     }
@@ -263,24 +265,22 @@ fn host_resources(
     resources
 }
 
-/// With an edge: what enters through an uplink to one of the node's addresses goes to the
-/// node ports, and is dropped there if no node port takes it (it would otherwise be routed
-/// back out the uplink). KUBE-EDGE-NODES jumps from each address to the node's own chain
-/// `KUBE-EDGE-NODE-<name>` = `[jump KUBE-NODEPORTS-LOCAL-<name>, jump KUBE-NODEPORTS,
-/// drop]`; the jumps match disjoint addresses, so their order in the shared chain is
-/// irrelevant: position 1. `KUBE-NODEPORTS-LOCAL-<name>` (this Translation's, empty) is
-/// where the Endpoints generations of `externalTrafficPolicy: Local` Services DNAT their
-/// node ports onto this node's endpoints; a Local Service has no jump in KUBE-NODEPORTS,
-/// so on a node without its endpoints its node port meets the drop. The node ports of all
-/// Services are disjoint, so the two jumps never compete; only the drop must come last, and
-/// explicit positions 1, 2, 3 keep it last even when a missing rule is re-created.
-fn edge_node_ports(
+/// The node ports at the node's addresses, wherever the traffic comes from (a pod, the
+/// node's host forwarding what reached its own interface, the edge): KUBE-SERVICES jumps
+/// from each address to `KUBE-NODE-NODEPORTS-<name>` = `[jump KUBE-NODEPORTS-LOCAL-<name>,
+/// jump KUBE-NODEPORTS]`, which returns what no node port takes (the node's other ports
+/// stay reachable). `KUBE-NODEPORTS-LOCAL-<name>` (this Translation's, empty) is where the
+/// Endpoints generations of `externalTrafficPolicy: Local` Services DNAT their node ports
+/// onto this node's endpoints; a Local Service has no jump in KUBE-NODEPORTS. Node ports
+/// are unique in the cluster, so the two jumps never compete, and the address jumps of all
+/// nodes match disjoint addresses: position 1.
+fn node_port_chains(
     cfg: &TranslatorConfig,
     name: &str,
     ids: &NodeIds,
     addresses: &BTreeSet<Ipv4Addr>,
 ) -> Vec<Resource> {
-    let chain = sub_id(ids.bridge, "Edge Node Chain");
+    let chain = node_nodeports_chain_id(cfg, name);
     let local = node_local_nodeports_chain_id(cfg, name);
     let tenant = cfg.tenant.as_str();
     let mut resources: Vec<Resource> = vec![
@@ -293,7 +293,7 @@ fn edge_node_ports(
         Chain::named(
             chain,
             tenant,
-            backend_name(format!("KUBE-EDGE-NODE-{name}")),
+            backend_name(format!("KUBE-NODE-NODEPORTS-{name}")),
         )
         .into(),
         Rule::jump(chain, sub_id(chain, "Jump To Local NodePorts"), local)
@@ -306,8 +306,52 @@ fn edge_node_ports(
         )
         .at(2)
         .into(),
+    ];
+    for ip in addresses {
+        resources.push(
+            Rule::jump(
+                services_chain_id(cfg),
+                sub_id(ids.bridge, &format!("NodePorts Jump/{ip}")),
+                chain,
+            )
+            .at(1)
+            .to_host(*ip)
+            .into(),
+        );
+    }
+    resources
+}
+
+/// With an edge: what enters through an uplink to one of the node's addresses goes to the
+/// node's node ports, and is dropped if none takes it (it would otherwise be routed back out
+/// the uplink). KUBE-EDGE-NODES jumps from each address to the node's own chain
+/// `KUBE-EDGE-NODE-<name>` = `[jump KUBE-NODE-NODEPORTS-<name>, drop]`; the jumps match
+/// disjoint addresses, so their order in the shared chain is irrelevant: position 1.
+fn edge_node_ports(
+    cfg: &TranslatorConfig,
+    name: &str,
+    ids: &NodeIds,
+    addresses: &BTreeSet<Ipv4Addr>,
+) -> Vec<Resource> {
+    let chain = sub_id(ids.bridge, "Edge Node Chain");
+    let mut resources: Vec<Resource> = vec![
+        Chain::named(
+            chain,
+            cfg.tenant.as_str(),
+            backend_name(format!("KUBE-EDGE-NODE-{name}")),
+        )
+        .into(),
+        // Not the ID of the earlier jump straight to KUBE-NODEPORTS: a rule's body cannot
+        // change under its ID.
+        Rule::jump(
+            chain,
+            sub_id(chain, "Jump To Node NodePorts"),
+            node_nodeports_chain_id(cfg, name),
+        )
+        .at(1)
+        .into(),
         Rule::new(chain, sub_id(chain, "Drop"), RuleType::Drop)
-            .at(3)
+            .at(2)
             .into(),
     ];
     for ip in addresses {

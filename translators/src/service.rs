@@ -2,8 +2,9 @@
 //! at (cluster IP, external IPs, load-balancer ingress IPs: [`service_ips`]), a jump to it
 //! from KUBE-SERVICES.
 //!
-//! With an edge (`--edge-config`), each port with a `nodePort` also gets a jump from
-//! KUBE-NODEPORTS (see [`crate::edge`]).
+//! Each port with a `nodePort` also gets a jump from KUBE-NODEPORTS, which the Nodes' chains
+//! jump to for their own addresses (see [`crate::node`]), but for
+//! `externalTrafficPolicy: Local` (see [`crate::endpoints`]).
 //!
 //! The chains are filled by the Endpoints translator (see [`crate::endpoints`]).
 
@@ -84,8 +85,8 @@ pub(crate) fn service_ips(
     out
 }
 
-/// With an edge: the jump from the port's `spec.ports[].nodePort` (any destination: the
-/// edge only jumps to KUBE-NODEPORTS for a node's address) to the port's chain. NodePort
+/// The jump from the port's `spec.ports[].nodePort` (any destination: only a Node's chain
+/// jumps to KUBE-NODEPORTS, for the Node's addresses) to the port's chain. NodePort
 /// and LoadBalancer Services have node ports; the apiserver allocates them unique in the
 /// cluster, so the jumps of all Services match disjoint traffic: position 1.
 ///
@@ -100,7 +101,6 @@ fn node_port_jump(
     port_key: &str,
     chain: uuid::Uuid,
 ) -> Option<Resource> {
-    cfg.edge.as_ref()?;
     if external_traffic_local(svc) {
         return None;
     }

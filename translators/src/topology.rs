@@ -70,8 +70,9 @@ pub fn edge_nodes_chain_id(cfg: &TranslatorConfig) -> Uuid {
     sub_id(main_chain_id(cfg), "Edge Nodes Chain")
 }
 
-/// ID of KUBE-NODEPORTS: each Service port with a node port adds a jump from that port to
-/// its `KUBE-SVC-…` chain.
+/// ID of KUBE-NODEPORTS (a global chain): each Service port with a node port adds a jump
+/// from that port to its `KUBE-SVC-…` chain; each Node's `KUBE-NODE-NODEPORTS-<name>` jumps
+/// to it for what is addressed to the Node.
 pub fn nodeports_chain_id(cfg: &TranslatorConfig) -> Uuid {
     sub_id(main_chain_id(cfg), "NodePorts Chain")
 }
@@ -86,12 +87,18 @@ pub fn node_bridge_id(cfg: &TranslatorConfig, node_name: &str) -> Uuid {
     id_for_key(cfg, NODE_KIND, node_name)
 }
 
-/// ID of a Node's `KUBE-NODEPORTS-LOCAL-<name>` chain (with an edge): the node ports of
-/// Services with `externalTrafficPolicy: Local`, each DNATed onto this node's own
-/// endpoints, filled by the Endpoints generations and jumped to from the Node's edge chain
-/// for what an outside client sent to the Node's addresses.
+/// ID of a Node's `KUBE-NODEPORTS-LOCAL-<name>` chain: the node ports of Services with
+/// `externalTrafficPolicy: Local`, each DNATed onto this node's own endpoints, filled by
+/// the Endpoints generations and jumped to from the Node's `KUBE-NODE-NODEPORTS-<name>`.
 pub fn node_local_nodeports_chain_id(cfg: &TranslatorConfig, node_name: &str) -> Uuid {
     sub_id(node_bridge_id(cfg, node_name), "Local NodePorts Chain")
+}
+
+/// ID of a Node's `KUBE-NODE-NODEPORTS-<name>` chain, jumped to from KUBE-SERVICES (and,
+/// with an edge, from the Node's edge chain) for what is addressed to the Node's own
+/// addresses: `[jump KUBE-NODEPORTS-LOCAL-<name>, jump KUBE-NODEPORTS]`.
+pub fn node_nodeports_chain_id(cfg: &TranslatorConfig, node_name: &str) -> Uuid {
+    sub_id(node_bridge_id(cfg, node_name), "NodePorts Chain")
 }
 
 /// ID of a Pod's bridge port, from its `namespace/name` key.
