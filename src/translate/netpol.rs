@@ -24,7 +24,8 @@
 //! deleted (or after [`PRUNE_GRACE`]): until then a rule of an old generation may still
 //! name it, and the rules go before the group they match on.
 //!
-//! A policy's own Translation reads the cluster only for named ports, so it is re-translated
+//! A policy's own Translation reads the cluster only for named ports (a policy without one
+//! is translated without reading the pods at all), so it is re-translated
 //!
 //! - when the policy changes (and on every resync);
 //! - on a Pod change: the policies of the pod's namespace with a named port in an ingress
@@ -86,6 +87,12 @@ fn has_named_port(np: &NetworkPolicy, ingress: bool) -> bool {
     ports
         .iter()
         .any(|p| matches!(p.port, Some(IntOrString::String(_))))
+}
+
+/// Whether the policy's own Translation reads the cluster: only to resolve a named port
+/// (`midonet_translators::network_policy`); the groups are the group pass's.
+fn reads_pods(np: &NetworkPolicy) -> bool {
+    has_named_port(np, true) || has_named_port(np, false)
 }
 
 /// The policies whose own Translation a change of a pod in `namespace` can change: only
@@ -150,12 +157,15 @@ async fn reconcile(np: Arc<NetworkPolicy>, ctx: Arc<PolicyContext>) -> Result<Ac
         .reconcile_duration
         .with_label_values(&[NAME])
         .start_timer();
-    let pods = ctx.pods.state();
-    let namespaces = ctx.namespaces.state();
-    let cluster = PolicyCluster::new(
-        namespaces.iter().map(|n| &**n),
-        pods.iter().map(|p| p.to_pod()),
-    );
+    // Only named ports read the pods: reading every pod for each policy would make a
+    // burst of policies quadratic in the cluster's size.
+    let cluster = match reads_pods(&np) {
+        true => PolicyCluster::new(
+            ctx.namespaces.state().iter().map(|n| &**n),
+            ctx.pods.state().iter().map(|p| p.to_pod()),
+        ),
+        false => PolicyCluster::default(),
+    };
     let translated = midonet_translators::network_policy(&ctx.shared.config, &np, &cluster);
     let oref = np.object_ref(&());
     let action =
@@ -508,6 +518,9 @@ mod tests {
                    "egress": [{"ports": [{"port": "dns", "protocol": "UDP"}]}]}),
         );
         let all = vec![plain, ingress_named, ingress_named_elsewhere, egress_named];
+        // Only those read the pods at all.
+        let read: Vec<bool> = all.iter().map(|p| reads_pods(p)).collect();
+        assert_eq!(read, [false, true, true, true]);
         let hit: Vec<String> = affected(&all, "x")
             .into_iter()
             .map(|r| r.namespace.unwrap_or_default())
