@@ -4,19 +4,23 @@
 //! the flow probe (`midonet_testkit::probe`) judges a fixed sample of flows on the
 //! simulator's live store, from [`PROBE_LEAD`] before the controllers start, and reports
 //! each flow's interruptions. The backend requests are set against the bump's floor
-//! ([`bump_floor`]).
+//! ([`bump_floor`]). With the edge, the new version builds a second edge beside the first
+//! and the uplinks' bindings are handed over as the pods' are; `check` after the bump
+//! (outside flows included) shows the new version serves what the old one did. `plan`,
+//! computed just before the bump with the same settings, is set against what it did.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use midonet_kube_controllers::netcheck::cli::load_cluster;
+use midonet_kube_controllers::netcheck::cli::{load_cluster, Checked};
+use midonet_kube_controllers::plancmd::Plan;
 use midonet_sim::admin::{RequestCounts, StateDump};
 use midonet_testkit::probe::{self, ProbeReport, SampleSize};
 use midonet_translators::Resource;
 use serde_json::{json, Value};
 
-use crate::controllers::Controllers;
 use crate::converge::wait_converged;
+use crate::initial;
 use crate::report::{row, secs, Row};
 use crate::tracker::{ReadyTracker, Want};
 use crate::{Bench, Res};
@@ -63,6 +67,17 @@ pub struct Bump {
     pub breakdown: RequestCounts,
     pub probe: ProbeReport,
     pub sample: SampleSize,
+    /// `check` on the converged new version (with the edge, its outside flows too).
+    pub checked: Checked,
+    /// What `plan` said the bump would do, read just before it.
+    pub plan: Plan,
+}
+
+/// `plan` for the bump, in-process (what the `plan` subcommand computes), with the
+/// settings the bump runs with.
+async fn plan(bench: &Bench) -> Res<Plan> {
+    let cfg = initial::run_config(bench, &["--translation-version", BUMP_VERSION])?;
+    Ok(midonet_kube_controllers::plancmd::cli::compute(&cfg, 100.0).await?)
 }
 
 /// The probe's sample size from the command line.
@@ -79,6 +94,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     eprintln!("bench: translation version bump");
     let admin = &bench.admin;
     let floor_requests = bump_floor(&admin.state().await?)?;
+    let plan = plan(bench).await?;
     let cluster = load_cluster(&bench.client).await?;
     let sample = sample_size(bench);
     let flows = probe::select_flows(&cluster, sample);
@@ -102,7 +118,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
         "--verify-period",
         "0",
     ];
-    let ctl = Controllers::spawn(&bench.kubeconfig, &bench.api_url, &args)?;
+    let ctl = bench.spawn_controllers(&args)?;
     let want = Want {
         count: translations,
         stale_version: Some(midonet_translators::TRANSLATION_VERSION),
@@ -114,7 +130,12 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     let (backend_requests, _, _) = bench.backend_counts().await?;
     let breakdown = admin.requests().await?;
     ctl.stop().await?;
+    eprintln!("bench: check after the bump");
+    let checked = initial::check(bench).await?;
+    initial::report_failures(&checked);
     Ok(Bump {
+        checked,
+        plan,
         time,
         backend_requests,
         floor_requests,
@@ -165,7 +186,44 @@ impl Bump {
                 ),
                 "max <= 1 s",
             ),
+            row(
+                "version bump: POST/PUT/DELETE planned, done",
+                self.planned_and_done(),
+                "equal",
+            ),
+            row(
+                "version bump: interfaces rebound (planned)",
+                self.rebinds(),
+                "-",
+            ),
+            row(
+                "check after the bump (as the check above)",
+                initial::check_value(&self.checked),
+                "0 failed",
+            ),
         ]
+    }
+
+    /// `plan`'s requests and the bump's, by method.
+    fn planned_and_done(&self) -> String {
+        let (p, b) = (&self.plan.backend, &self.breakdown);
+        format!(
+            "{}/{}/{}, {}/{}/{}",
+            p.creates,
+            p.updates,
+            p.deletes,
+            b.of_method("POST"),
+            b.of_method("PUT"),
+            b.of_method("DELETE")
+        )
+    }
+
+    /// The interfaces `plan` says the bump binds to new ports, by the kind of Translation
+    /// (the edge's uplinks are `midonet-global`'s).
+    fn rebinds(&self) -> String {
+        let r = &self.plan.rebinds;
+        let by_kind: Vec<String> = r.by_kind.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!("{} ({})", r.total, by_kind.join(", "))
     }
 
     pub fn json(&self) -> Res<Value> {
@@ -183,6 +241,10 @@ impl Bump {
             "floorRequests": self.floor_requests,
             "byMethod": b.by_method, "byStatus": b.by_status, "byKind": b.by_kind,
             "probe": probe,
+            "plan": {"backend": self.plan.backend, "rebinds": self.plan.rebinds},
+            "check": {"flows": self.checked.report.flows_checked,
+                      "failed": self.checked.report.failures.len(),
+                      "byKind": self.checked.report.by_kind},
         }}))
     }
 }

@@ -1,5 +1,5 @@
-//! The benchmark's command line: the scale of the scenario, which phases run, and where the
-//! JSON and the apiserver's profiles go. Every default is the scale S run of
+//! The benchmark's command line: the scale of the scenario, its edge, which phases run, and
+//! where the JSON and the apiserver's profiles go. Every default is the scale S run of
 //! `docs/benchmark.md`.
 
 use std::path::PathBuf;
@@ -23,6 +23,15 @@ pub struct Args {
     /// memory variant the target is set on (`docs/benchmark.md`).
     #[arg(long, default_value_t = 2)]
     pub pods_with_mac_every: usize,
+    /// Run without the edge: no `--edge-config`, no LoadBalancer pool nor `lbipam`, every
+    /// Service ClusterIP (the scenario of the figures measured before the edge).
+    #[arg(long)]
+    pub no_edge: bool,
+    /// Of every N Services, one is NodePort and one LoadBalancer, half of each with
+    /// `externalTrafficPolicy: Local` (`Scenario::service_type`; at least 2). Without the
+    /// edge every Service is ClusterIP.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(2..))]
+    pub edge_services_every: u64,
     /// Pods deleted and as many created in the churn phase (capped at --pods).
     #[arg(long, default_value_t = 500)]
     pub churn: usize,

@@ -1,7 +1,7 @@
 //! The controllers under test, as a child process: the binary of the bench's own build
-//! profile beside the bench's (`target/<profile>/midonet-kube-controllers`), with every
-//! controller the scenario needs, no leader election, and its metrics on a free loopback
-//! port. Its stderr is appended to `$TMPDIR/midonet-kube-bench-<pid>-controllers.log`.
+//! profile beside the bench's (`target/<profile>/midonet-kube-controllers`), with the
+//! arguments the caller gives (which controllers, the edge: `Bench::spawn_controllers`), no
+//! leader election, and its metrics on a free loopback port. Its stderr is appended to `$TMPDIR/midonet-kube-bench-<pid>-controllers.log`.
 //!
 //! What the bench reads of it: `/readyz`, counters of `/metrics`, and its CPU time and RSS
 //! from `/proc`.
@@ -29,7 +29,7 @@ fn free_port() -> Res<u16> {
 impl Controllers {
     /// Runs the controllers against `kubeconfig` and the simulator at `api_url`, with
     /// `extra` arguments.
-    pub fn spawn(kubeconfig: &Path, api_url: &str, extra: &[&str]) -> Res<Controllers> {
+    pub fn spawn(kubeconfig: &Path, api_url: &str, extra: &[String]) -> Res<Controllers> {
         let exe = std::env::current_exe()?.with_file_name("midonet-kube-controllers");
         let metrics_port = free_port()?;
         let log = std::env::temp_dir().join(format!(
@@ -47,10 +47,6 @@ impl Controllers {
             .args([
                 "--log-level",
                 &std::env::var("MIDONETKUBE_LOG_LEVEL").unwrap_or_else(|_| "warn".into()),
-            ])
-            .args([
-                "--controllers",
-                "node,pod,service,endpoints,networkpolicy,pusher",
             ])
             .args(extra)
             .stdin(Stdio::null())

@@ -72,6 +72,12 @@ pub async fn wait_converged(
 fn unconverged(now: &Snapshot, want: &Want) -> Option<String> {
     Some(if now.count < want.count {
         format!("{} Translations, want at least {}", now.count, want.count)
+    } else if now.expected_paths.len() < want.paths {
+        format!(
+            "{} backend paths asked for, want at least {}",
+            now.expected_paths.len(),
+            want.paths
+        )
     } else if now.missing > 0 {
         format!("{} of the phase's new Translations missing", now.missing)
     } else if now.left > 0 {
@@ -156,10 +162,11 @@ pub async fn wait_converged_unwatched(
     client: &Client,
     admin: &AdminClient,
     ctl: &Controllers,
-    count: usize,
+    want: &Want<'_>,
     since: Instant,
     mut profile: Option<ApiserverProfile>,
 ) -> Res<UnwatchedSync> {
+    let count = want.count;
     let waited = Waited {
         what: "initial sync",
         since,
@@ -186,7 +193,7 @@ pub async fn wait_converged_unwatched(
                     profile.finish().await?;
                 }
                 lists += 1;
-                match confirmed_by_list(client, admin, ctl, count, &poll).await? {
+                match confirmed_by_list(client, admin, ctl, want, &poll).await? {
                     Ok(c) => {
                         return Ok(UnwatchedSync {
                             done_by: c.done.saturating_duration_since(since),
@@ -228,7 +235,7 @@ struct Confirmed {
     confirming_list: Duration,
 }
 
-/// After `poll` read at least `count` pushes: a LIST of the Translations and the
+/// After `poll` read at least `want.count` pushes: a LIST of the Translations and the
 /// simulator's state confirm the sync, or say why not (with when the LIST started).
 ///
 /// If they confirm, and the count is still what that poll read and equals the
@@ -239,16 +246,14 @@ async fn confirmed_by_list(
     client: &Client,
     admin: &AdminClient,
     ctl: &Controllers,
-    count: usize,
+    want: &Want<'_>,
     poll: &Poll,
 ) -> Res<Result<Confirmed, (Instant, String)>> {
     let listing = Instant::now();
     let now = tracker::list_snapshot(client).await?;
     let listed = Instant::now();
-    let why = if now.count < count {
-        format!("{} Translations, want at least {count}", now.count)
-    } else if now.not_ready > 0 {
-        format!("{} Translations not Ready", now.not_ready)
+    let why = if let Some(why) = unconverged(&now, want) {
+        why
     } else {
         let actual = admin.state().await?.translation_paths();
         if actual == now.expected_paths {

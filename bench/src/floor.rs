@@ -25,6 +25,7 @@ use midonet_translators::{DesiredTranslation, Resource, TranslatorConfig};
 
 use crate::controlplane::apiserver_and_bench_cpu;
 use crate::costs;
+use crate::edge::{BenchEdge, Share};
 use crate::objects::{each_concurrent, Objects};
 use crate::profile::ApiserverProfile;
 use crate::tracker::{Key, ReadyTracker, Timeline};
@@ -38,9 +39,12 @@ pub struct Owned {
 }
 
 /// Every Translation the controllers are to write for the scenario's objects, with its
-/// owner. The controllers also translate the apiserver's own `default/kubernetes` Service
-/// (its Endpoints exist only if the apiserver's endpoint reconciler made them).
-pub async fn wanted(bench: &Bench, objects: &Objects) -> Res<Vec<Owned>> {
+/// owner; with the edge, also those of the same objects without it (every Service
+/// ClusterIP, no edge: [`crate::edge::Share`]). The controllers also translate the
+/// apiserver's own `default/kubernetes` Service (its Endpoints exist only if the
+/// apiserver's endpoint reconciler made them). With the edge, the LoadBalancer Services
+/// are translated with the addresses the IPAM is to give ([`BenchEdge::with_ingress`]).
+pub async fn wanted(bench: &Bench, objects: &Objects) -> Res<(Vec<Owned>, Option<Share>)> {
     let client = &bench.client;
     let mut services = objects.services.clone();
     services.extend(
@@ -54,12 +58,25 @@ pub async fn wanted(bench: &Bench, objects: &Objects) -> Res<Vec<Owned>> {
             .get_opt("kubernetes")
             .await?,
     );
-    Ok(translate_all(
+    let Some(edge) = &bench.edge else {
+        let cfg = TranslatorConfig::default();
+        let all = translate_all(&cfg, &objects.nodes, &objects.pods, &services, &endpoints);
+        return Ok((all, None));
+    };
+    let cfg = edge.translator_config();
+    let with_ingress = BenchEdge::with_ingress(&services)?;
+    let all = translate_all(
+        &cfg,
         &objects.nodes,
         &objects.pods,
-        &services,
+        &with_ingress,
         &endpoints,
-    ))
+    );
+    let plain = Share::plain_services(&services);
+    let cfg = TranslatorConfig::default();
+    let without = translate_all(&cfg, &objects.nodes, &objects.pods, &plain, &endpoints);
+    let share = Share::of(&all, &without);
+    Ok((all, Some(share)))
 }
 
 /// `translations` of `obj`, each with `obj`'s owner reference.
@@ -82,21 +99,22 @@ fn key_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> 
     )
 }
 
-/// Every Translation the controllers are to write for these objects, with its owner.
+/// Every Translation the controllers are to write for these objects with `cfg`, with its
+/// owner.
 pub fn translate_all(
+    cfg: &TranslatorConfig,
     nodes: &[Node],
     pods: &[Pod],
     services: &[Service],
     endpoints: &[Endpoints],
 ) -> Vec<Owned> {
-    let cfg = TranslatorConfig::default();
     let by_name: BTreeMap<String, &Node> = nodes
         .iter()
         .filter_map(|n| n.metadata.name.clone().map(|k| (k, n)))
         .collect();
     let svc_by_key: BTreeMap<Key, &Service> =
         services.iter().map(|s| (key_of(&s.metadata), s)).collect();
-    let mut out: Vec<Owned> = midonet_translators::global(&cfg)
+    let mut out: Vec<Owned> = midonet_translators::global(cfg)
         .into_iter()
         .map(|translation| Owned {
             owner: None,
@@ -104,7 +122,7 @@ pub fn translate_all(
         })
         .collect();
     for n in nodes {
-        out.extend(owned_by(n, midonet_translators::node(&cfg, n).translations));
+        out.extend(owned_by(n, midonet_translators::node(cfg, n).translations));
     }
     for p in pods {
         let node = p
@@ -112,25 +130,25 @@ pub fn translate_all(
             .as_ref()
             .and_then(|s| s.node_name.as_ref())
             .and_then(|n| by_name.get(n).copied());
-        let translated = midonet_translators::pod(&cfg, p, node);
+        let translated = midonet_translators::pod(cfg, p, node);
         out.extend(owned_by(p, translated.translations));
     }
     for s in services {
-        let translated = midonet_translators::service(&cfg, s);
+        let translated = midonet_translators::service(cfg, s);
         out.extend(owned_by(s, translated.translations));
     }
     for e in endpoints {
         let service = svc_by_key.get(&key_of(&e.metadata)).copied();
-        let translated = midonet_translators::endpoints(&cfg, e, service);
+        let translated = midonet_translators::endpoints(cfg, e, service);
         out.extend(owned_by(e, translated.translations));
     }
     out
 }
 
 /// The namespaces and names of the Translations the controllers are to write for these
-/// pods.
+/// pods (which the edge does not change).
 pub fn translation_keys(nodes: &[Node], pods: &[Pod]) -> BTreeSet<Key> {
-    translate_all(nodes, pods, &[], &[])
+    translate_all(&TranslatorConfig::default(), nodes, pods, &[], &[])
         .into_iter()
         .filter(|o| o.owner.as_ref().is_some_and(|r| r.kind == "Pod"))
         .map(|o| (o.translation.namespace, o.translation.name))

@@ -6,10 +6,12 @@
 //! (`costs.rs`). [`Initial`] turns it all into the table's rows and the JSON.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use k8s_openapi::api::core::v1::Service;
+use midonet_dataplane::FlowKind;
+use midonet_kube_controllers::config::Config;
 use midonet_kube_controllers::netcheck::cli::Checked;
 use midonet_translators::DesiredTranslation;
 use serde_json::{json, Value};
@@ -19,6 +21,7 @@ use crate::controllers::Controllers;
 use crate::controlplane::{apiserver_and_bench_cpu, apiserver_cpu, cpu_time};
 use crate::converge::{wait_converged, wait_converged_unwatched, UnwatchedSync};
 use crate::costs::{self, RequestCosts};
+use crate::edge::{load_balancers_addressed, Share};
 use crate::etcd::{self, Stored};
 use crate::floor::{Floors, Owned};
 use crate::memory::{self, CacheContent};
@@ -66,9 +69,13 @@ pub struct Sync {
     /// The bench's Translation watch, kept for the later phases (none with
     /// `--unwatched-sync`).
     pub tracker: Option<ReadyTracker>,
-    /// Backend resources the Translations ask for, and the backend requests of the sync.
+    /// Backend resources the Translations ask for, and the backend requests of the sync
+    /// (logins excluded), also by MidoNet kind and method.
     pub resources: usize,
     pub backend_requests: u64,
+    pub backend_by_kind: BTreeMap<String, BTreeMap<String, u64>>,
+    /// The LoadBalancer Services once converged, and how many of them hold an address.
+    pub load_balancers: (usize, usize),
     /// The apiserver's and the bench's CPU time over the sync.
     pub apiserver_cpu: Duration,
     pub bench_cpu: Duration,
@@ -78,8 +85,10 @@ pub struct Sync {
 }
 
 /// Starts the controllers on the converged objects and an empty backend; returns the
-/// sync, measured, with the controllers stopped.
-pub async fn sync(bench: &Bench, translations: usize) -> Res<Sync> {
+/// sync, measured, with the controllers stopped. Converged: at least `want.count`
+/// Translations asking for at least `want.paths` backend resources, all Ready, the
+/// backend exactly theirs.
+pub async fn sync(bench: &Bench, want: &Want<'_>) -> Res<Sync> {
     eprintln!("bench: initial convergence");
     let client = &bench.client;
     let tracker = (!bench.args.unwatched_sync).then(|| ReadyTracker::start(client));
@@ -90,11 +99,15 @@ pub async fn sync(bench: &Bench, translations: usize) -> Res<Sync> {
     let (cpu0, bench_cpu0) = apiserver_and_bench_cpu()?;
     let profile = bench.profile("sync");
     let since = Instant::now();
-    let ctl = Controllers::spawn(&bench.kubeconfig, &bench.api_url, &[])?;
+    let ctl = bench.spawn_controllers(&[])?;
     let (time, timeline, unwatched) =
-        timed_sync(bench, &ctl, tracker.as_ref(), translations, since, profile).await?;
+        timed_sync(bench, &ctl, tracker.as_ref(), want, since, profile).await?;
     let resources = bench.admin.state().await?.translation_paths().len();
     let (backend_requests, _, _) = bench.backend_counts().await?;
+    let backend_by_kind = bench.admin.requests().await?.by_kind;
+    let services = kube::Api::<Service>::all(client.clone());
+    let listed = services.list(&Default::default()).await?;
+    let load_balancers = load_balancers_addressed(&listed.items);
     let (cpu1, bench_cpu1) = match &unwatched {
         Some(u) => (u.apiserver_cpu, u.bench_cpu),
         None => apiserver_and_bench_cpu()?,
@@ -109,6 +122,8 @@ pub async fn sync(bench: &Bench, translations: usize) -> Res<Sync> {
         tracker,
         resources,
         backend_requests,
+        backend_by_kind,
+        load_balancers,
         apiserver_cpu: cpu1 - cpu0,
         bench_cpu: bench_cpu1 - bench_cpu0,
         apiserver_requests,
@@ -121,18 +136,14 @@ async fn timed_sync(
     bench: &Bench,
     ctl: &Controllers,
     tracker: Option<&ReadyTracker>,
-    translations: usize,
+    want: &Want<'_>,
     since: Instant,
     profile: Option<ApiserverProfile>,
 ) -> Res<(Duration, Timeline, Option<UnwatchedSync>)> {
     let admin = &bench.admin;
     match tracker {
         Some(tracker) => {
-            let want = Want {
-                count: translations,
-                ..Want::default()
-            };
-            let time = wait_converged(tracker, admin, &want, since, "initial sync").await?;
+            let time = wait_converged(tracker, admin, want, since, "initial sync").await?;
             if let Some(profile) = profile {
                 profile.finish().await?;
             }
@@ -140,8 +151,7 @@ async fn timed_sync(
         }
         None => {
             let client = &bench.client;
-            let u =
-                wait_converged_unwatched(client, admin, ctl, translations, since, profile).await?;
+            let u = wait_converged_unwatched(client, admin, ctl, want, since, profile).await?;
             Ok((u.done_by, Timeline::default(), Some(u)))
         }
     }
@@ -153,20 +163,57 @@ struct CheckCli {
     run: midonet_kube_controllers::config::RunArgs,
 }
 
+/// The settings `run` would take on the bench's cluster and simulator (with its edge),
+/// with `extra` arguments: what `check` and `plan` read.
+pub fn run_config(bench: &Bench, extra: &[&str]) -> Res<Config> {
+    let kubeconfig = bench.kubeconfig.display().to_string();
+    let mut args = vec![
+        "check".to_string(),
+        "--kubeconfig".into(),
+        kubeconfig,
+        "--midonet-api".into(),
+        bench.api_url.clone(),
+    ];
+    args.extend(bench.edge.iter().flat_map(|e| e.check_args()));
+    args.extend(extra.iter().map(|a| a.to_string()));
+    Ok(CheckCli::try_parse_from(args)?.run.validate()?)
+}
+
 /// `check` over the cluster and the simulator, in-process: what the `check` subcommand
-/// runs.
-async fn check(kubeconfig: &Path, api_url: &str) -> Res<Checked> {
-    let kubeconfig = kubeconfig.display().to_string();
-    let cfg = CheckCli::try_parse_from([
-        "check",
-        "--kubeconfig",
-        &kubeconfig,
-        "--midonet-api",
-        api_url,
-    ])?
-    .run
-    .validate()?;
+/// runs; with the edge's settings, the outside flows too.
+pub async fn check(bench: &Bench) -> Res<Checked> {
+    let cfg = run_config(bench, &[])?;
     Ok(midonet_kube_controllers::netcheck::cli::check_system(&cfg, &mut |_, _| {}).await?)
+}
+
+/// Says on stderr how many flows `check` found failing, and the first.
+pub fn report_failures(checked: &Checked) {
+    if let Some(f) = checked.report.failures.first() {
+        eprintln!(
+            "bench: check found {} failing flow(s), e.g. {:?}",
+            checked.report.failures.len(),
+            (&f.from, &f.to, &f.problem)
+        );
+    }
+}
+
+/// The `check` row's value: flows (failed), of them from and to the outside; evaluation
+/// and read times.
+pub fn check_value(checked: &Checked) -> String {
+    let report = &checked.report;
+    let outside: usize = [FlowKind::OutsideToService, FlowKind::PodToOutside]
+        .iter()
+        .filter_map(|k| report.by_kind.get(k))
+        .map(|t| t.checked)
+        .sum();
+    format!(
+        "{} ({}), outside {} / {} / {}",
+        report.flows_checked,
+        report.failures.len(),
+        outside,
+        secs(checked.evaluated),
+        secs(checked.read)
+    )
 }
 
 /// What the converged state holds and costs, read with the controllers stopped.
@@ -183,14 +230,8 @@ pub async fn after_sync(bench: &Bench, wanted: &[Owned]) -> Res<AfterSync> {
     let cached = memory::read(&bench.client).await?;
     let stored = etcd::translations(&bench.etcd).await?;
     eprintln!("bench: check");
-    let checked = check(&bench.kubeconfig, &bench.api_url).await?;
-    if let Some(f) = checked.report.failures.first() {
-        eprintln!(
-            "bench: check found {} failing flow(s), e.g. {:?}",
-            checked.report.failures.len(),
-            (&f.from, &f.to, &f.problem)
-        );
-    }
+    let checked = check(bench).await?;
+    report_failures(&checked);
     tokio::time::sleep(SETTLE).await;
     eprintln!("bench: measuring the apiserver's cost per request");
     let all: Vec<&DesiredTranslation> = wanted.iter().map(|o| &o.translation).collect();
@@ -206,6 +247,8 @@ pub async fn after_sync(bench: &Bench, wanted: &[Owned]) -> Res<AfterSync> {
 /// Everything the initial phases measured.
 pub struct Initial<'a> {
     pub translations: usize,
+    /// With the edge: what it and its Services add to the Translations.
+    pub share: Option<&'a Share>,
     pub create_time: Duration,
     pub floors: &'a Floors,
     pub sync: &'a Sync,
@@ -246,6 +289,7 @@ impl Initial<'_> {
     /// The table's rows, in order.
     pub fn rows(&self, bench: &Bench) -> Vec<Row> {
         let mut rows = self.convergence_rows();
+        rows.extend(self.edge_rows());
         rows.extend(self.apiserver_rows());
         rows.extend(self.controllers_rows());
         let args = &bench.args;
@@ -293,6 +337,26 @@ impl Initial<'_> {
                 "initial convergence: timeline",
                 sync.timeline.describe(),
                 "-",
+            ),
+        ]
+    }
+
+    /// With the edge: what it adds, and the LoadBalancer Services' addresses.
+    fn edge_rows(&self) -> Vec<Row> {
+        let Some(share) = self.share else {
+            return Vec::new();
+        };
+        let (lbs, addressed) = self.sync.load_balancers;
+        vec![
+            row(
+                "edge share: Translations / resources added",
+                share.describe(),
+                "-",
+            ),
+            row(
+                "LoadBalancer Services given an address (sync)",
+                format!("{addressed} of {lbs}"),
+                "all",
             ),
         ]
     }
@@ -357,7 +421,6 @@ impl Initial<'_> {
 
     fn controllers_rows(&self) -> Vec<Row> {
         let ctl = &self.sync.controllers;
-        let report = &self.after.checked.report;
         let reconciles = ctl.pusher_reconciles.iter().filter(|(_, n)| **n > 0.0);
         let reconciles: Vec<String> = reconciles.map(|(r, n)| format!("{r} {n}")).collect();
         let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
@@ -393,14 +456,8 @@ impl Initial<'_> {
                 "-",
             ),
             row(
-                "check: flows (failed) / evaluation / read",
-                format!(
-                    "{} ({}) / {} / {}",
-                    report.flows_checked,
-                    report.failures.len(),
-                    secs(self.after.checked.evaluated),
-                    secs(self.after.checked.read)
-                ),
+                "check: flows (failed), outside / eval / read",
+                check_value(&self.after.checked),
                 "0 failed",
             ),
         ]
@@ -429,6 +486,11 @@ impl Initial<'_> {
                 "floorWithStatusTimeline": floors.status.timeline,
                 "initialTimeline": sync.timeline,
                 "initialRequests": sync.backend_requests,
+                "initialRequestsByKind": sync.backend_by_kind,
+                "edge": self.share.map(|s| json!({
+                    "share": s, "added": s.added(),
+                    "loadBalancers": sync.load_balancers.0,
+                    "loadBalancersAddressed": sync.load_balancers.1})),
                 "requestsPerResource": self.per_resource(),
                 "peakRssKiB": ctl.peak_rss_kib,
                 "rssAfterSyncKiB": ctl.rss_kib,

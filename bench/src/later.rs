@@ -42,11 +42,7 @@ pub struct Restart {
 pub async fn restart(bench: &Bench, translations: usize) -> Res<(Controllers, Restart)> {
     eprintln!("bench: restart in sync");
     bench.admin.reset_requests().await?;
-    let ctl = Controllers::spawn(
-        &bench.kubeconfig,
-        &bench.api_url,
-        &["--resync-period", "20s"],
-    )?;
+    let ctl = bench.spawn_controllers(&["--resync-period", "20s"])?;
     // A /readyz that never turns 200 is reported, and the phase measured after the timeout.
     let ready = match ctl.wait_ready(ready_timeout(translations)).await {
         Ok(d) => format!("{:.2} s", d.as_secs_f64()),

@@ -10,7 +10,8 @@
 //! the initial sync and what it leaves (`initial`), the floors again (`floors_after`);
 //! then, unless `--only-initial`, a restart, a resync, a churn (`later`), the
 //! network-readiness latency under churn (`readiness`), NetworkPolicies (`later`) and
-//! the version bump under the flow probe (`bump`). The table and the JSON: `report`.
+//! the version bump under the flow probe (`bump`). The table and the JSON: `report`. The
+//! scenario has an edge, NodePort and LoadBalancer Services unless `--no-edge` (`edge`).
 
 use std::error::Error;
 use std::path::PathBuf;
@@ -34,6 +35,7 @@ mod controllers;
 mod controlplane;
 mod converge;
 mod costs;
+mod edge;
 mod etcd;
 mod firstflow;
 mod floor;
@@ -72,11 +74,14 @@ pub struct Bench {
     pub api_url: String,
     /// The client URL of the control plane's etcd.
     pub etcd: String,
+    /// The edge the controllers run with (none with `--no-edge`).
+    pub edge: Option<edge::BenchEdge>,
 }
 
 impl Bench {
     /// Starts the control plane (with the Translation CRD) and the simulator with a host
-    /// per node of the scenario.
+    /// per node of the scenario and, with the edge, per gateway; writes the edge's
+    /// settings.
     async fn start(args: Args) -> Res<Bench> {
         eprintln!("bench: starting the control plane");
         let kubeconfig = controlplane::start()?;
@@ -93,8 +98,14 @@ impl Bench {
             },
         );
         scenario.pod_mac_every = args.pods_with_mac_every;
+        let edge = (!args.no_edge).then(edge::BenchEdge::write).transpose()?;
+        if edge.is_some() {
+            scenario.edge_services_every = usize::try_from(args.edge_services_every)?;
+        }
+        let mut hosts = scenario.hosts.clone();
+        hosts.extend(edge.iter().flat_map(|e| e.gateways.iter().cloned()));
         let sim = sim::start(SimConfig {
-            hosts: scenario.hosts.clone(),
+            hosts,
             faults: Faults {
                 latency_ms: 1,
                 ..Faults::default()
@@ -113,7 +124,16 @@ impl Bench {
             sim,
             admin,
             api_url,
+            edge,
         })
+    }
+
+    /// Runs the controllers the scenario needs (with its edge, if any), with `extra`
+    /// arguments.
+    fn spawn_controllers(&self, extra: &[&str]) -> Res<controllers::Controllers> {
+        let mut args = edge::controller_args(self.edge.as_ref());
+        args.extend(extra.iter().map(|a| a.to_string()));
+        controllers::Controllers::spawn(&self.kubeconfig, &self.api_url, &args)
     }
 
     /// An apiserver profile of the phase `name`, if `--apiserver-profile` asks for them.
@@ -137,12 +157,20 @@ async fn run(args: Args) -> Res<()> {
     let bench = Bench::start(args).await?;
     eprintln!("bench: creating objects");
     let objects = objects::create(&bench).await?;
-    let wanted = floor::wanted(&bench, &objects).await?;
+    let (wanted, share) = floor::wanted(&bench, &objects).await?;
     let floors = floor::before_sync(&bench, &wanted).await?;
-    let sync = initial::sync(&bench, wanted.len()).await?;
+    let want = tracker::Want {
+        count: wanted.len(),
+        paths: edge::count_by_kind(&wanted)
+            .get("all")
+            .map_or(0, |c| c.resources),
+        ..tracker::Want::default()
+    };
+    let sync = initial::sync(&bench, &want).await?;
     let after = initial::after_sync(&bench, &wanted).await?;
     let initial = initial::Initial {
         translations: wanted.len(),
+        share: share.as_ref(),
         create_time: objects.create_time,
         floors: &floors,
         sync: &sync,
@@ -173,6 +201,9 @@ async fn run(args: Args) -> Res<()> {
         result["scale"]["churn"] = json!(bench.args.churn.min(bench.args.pods));
     }
     report::print(&bench.args, &rows, &result)?;
+    if let Some(e) = &bench.edge {
+        std::fs::remove_file(&e.file)?;
+    }
     bench.sim.shutdown().await;
     Ok(())
 }

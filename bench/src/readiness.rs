@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{EndpointAddress, Endpoints, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
 use midonet_dataplane::{Attachment, Cluster, Probe, Protocol, SocketV4};
@@ -349,10 +349,7 @@ impl Churner<'_> {
         for subset in object.subsets.iter_mut().flatten() {
             subset.addresses = Some(
                 ips.iter()
-                    .map(|ip| EndpointAddress {
-                        ip: ip.to_string(),
-                        ..EndpointAddress::default()
-                    })
+                    .map(|ip| scenario.endpoint_address(*ip))
                     .collect(),
             );
         }

@@ -78,6 +78,10 @@ pub struct Want<'a> {
     /// At least this many Translations: the controllers may write a few the bench does not
     /// compute (e.g. globals), so this is a lower bound.
     pub count: usize,
+    /// At least this many backend item paths asked for: an initial sync is not over while a
+    /// Translation still lacks what a later input adds to it (a LoadBalancer Service's
+    /// address, which the IPAM writes during the sync).
+    pub paths: usize,
     /// None of this version left: a version bump's old Translations gone.
     pub stale_version: Option<&'a str>,
     /// These present: the phase's new objects translated. Without them a phase that

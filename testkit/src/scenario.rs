@@ -1,15 +1,18 @@
 //! Sample cluster objects at scale, for the benchmark (`bench/`) and the load and
 //! chaos tests: Nodes with their host-id and tunnel-endpoint annotations preset (so no
-//! nodeannotator is needed), Pods spread over the Nodes, ClusterIP Services with their
-//! Endpoints, in a few namespaces. Only the objects: creating them is the caller's business
-//! ([`api_in_namespace_of`] helps).
+//! nodeannotator is needed), Pods spread over the Nodes, Services with their Endpoints, in a
+//! few namespaces. The Services are ClusterIP, or, with [`Scenario::edge_services_every`],
+//! a fixed share NodePort and LoadBalancer ([`Scenario::service_type`]). Only the objects:
+//! creating them is the caller's business ([`api_in_namespace_of`] helps).
 //!
 //! Pods get an address in their node's pod CIDR as a kubelet and the CNI plugin would give
 //! them: `status.podIP` ([`Scenario::pod_status`], written through the status subresource
 //! after the create, since a create drops the status) and, for every other pod by default
 //! ([`Scenario::pod_mac_every`]), the `midonet.org/mac-address` annotation (the others'
-//! MAC is learned by the bridge). The Endpoints list pod addresses, so `check` can verify
-//! every Service against workloads.
+//! MAC is learned by the bridge). The Endpoints list pod addresses, each with its pod's node
+//! as the endpoints controller writes it ([`Scenario::endpoint_address`]), so `check` can
+//! verify every Service against workloads and `externalTrafficPolicy: Local` knows each
+//! endpoint's node.
 
 use std::collections::BTreeMap;
 
@@ -85,6 +88,18 @@ pub struct Scenario {
     /// Translation to its pod's; 0 for none. 2 by default (every even pod), so a run
     /// mixes pods whose MAC the translators know with pods whose MAC the bridge learns.
     pub pod_mac_every: usize,
+    /// Of every this-many Services, one is NodePort and one LoadBalancer
+    /// ([`Scenario::service_type`]); 0 (the default) for ClusterIP Services only.
+    pub edge_services_every: usize,
+}
+
+/// What Service `i` is: its type and, for NodePort and LoadBalancer, its
+/// `externalTrafficPolicy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceKind {
+    ClusterIp,
+    NodePort { local: bool },
+    LoadBalancer { local: bool },
 }
 
 fn meta(name: String, namespace: Option<String>) -> ObjectMeta {
@@ -105,6 +120,25 @@ impl Scenario {
             scale,
             hosts,
             pod_mac_every: 2,
+            edge_services_every: 0,
+        }
+    }
+
+    /// What Service `i` is. With [`Scenario::edge_services_every`] `n` (at least 2): Service
+    /// `i` is NodePort when `i mod n` is 1, LoadBalancer when it is 2, else ClusterIP; of
+    /// the NodePort and LoadBalancer ones, those in the first half of each run of `2n`
+    /// Services have `externalTrafficPolicy: Local` (so at `n` = 10 and 300 Services: 30
+    /// NodePort and 30 LoadBalancer, 15 of each Local).
+    pub fn service_type(&self, i: usize) -> ServiceKind {
+        let n = self.edge_services_every;
+        if n < 2 {
+            return ServiceKind::ClusterIp;
+        }
+        let local = i % (2 * n) < n;
+        match i % n {
+            1 => ServiceKind::NodePort { local },
+            2 => ServiceKind::LoadBalancer { local },
+            _ => ServiceKind::ClusterIp,
         }
     }
 
@@ -176,6 +210,24 @@ impl Scenario {
         )
     }
 
+    /// The node whose pod CIDR holds `ip` (see [`Scenario::node`]), if one of the scale's.
+    pub fn node_of_ip(&self, ip: Ipv4Addr) -> Option<String> {
+        let [a, b, c, _] = ip.octets();
+        let n = (usize::from(b).checked_sub(POD_NET_OCTET)? * 256) + usize::from(c);
+        let (name, _) = self.hosts.get(n).filter(|_| a == 10)?;
+        Some(name.clone())
+    }
+
+    /// An Endpoints address for pod address `ip`, with the node of the pod that has it, as
+    /// the endpoints controller writes it.
+    pub fn endpoint_address(&self, ip: Ipv4Addr) -> EndpointAddress {
+        EndpointAddress {
+            ip: ip.to_string(),
+            node_name: self.node_of_ip(ip),
+            ..EndpointAddress::default()
+        }
+    }
+
     /// The MAC the CNI plugin annotates pod `i` with, derived from its address: every
     /// [`Scenario::pod_mac_every`]-th pod has one (every even pod by default), the others
     /// none.
@@ -245,10 +297,17 @@ impl Scenario {
     }
 
     pub fn service(&self, i: usize) -> Service {
+        let (type_, local) = match self.service_type(i) {
+            ServiceKind::ClusterIp => ("ClusterIP", None),
+            ServiceKind::NodePort { local } => ("NodePort", Some(local)),
+            ServiceKind::LoadBalancer { local } => ("LoadBalancer", Some(local)),
+        };
+        let policy = local.map(|l| if l { "Local" } else { "Cluster" });
         Service {
             metadata: meta(Self::service_name(i), Some(self.namespace(i))),
             spec: Some(ServiceSpec {
-                type_: Some("ClusterIP".into()),
+                type_: Some(type_.into()),
+                external_traffic_policy: policy.map(str::to_string),
                 ports: Some(vec![ServicePort {
                     name: Some("http".into()),
                     port: 80,
@@ -274,10 +333,7 @@ impl Scenario {
         ips.dedup();
         let addresses = ips
             .into_iter()
-            .map(|ip| EndpointAddress {
-                ip: ip.to_string(),
-                ..EndpointAddress::default()
-            })
+            .map(|ip| self.endpoint_address(ip))
             .collect();
         Endpoints {
             metadata: meta(Self::service_name(i), Some(self.namespace(i))),
@@ -456,5 +512,39 @@ mod tests {
         s.pod_mac_every = 3;
         let with: Vec<usize> = (0..10).filter(|&i| s.pod_mac(i).is_some()).collect();
         assert_eq!(with, vec![0, 3, 6, 9]);
+    }
+
+    #[test]
+    fn a_fixed_share_of_services_is_node_port_and_load_balancer_half_of_them_local() {
+        let mut s = Scenario::new("t", Scale::S);
+        assert!((0..300).all(|i| s.service_type(i) == ServiceKind::ClusterIp));
+        s.edge_services_every = 10;
+        let kinds: Vec<ServiceKind> = (0..300).map(|i| s.service_type(i)).collect();
+        let count = |k: ServiceKind| kinds.iter().filter(|x| **x == k).count();
+        assert_eq!(count(ServiceKind::NodePort { local: true }), 15);
+        assert_eq!(count(ServiceKind::NodePort { local: false }), 15);
+        assert_eq!(count(ServiceKind::LoadBalancer { local: true }), 15);
+        assert_eq!(count(ServiceKind::LoadBalancer { local: false }), 15);
+        let spec = |i: usize| s.service(i).spec.unwrap_or_default();
+        assert_eq!(spec(1).type_.as_deref(), Some("NodePort"));
+        assert_eq!(spec(1).external_traffic_policy.as_deref(), Some("Local"));
+        assert_eq!(spec(12).type_.as_deref(), Some("LoadBalancer"));
+        assert_eq!(spec(12).external_traffic_policy.as_deref(), Some("Cluster"));
+        assert_eq!(spec(3).type_.as_deref(), Some("ClusterIP"));
+        assert_eq!(spec(3).external_traffic_policy, None);
+    }
+
+    #[test]
+    fn each_endpoint_names_the_node_of_its_pod() {
+        let s = Scenario::new("t", Scale::S);
+        for i in [0, 49, 50, 1999] {
+            let node = s.pod(i).spec.and_then(|p| p.node_name);
+            assert_eq!(s.node_of_ip(s.pod_ip(i)), node, "pod {i}");
+        }
+        assert_eq!(s.node_of_ip(Ipv4Addr::new(10, 96, 0, 1)), None);
+        assert_eq!(s.node_of_ip(Ipv4Addr::new(10, 200, 60, 10)), None);
+        let subsets = s.endpoints(3).subsets.unwrap_or_default();
+        let named = subsets[0].addresses.iter().flatten();
+        assert!(named.clone().count() == 4 && named.clone().all(|a| a.node_name.is_some()));
     }
 }
