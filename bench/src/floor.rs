@@ -8,7 +8,8 @@
 //! ([`dependency_levels`]) so that referents exist first. What each floor writes per
 //! Translation is a [`FloorWrites`]. Each floor runs under the bench's Translation watch,
 //! as the watched sync does, and is then cleared ([`clear`]) so that the sync starts from
-//! an empty backend.
+//! an empty backend. With the edge the floors run before the IPAM has given the
+//! LoadBalancer Services their addresses: [`wanted`] stands them in (`crate::edge`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};

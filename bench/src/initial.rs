@@ -474,7 +474,9 @@ impl Initial<'_> {
             json!({
                 "scale": {"nodes": args.nodes, "pods": args.pods, "services": args.services,
                           "endpointsPerService": args.endpoints_per_service,
-                          "podsWithMacEvery": args.pods_with_mac_every},
+                          "podsWithMacEvery": args.pods_with_mac_every,
+                          "edge": bench.edge.is_some(),
+                          "edgeServicesEvery": bench.scenario.edge_services_every},
                 "translations": self.translations,
                 "backendResources": sync.resources,
                 "floorSeconds": floors.plain.time.as_secs_f64(),

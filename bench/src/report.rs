@@ -53,6 +53,16 @@ pub fn print(args: &Args, rows: &[Row], result: &serde_json::Value) -> Res<()> {
         args.services,
         args.endpoints_per_service
     );
+    if args.no_edge {
+        println!("no edge: every Service ClusterIP");
+    } else {
+        println!(
+            "edge: {n} uplinks on {n} gateway hosts; of every {} Services one NodePort and one \
+             LoadBalancer (lbipam), half of them externalTrafficPolicy Local",
+            args.edge_services_every,
+            n = crate::edge::UPLINKS.len()
+        );
+    }
     println!("{:<46} {:>22}  target", "measure", "value");
     for r in rows {
         println!("{:<46} {:>22}  {}", r.name, r.value, r.target);
