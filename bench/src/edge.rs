@@ -75,6 +75,15 @@ impl BenchEdge {
     /// Writes the settings file (in the temporary directory, named after the bench's pid)
     /// and reads it back as the controllers do.
     pub fn write() -> Res<BenchEdge> {
+        let file = std::env::temp_dir().join(format!(
+            "midonet-kube-bench-{}-edge.json",
+            std::process::id()
+        ));
+        BenchEdge::write_at(file)
+    }
+
+    /// [`BenchEdge::write`] to `file`.
+    pub fn write_at(file: PathBuf) -> Res<BenchEdge> {
         let gateways: Vec<(String, Uuid)> = UPLINKS
             .iter()
             .map(|(_, host, ..)| (host.to_string(), Uuid::new_v4()))
@@ -98,10 +107,6 @@ impl BenchEdge {
             external_cidrs: vec![LB_POOL.to_string()],
             link_cidr: None,
         };
-        let file = std::env::temp_dir().join(format!(
-            "midonet-kube-bench-{}-edge.json",
-            std::process::id()
-        ));
         std::fs::write(&file, serde_json::to_string_pretty(&spec)?)?;
         let edge = parse_edge_config(&file.display().to_string())?;
         Ok(BenchEdge {
@@ -304,9 +309,19 @@ mod tests {
     use super::*;
     use midonet_testkit::scenario::{Scale, Scenario};
 
+    /// The edge written to a file of this test's own (tests run in parallel in one
+    /// process).
+    fn edge_for(test: &str) -> BenchEdge {
+        let file = std::env::temp_dir().join(format!(
+            "midonet-kube-bench-{}-{test}.json",
+            std::process::id()
+        ));
+        BenchEdge::write_at(file).unwrap()
+    }
+
     #[test]
     fn the_settings_are_what_the_controllers_accept() {
-        let e = BenchEdge::write().unwrap();
+        let e = edge_for("settings");
         assert_eq!(e.edge.uplinks.len(), 2);
         assert_eq!(e.gateways.len(), 2);
         assert_eq!(e.edge.uplinks[1].host, e.gateways[1].1);
@@ -342,7 +357,7 @@ mod tests {
 
     #[test]
     fn the_share_is_an_ingress_jump_per_load_balancer_and_a_node_port_jump_unless_local() {
-        let e = BenchEdge::write().unwrap();
+        let e = edge_for("share");
         std::fs::remove_file(&e.file).unwrap();
         let mut s = Scenario::new("t", Scale::SMALL);
         s.edge_services_every = 2;
