@@ -292,6 +292,15 @@ pub fn service_addresses(
     out
 }
 
+impl Cluster {
+    /// The endpoints of `sp`'s port whose `nodeName` is `node`, chosen among them as the
+    /// cluster's are (`externalTrafficPolicy: Local` at that node's address).
+    pub(crate) fn endpoints_on(&self, sp: &ServicePortRef, node: &str) -> Vec<SocketV4> {
+        let se = self.endpoints_of(&sp.namespace, &sp.name);
+        port_endpoints(&se, &sp.port_name, sp.protocol, Some(node))
+    }
+}
+
 /// The addresses a service port is sent to: of every endpoint group, the port named like
 /// the service port with its protocol (kube-proxy's pairing), at the addresses that get
 /// traffic — the ready ones, or, when none is ready, the serving terminating ones. With

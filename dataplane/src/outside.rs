@@ -11,8 +11,8 @@
 //!   NodePort and LoadBalancer Services, at every node's InternalIP/ExternalIP and the
 //!   port's `nodePort`, with the reply from the address the client used.
 //! - `externalTrafficPolicy: Local` keeps the client's source address. At a node's address
-//!   only that node's endpoints receive (none: nothing does; an endpoint's node is the node
-//!   of the pod that owns its address). At an external or ingress IP the edge is the load
+//!   only that node's endpoints receive (its `nodeName`, as kube-proxy reads it; none:
+//!   nothing does). At an external or ingress IP the edge is the load
 //!   balancer, and the nodes it may use are those with local endpoints: every ready
 //!   endpoint is on one of them, so every ready endpoint may receive.
 //!   `Cluster`: every ready endpoint may receive, whatever the source it sees.
@@ -136,12 +136,10 @@ fn node_ports(
         let Some(name) = node.metadata.name.as_deref() else {
             continue;
         };
-        let endpoints: Vec<SocketV4> = sp
-            .endpoints
-            .iter()
-            .filter(|e| !local || node_of(cluster, e.ip) == Some(name))
-            .copied()
-            .collect();
+        let endpoints = match local {
+            true => cluster.endpoints_on(sp, name),
+            false => sp.endpoints.clone(),
+        };
         for ip in node_addresses(node) {
             let mut port = sp.clone();
             port.address = SocketV4::new(ip, node_port);
@@ -168,20 +166,6 @@ fn external_local(svc: &Service) -> bool {
         .as_ref()
         .and_then(|s| s.external_traffic_policy.as_deref())
         == Some("Local")
-}
-
-/// The node a pod with address `ip` runs on.
-fn node_of(cluster: &Cluster, ip: Ipv4Addr) -> Option<&str> {
-    cluster.pods.iter().find_map(|p| {
-        let status = p.status.as_ref()?;
-        let has = status.pod_ip.as_deref() == Some(ip.to_string().as_str())
-            || status
-                .pod_ips
-                .iter()
-                .flatten()
-                .any(|a| a.ip == ip.to_string());
-        has.then(|| p.spec.as_ref()?.node_name.as_deref())?
-    })
 }
 
 #[cfg(test)]
@@ -212,7 +196,7 @@ mod tests {
             .unwrap()],
             endpoints: vec![serde_json::from_value(json!({
                 "metadata": {"name": "web", "namespace": "ns"},
-                "subsets": [{"addresses": [{"ip": "10.244.1.5"}],
+                "subsets": [{"addresses": [{"ip": "10.244.1.5", "nodeName": "a"}],
                              "ports": [{"name": "http", "port": 8080}]}]}))
             .unwrap()],
             ..Cluster::default()
