@@ -69,6 +69,25 @@ struct Row {
     receivers: &'static [&'static str],
 }
 
+fn row(
+    what: &'static str,
+    to: SocketV4,
+    from_ip: &'static str,
+    receivers: &'static [&'static str],
+) -> Row {
+    Row {
+        what,
+        to,
+        from_ip,
+        receivers,
+    }
+}
+
+/// Node address `ip` at the node port of Service `name` (`np`: the node ports).
+fn at_node_port(np: &BTreeMap<&str, u16>, ip: &str, name: &str) -> SocketV4 {
+    SocketV4::new(ip.parse().unwrap(), np[name])
+}
+
 /// Traces `row` from an outside client through `uplink`; answers the problem, if any.
 fn judge(live: &Live, ns: &str, row: &Row, uplink: &str) -> Option<String> {
     let from = format!("external/{}/{uplink}", row.from_ip);
@@ -153,13 +172,8 @@ fn judge_host(live: &Live, ns: &str, node: &str, row: &Row) -> Option<String> {
 /// The host path: each node's host to the node ports at its own address (`from_ip` names
 /// the node). Node edge-a is 192.168.10.1, edge-b 192.168.10.2.
 fn host_rows(np: &BTreeMap<&str, u16>) -> Vec<Row> {
-    let at = |ip: &str, name: &str| SocketV4::new(ip.parse().unwrap(), np[name]);
-    let row = |what, from_ip, to, receivers| Row {
-        what,
-        to,
-        from_ip,
-        receivers,
-    };
+    let at = |ip: &str, name: &str| at_node_port(np, ip, name);
+    let row = |what, from_ip, to, receivers| row(what, to, from_ip, receivers);
     vec![
         row(
             "host path, NodePort Cluster, endpoint on the node",
@@ -456,13 +470,7 @@ fn truth_table(np: &BTreeMap<&str, u16>) -> Vec<Row> {
 /// `externalTrafficPolicy: Local` at a node's address and a node port: only that node's
 /// endpoints receive, seeing the client's address; a node without one drops it.
 fn local_node_port_rows(np: &BTreeMap<&str, u16>) -> Vec<Row> {
-    let at = |ip: &str, name: &str| SocketV4::new(ip.parse().unwrap(), np[name]);
-    let row = |what, to, from_ip, receivers| Row {
-        what,
-        to,
-        from_ip,
-        receivers,
-    };
+    let at = |ip: &str, name: &str| at_node_port(np, ip, name);
     vec![
         row(
             "NodePort Local, endpoint on the node addressed",
