@@ -610,6 +610,16 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     let host = host_rows(&np);
     let wrong = host_failures(&live, &ns, &host);
     assert!(wrong.is_empty(), "{wrong:#?}");
+    // A pod reaches a node's address at a node port too, the reply from that address.
+    let to = at_node_port(&np, "192.168.10.1", "np-c");
+    let (t, _) = trace_live(&live, &format!("pod/{ns}/b1"), &to.to_string(), None, 40000).unwrap();
+    let got: Vec<String> = t.candidates().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(got, [format!("pod/{ns}/a1")]);
+    assert!(
+        t.paths.iter().all(|p| p.works && p.client_sees == Some(to)),
+        "{}",
+        serde_json::to_string_pretty(&t).unwrap()
+    );
 
     // A pod reaches the outside (through either uplink) and hears back from the address
     // it used.
