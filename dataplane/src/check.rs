@@ -332,7 +332,7 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
         report,
     ));
     flows.extend(node_flows(topo, &nodes, &pods));
-    flows.extend(node_port_flows(cluster, &nodes, &by_ip, report));
+    flows.extend(node_port_flows(cluster, &by_ip, report));
     report.not_served.extend(not_served(cluster));
     if let Some(edge) = &cluster.edge {
         flows.extend(outside_flows(cluster, edge, &classes.reps, &by_ip, report));
@@ -610,14 +610,16 @@ fn node_flows(topo: &Topology, nodes: &[&Attachment], pods: &[&Attachment]) -> V
 /// none, back to the host itself.
 fn node_port_flows(
     cluster: &Cluster,
-    nodes: &[&Attachment],
     by_ip: &BTreeMap<Ipv4Addr, &Attachment>,
     report: &mut Report,
 ) -> Vec<Flow> {
     let mut flows = Vec::new();
     for op in crate::outside::node_port_promises(cluster) {
         let sp = &op.port;
-        let Some(node) = nodes.iter().find(|n| n.ips.contains(&sp.address.ip)) else {
+        let Some(node) = by_ip
+            .get(&sp.address.ip)
+            .filter(|a| a.name.starts_with("node/"))
+        else {
             continue;
         };
         let (expected, unverifiable) = receivers(sp, by_ip, "node → ", report);

@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::Service;
 use midonet_translators::config::Edge;
 use midonet_translators::ids::mac_for_key;
 use midonet_translators::model::Ipv4Cidr;
+use midonet_translators::service_spec::{external_traffic_local, node_port};
 
 use crate::cluster::{node_addresses, Cluster, ServiceAddressKind, ServicePortRef};
 use crate::packet::SocketV4;
@@ -74,7 +75,7 @@ pub fn outside_service_ports(cluster: &Cluster) -> Vec<OutsidePort> {
         let Some(svc) = service_of(cluster, &sp) else {
             continue;
         };
-        let local = external_local(svc);
+        let local = external_traffic_local(svc);
         match sp.via {
             ServiceAddressKind::ExternalIp | ServiceAddressKind::LoadBalancerIngress => {
                 out.push(OutsidePort {
@@ -100,7 +101,7 @@ pub fn node_port_promises(cluster: &Cluster) -> Vec<OutsidePort> {
             continue;
         }
         if let Some(svc) = service_of(cluster, &sp) {
-            out.extend(node_ports(cluster, svc, &sp, external_local(svc)));
+            out.extend(node_ports(cluster, svc, &sp, external_traffic_local(svc)));
         }
     }
     out
@@ -113,22 +114,13 @@ fn node_ports(
     sp: &ServicePortRef,
     local: bool,
 ) -> Vec<OutsidePort> {
-    let spec = svc.spec.as_ref();
     if !matches!(
-        spec.and_then(|s| s.type_.as_deref()),
+        svc.spec.as_ref().and_then(|s| s.type_.as_deref()),
         Some("NodePort") | Some("LoadBalancer")
     ) {
         return Vec::new();
     }
-    let node_port = spec
-        .and_then(|s| s.ports.as_ref())
-        .into_iter()
-        .flatten()
-        .find(|p| p.name.clone().unwrap_or_default() == sp.port_name)
-        .and_then(|p| p.node_port)
-        .and_then(|n| u16::try_from(n).ok())
-        .filter(|n| *n != 0);
-    let Some(node_port) = node_port else {
+    let Some(node_port) = node_port(svc, &sp.port_name) else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -159,13 +151,6 @@ fn service_of<'c>(cluster: &'c Cluster, sp: &ServicePortRef) -> Option<&'c Servi
         s.metadata.namespace.as_deref() == Some(sp.namespace.as_str())
             && s.metadata.name.as_deref() == Some(sp.name.as_str())
     })
-}
-
-fn external_local(svc: &Service) -> bool {
-    svc.spec
-        .as_ref()
-        .and_then(|s| s.external_traffic_policy.as_deref())
-        == Some("Local")
 }
 
 #[cfg(test)]

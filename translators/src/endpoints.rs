@@ -28,9 +28,9 @@
 //! bridge (`traversedDevice`), then a `drop` of what is left for the cluster IP (a node
 //! without an endpoint of its own). The node of an endpoint is its `nodeName` (Endpoints
 //! addresses, EndpointSlice endpoints; the runner moves a `v1beta1` slice's `topology`
-//! there as it reads it); an endpoint without one is local to no node. The per-node sets are chosen like the
-//! cluster's ([`select`]) among the node's endpoints, and are part of the `<hash>` (so are
-//! the per-node sets and the node port of step 5).
+//! there as it reads it); an endpoint without one is local to no node. The per-node sets
+//! are chosen like the cluster's ([`select`]) among the node's endpoints, and are part of
+//! the `<hash>`, as is the node port of step 5.
 //!
 //! `<hash>` is a hash of the cluster IP and the sorted target set, and it is part of the
 //! Translation's name and of every ID in it. Rules cannot be updated, so a changed target set
@@ -629,7 +629,8 @@ fn hairpin_and_accept(
 /// edge's `rev_dnat` answers from the node's address). A newer generation's rule goes
 /// in at the head and shadows this one until this one's Translation is deleted; node ports
 /// are unique in the cluster, so no other Service's rule competes. A node without
-/// endpoints has no rule: its node port falls through to the drop of its edge chain.
+/// endpoints has no rule: its node port meets the drop of its edge chain through the edge,
+/// and goes back to the node's host on the host path.
 ///
 /// These rules make the generation wait for each endpoint node's Translation (its chain),
 /// as a pod waits for its node; an endpoint without a node is local to none.
@@ -1044,12 +1045,7 @@ mod tests {
         // The cluster IP keeps every ready endpoint.
         assert_eq!(
             http_targets(&local),
-            set(&[
-                "10.1.1.5:8080",
-                "10.1.1.6:8080",
-                "10.1.1.5:8080",
-                "10.1.9.9:8080"
-            ])
+            set(&["10.1.1.5:8080", "10.1.1.6:8080", "10.1.9.9:8080"])
         );
 
         // Cluster: no per-node rule, and the generation is named as before the policy.
@@ -1058,13 +1054,6 @@ mod tests {
             .resources
             .iter()
             .all(|r| !r.body.contains("30080")));
-        // The edge plays no part: a node's host forwards to its node ports too.
-        let no_edge = endpoint_slices(
-            &TranslatorConfig::default(),
-            &node_port_svc("Local"),
-            [SliceView::from(&s)],
-        );
-        assert_eq!(no_edge.translations[0].resources.len(), tr.resources.len());
         assert_ne!(tr.name, cluster.translations[0].name);
     }
 

@@ -93,7 +93,7 @@ pub(crate) fn service_ips(
 /// None for `externalTrafficPolicy: Local`: a node port of such a Service may only reach
 /// the addressed node's own endpoints, which the port's chain cannot tell apart; the
 /// Endpoints generations DNAT it in each node's `KUBE-NODEPORTS-LOCAL-<node>` instead
-/// (see [`crate::endpoints`]), and a node without endpoints drops it.
+/// (see [`crate::endpoints`]); on a node without endpoints nothing translates it.
 fn node_port_jump(
     cfg: &TranslatorConfig,
     svc: &Service,
