@@ -243,6 +243,13 @@ impl Topology {
             // Tunnel zones and hosts carry packets between agents; the model simulates
             // one virtual network and does not need them.
             Resource::TunnelZone(_) | Resource::TunnelZoneHost(_) | Resource::Host(_) => {}
+            Resource::LoadBalancer(_)
+            | Resource::Pool(_)
+            | Resource::PoolMember(_)
+            | Resource::Vip(_) => self.problems.push(BuildProblem {
+                resource: resource.item_path(),
+                problem: "L4 load balancing is not modelled yet; a trace is refused".into(),
+            }),
         }
     }
 
@@ -350,7 +357,11 @@ impl Topology {
             | Resource::IpAddrGroup(_)
             | Resource::TunnelZone(_)
             | Resource::TunnelZoneHost(_)
-            | Resource::Host(_) => {}
+            | Resource::Host(_)
+            | Resource::LoadBalancer(_)
+            | Resource::Pool(_)
+            | Resource::PoolMember(_)
+            | Resource::Vip(_) => {}
         }
     }
 

@@ -227,6 +227,10 @@ fn item_types(kind: Kind) -> &'static [&'static str] {
         Kind::PortGroupPort => &["application/vnd.org.midonet.PortGroupPort-v1+json"],
         Kind::IpAddrGroup => &["application/vnd.org.midonet.IpAddrGroup-v1+json"],
         Kind::IpAddrGroupAddr => &["application/vnd.org.midonet.IpAddrGroupAddr-v1+json"],
+        Kind::LoadBalancer => &["application/vnd.org.midonet.LoadBalancer-v1+json"],
+        Kind::Pool => &["application/vnd.org.midonet.Pool-v1+json"],
+        Kind::PoolMember => &["application/vnd.org.midonet.PoolMember-v1+json"],
+        Kind::Vip => &["application/vnd.org.midonet.VIP-v1+json"],
     }
 }
 

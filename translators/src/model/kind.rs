@@ -44,6 +44,16 @@ macro_rules! for_each_kind {
             IpAddrGroup = "IpAddrGroup", "IpAddrGroup-v1", ["IpAddrGroup-v1"];
             /// One address of an IP address group.
             IpAddrGroupAddr = "IpAddrGroupAddr", "IpAddrGroupAddr-v1", ["IpAddrGroupAddr-v1"];
+            /// An L4 load balancer; a router uses it once the router names it
+            /// (`Router.loadBalancerId`).
+            LoadBalancer = "LoadBalancer", "LoadBalancer-v1", ["LoadBalancer-v1"];
+            /// A pool of members of load balancer `parent`.
+            Pool = "Pool", "Pool-v1", ["Pool-v1"];
+            /// A backend (address and port) of pool `parent`.
+            PoolMember = "PoolMember", "PoolMember-v1", ["PoolMember-v1"];
+            /// A virtual IP (address and port) of pool `parent`. MidoNet spells the media
+            /// type `VIP-v1`.
+            Vip = "Vip", "VIP-v1", ["VIP-v1"];
         }
     };
 }
@@ -112,10 +122,22 @@ impl Kind {
 
     /// True if MidoNet updates this kind in place with PUT on its item path.
     /// Everything else is create-or-exists: a POST conflict is settled by a GET.
+    ///
+    /// MidoNet takes PUTs of load balancers and pool members too, but not as a full
+    /// update: a load balancer PUT must repeat the `routerId` the router binding set (and a
+    /// POST may not carry one), and a pool member PUT keeps its old address, port and
+    /// status. They are create-or-exists here, so a changed body is reported, never
+    /// silently half-applied.
     pub fn updatable(self) -> bool {
         matches!(
             self,
-            Kind::Router | Kind::Bridge | Kind::Port | Kind::TunnelZone | Kind::PortGroup
+            Kind::Router
+                | Kind::Bridge
+                | Kind::Port
+                | Kind::TunnelZone
+                | Kind::PortGroup
+                | Kind::Pool
+                | Kind::Vip
         )
     }
 
@@ -130,6 +152,7 @@ impl Kind {
                 | Kind::Host
                 | Kind::PortGroup
                 | Kind::IpAddrGroup
+                | Kind::LoadBalancer
         )
     }
 
@@ -173,7 +196,9 @@ mod tests {
                 Kind::Router,
                 Kind::Bridge,
                 Kind::Port,
-                Kind::PortGroup
+                Kind::PortGroup,
+                Kind::Pool,
+                Kind::Vip
             ]
         );
     }
@@ -201,6 +226,14 @@ mod tests {
             Kind::Ipv4MacPair.media_type(),
             "application/vnd.org.midonet.IP4Mac-v1+json"
         );
+        assert_eq!(
+            Kind::Vip.media_type(),
+            "application/vnd.org.midonet.VIP-v1+json"
+        );
+        assert_eq!(
+            Kind::PoolMember.collection_media_type(),
+            Some("application/vnd.org.midonet.collection.PoolMember-v1+json")
+        );
     }
 
     #[test]
@@ -209,10 +242,10 @@ mod tests {
             Kind::expected_names(),
             "TunnelZone, TunnelZoneHost, Router, Bridge, Port, PortLink, Route, Chain, Rule, \
              Host, HostInterfacePort, MACPort, IPv4MACPair, PortGroup, PortGroupPort, \
-             IpAddrGroup, IpAddrGroupAddr"
+             IpAddrGroup, IpAddrGroupAddr, LoadBalancer, Pool, PoolMember, Vip"
         );
         let err = crate::model::ModelError::UnknownKind("Switch".into()).to_string();
         assert!(err.starts_with("unknown backend kind \"Switch\" (expected one of: TunnelZone,"));
-        assert!(err.ends_with("IpAddrGroup, IpAddrGroupAddr)"), "{err}");
+        assert!(err.ends_with("PoolMember, Vip)"), "{err}");
     }
 }

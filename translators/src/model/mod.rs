@@ -68,10 +68,11 @@ pub use objects::{
     DL_TYPE_IPV4,
 };
 pub use objects::{IpAddrGroup, IpAddrGroupAddr, PortGroup, PortGroupPort};
+pub use objects::{LoadBalancer, Pool, PoolMember, Vip};
 pub use referents::Referent;
 pub use values::{
-    BadCidr, BadMac, BadMacMask, FlowAction, FragmentPolicy, Ipv4Cidr, MacAddr, MacMask, PortType,
-    RouteType, RuleType, TunnelZoneType,
+    BadCidr, BadMac, BadMacMask, FlowAction, FragmentPolicy, Ipv4Cidr, LbStatus, MacAddr, MacMask,
+    PoolLbMethod, PoolProtocol, PortType, RouteType, RuleType, SessionPersistence, TunnelZoneType,
 };
 
 /// Why a Translation entry is not a valid backend resource.

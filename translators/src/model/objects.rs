@@ -21,8 +21,8 @@ use uuid::Uuid;
 
 use super::json::{self, Extra, Ordered, Reader, Wire, Writer};
 use super::values::{
-    FlowAction, FragmentPolicy, Ipv4Cidr, MacAddr, MacMask, PortType, RouteType, RuleType,
-    TunnelZoneType,
+    FlowAction, FragmentPolicy, Ipv4Cidr, LbStatus, MacAddr, MacMask, PoolLbMethod, PoolProtocol,
+    PortType, RouteType, RuleType, SessionPersistence, TunnelZoneType,
 };
 use super::{Kind, ModelError};
 
@@ -351,8 +351,13 @@ impl TunnelZoneHost {
 // --- Bridge and Router ------------------------------------------------------------------
 
 /// Declares the two L2/L3 devices, which share their REST fields.
+/// `more` lists the optional members only one of the two has, written after the shared
+/// ones.
 macro_rules! device {
-    ($(#[$meta:meta])* $name:ident, $collection:literal) => {
+    (
+        $(#[$meta:meta])* $name:ident, $collection:literal,
+        more { $($(#[$fmeta:meta])* $field:ident: $fty:ty = $key:literal;)* }
+    ) => {
         backend_object! {
             $(#[$meta])*
             pub struct $name: $name {
@@ -364,6 +369,7 @@ macro_rules! device {
                 inbound_filter_id: opt Uuid = "inboundFilterId";
                 /// Chain applied to traffic leaving the device.
                 outbound_filter_id: opt Uuid = "outboundFilterId";
+                $($(#[$fmeta])* $field: opt $fty = $key;)*
                 extra: extra Extra;
             }
             paths(o) {
@@ -382,6 +388,7 @@ macro_rules! device {
                     admin_state_up: None,
                     inbound_filter_id: None,
                     outbound_filter_id: None,
+                    $($field: None,)*
                     extra: Extra::new(),
                 }
             }
@@ -399,13 +406,23 @@ macro_rules! device {
 }
 
 device!(
-    /// A virtual router: `Router {id, name, tenantId, adminStateUp, inboundFilterId, outboundFilterId}`.
-    Router, "routers"
+    /// A virtual router: `Router {id, name, tenantId, adminStateUp, inboundFilterId,
+    /// outboundFilterId, loadBalancerId}`.
+    Router, "routers",
+    more {
+        /// The L4 load balancer the router runs (MidoNet's binding `Router.load_balancer_id`
+        /// ↔ `LoadBalancer.router_id`). A router is bound to a load balancer by a PUT of
+        /// the router naming it (a load balancer POST may not name its router); a PUT
+        /// without it unbinds. Deleting the load balancer clears it; deleting a router that
+        /// names one is refused.
+        load_balancer_id: Uuid = "loadBalancerId";
+    }
 );
 device!(
     /// A virtual bridge (MidoNet "network"): `Bridge {id, name, tenantId, adminStateUp,
     /// inboundFilterId, outboundFilterId}`.
-    Bridge, "bridges"
+    Bridge, "bridges",
+    more {}
 );
 
 // --- Port -------------------------------------------------------------------------------
@@ -1074,5 +1091,172 @@ impl IpAddrGroupAddr {
             version: Some(4),
             extra: Extra::new(),
         }
+    }
+}
+
+// --- L4 load balancing: LoadBalancer, Pool, PoolMember, Vip ------------------------------
+//
+// MidoNet's REST models `rest_api/models/{LoadBalancer,Pool,PoolMember,Vip}.java` and
+// resources `services/rest_api/resources/{LoadBalancer,Pool,PoolMember,Vip}Resource.scala`.
+// Storage bindings (`MidonetBackend.scala`): a load balancer's pools, a pool's members and
+// VIPs are deleted with it (CASCADE); a router naming a load balancer refuses deletion
+// (ERROR) and the load balancer's deletion clears the router's `loadBalancerId`.
+
+backend_object! {
+    /// An L4 load balancer: `LoadBalancer {id, routerId, adminStateUp}`. `routerId` is
+    /// read-only: MidoNet refuses a POST that names it (400) and a PUT that changes it; it
+    /// is set by a PUT of the router naming the load balancer (`Router.loadBalancerId`).
+    pub struct LoadBalancer: LoadBalancer {
+        id: req Uuid = "id";
+        router_id: opt Uuid = "routerId";
+        /// MidoNet's default: `true`.
+        admin_state_up: opt bool = "adminStateUp";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: "/load_balancers".to_string(),
+        item: format!("/load_balancers/{}", o.id),
+    }
+}
+deserialize_via_body!(LoadBalancer);
+
+impl LoadBalancer {
+    pub fn new(id: Uuid) -> Self {
+        LoadBalancer {
+            id,
+            router_id: None,
+            admin_state_up: Some(true),
+            extra: Extra::new(),
+        }
+    }
+}
+
+backend_object! {
+    /// A pool of load balancer `parent`: `Pool {id, loadBalancerId, adminStateUp,
+    /// healthMonitorId, protocol, lbMethod, status}`. MidoNet requires `lbMethod`; a POST
+    /// sets `protocol` to `TCP` and `status` to `ACTIVE` whatever the body says. Created
+    /// through `/load_balancers/{lb}/pools` (which sets `loadBalancerId`), or `/pools` with
+    /// `loadBalancerId` in the body.
+    pub struct Pool: Pool {
+        parent: parent Uuid;
+        id: req Uuid = "id";
+        load_balancer_id: opt Uuid = "loadBalancerId";
+        admin_state_up: opt bool = "adminStateUp";
+        /// A health monitor decides which members are up; the data-plane model refuses a
+        /// pool that has one.
+        health_monitor_id: opt Uuid = "healthMonitorId";
+        protocol: opt PoolProtocol = "protocol";
+        lb_method: req PoolLbMethod = "lbMethod";
+        status: opt LbStatus = "status";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/load_balancers/{}/pools", o.parent),
+        item: format!("/pools/{}", o.id),
+    }
+}
+
+impl Pool {
+    /// A round-robin TCP pool of `load_balancer`.
+    pub fn new(load_balancer: Uuid, id: Uuid) -> Self {
+        Pool {
+            parent: load_balancer,
+            id,
+            load_balancer_id: Some(load_balancer),
+            admin_state_up: Some(true),
+            health_monitor_id: None,
+            protocol: Some(PoolProtocol::Tcp),
+            lb_method: PoolLbMethod::RoundRobin,
+            status: None,
+            extra: Extra::new(),
+        }
+    }
+}
+
+backend_object! {
+    /// A member of pool `parent`: `PoolMember {id, poolId, address, protocolPort, weight,
+    /// adminStateUp, status}`. A REST POST makes the member `adminStateUp: true`, `status:
+    /// ACTIVE` whatever the body says (`PoolMember.create`); `weight` defaults to 1, and
+    /// only a member with a positive weight receives connections. MidoNet defaults an absent
+    /// `protocolPort` to 0; the model requires it, as a member without a port is a bug of
+    /// ours.
+    pub struct PoolMember: PoolMember {
+        parent: parent Uuid;
+        id: req Uuid = "id";
+        pool_id: opt Uuid = "poolId";
+        address: req Ipv4Addr = "address";
+        protocol_port: req u16 = "protocolPort";
+        weight: opt u32 = "weight";
+        admin_state_up: opt bool = "adminStateUp";
+        status: opt LbStatus = "status";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/pools/{}/pool_members", o.parent),
+        item: format!("/pool_members/{}", o.id),
+    }
+}
+
+impl PoolMember {
+    /// Backend `address:port` of `pool`, weight 1.
+    pub fn new(pool: Uuid, id: Uuid, address: Ipv4Addr, protocol_port: u16) -> Self {
+        PoolMember {
+            parent: pool,
+            id,
+            pool_id: Some(pool),
+            address,
+            protocol_port,
+            weight: Some(1),
+            admin_state_up: None,
+            status: None,
+            extra: Extra::new(),
+        }
+    }
+}
+
+backend_object! {
+    /// A virtual IP of pool `parent`: `Vip {id, loadBalancerId, poolId, address,
+    /// protocolPort, sessionPersistence, adminStateUp}`. MidoNet derives `loadBalancerId`
+    /// from the pool (it is not stored). Created through `/pools/{pool}/vips`, or `/vips`
+    /// with `poolId` in the body (400 if that pool does not exist).
+    pub struct Vip: Vip {
+        parent: parent Uuid;
+        id: req Uuid = "id";
+        load_balancer_id: opt Uuid = "loadBalancerId";
+        pool_id: opt Uuid = "poolId";
+        address: req Ipv4Addr = "address";
+        protocol_port: req u16 = "protocolPort";
+        /// Absent (or null): no persistence.
+        session_persistence: opt SessionPersistence = "sessionPersistence";
+        /// MidoNet's default: `true`.
+        admin_state_up: opt bool = "adminStateUp";
+        extra: extra Extra;
+    }
+    paths(o) {
+        post: format!("/pools/{}/vips", o.parent),
+        item: format!("/vips/{}", o.id),
+    }
+}
+
+impl Vip {
+    /// `address:protocol_port` balanced over `pool`, without session persistence.
+    pub fn new(pool: Uuid, id: Uuid, address: Ipv4Addr, protocol_port: u16) -> Self {
+        Vip {
+            parent: pool,
+            id,
+            load_balancer_id: None,
+            pool_id: Some(pool),
+            address,
+            protocol_port,
+            session_persistence: None,
+            admin_state_up: Some(true),
+            extra: Extra::new(),
+        }
+    }
+
+    /// The same VIP with `SOURCE_IP` session persistence.
+    pub fn sticky(mut self) -> Self {
+        self.session_persistence = Some(SessionPersistence::SourceIp);
+        self
     }
 }

@@ -258,6 +258,36 @@ impl RuleType {
 }
 
 wire_enum! {
+    /// `Pool.protocol`: MidoNet's L4 load balancer balances TCP only (the REST `Pool.create`
+    /// sets it).
+    PoolProtocol { Tcp => "TCP" }
+}
+
+wire_enum! {
+    /// `Pool.lbMethod`: how a pool picks a member for a new connection. MidoNet knows round
+    /// robin only (midolman picks a random active member, see the data-plane model).
+    PoolLbMethod { RoundRobin => "ROUND_ROBIN" }
+}
+
+wire_enum! {
+    /// `Vip.sessionPersistence`: `SOURCE_IP` keeps every connection of one client address
+    /// on one member while it stays active; absent: each connection is balanced anew.
+    SessionPersistence { SourceIp => "SOURCE_IP" }
+}
+
+wire_enum! {
+    /// `Pool.status` and `PoolMember.status` (`LBStatus`). A REST POST of a member sets
+    /// `ACTIVE`; `MONITORED` hands the status to a health monitor; `NO_MONITOR` is what the
+    /// API shows for a monitored member no monitor reports on.
+    LbStatus {
+        Active => "ACTIVE",
+        Inactive => "INACTIVE",
+        Monitored => "MONITORED",
+        NoMonitor => "NO_MONITOR",
+    }
+}
+
+wire_enum! {
     /// `Rule.flowAction` of NAT rules: what happens after the translation.
     FlowAction { Accept => "accept", Continue => "continue", Return => "return" }
 }
