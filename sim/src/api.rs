@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::conn::ConnInfo;
 use super::faults::Verdict;
-use super::store::{ApiError, Device, Outcome, Reply, Store};
+use super::store::{ApiError, Child, Device, Outcome, Reply, Store};
 use super::SimState;
 
 /// The API's path prefix.
@@ -65,6 +65,18 @@ enum Endpoint {
     IpAddrGroup(Uuid),
     IpAddrGroupAddrs(Uuid),
     IpAddrGroupAddr(Uuid, String),
+    LoadBalancers,
+    LoadBalancer(Uuid),
+    LoadBalancerPools(Uuid),
+    LoadBalancerVips(Uuid),
+    Pools,
+    Pool(Uuid),
+    PoolPoolMembers(Uuid),
+    PoolVips(Uuid),
+    PoolMembers,
+    PoolMember(Uuid),
+    Vips,
+    Vip(Uuid),
 }
 
 fn id(s: &str) -> Option<Uuid> {
@@ -120,6 +132,18 @@ impl Endpoint {
             ["ip_addr_groups", g, "versions", "4", "ip_addrs", a] => {
                 E::IpAddrGroupAddr(id(g)?, a.to_string())
             }
+            ["load_balancers"] => E::LoadBalancers,
+            ["load_balancers", lb] => E::LoadBalancer(id(lb)?),
+            ["load_balancers", lb, "pools"] => E::LoadBalancerPools(id(lb)?),
+            ["load_balancers", lb, "vips"] => E::LoadBalancerVips(id(lb)?),
+            ["pools"] => E::Pools,
+            ["pools", p] => E::Pool(id(p)?),
+            ["pools", p, "pool_members"] => E::PoolPoolMembers(id(p)?),
+            ["pools", p, "vips"] => E::PoolVips(id(p)?),
+            ["pool_members"] => E::PoolMembers,
+            ["pool_members", m] => E::PoolMember(id(m)?),
+            ["vips"] => E::Vips,
+            ["vips", v] => E::Vip(id(v)?),
             _ => return None,
         })
     }
@@ -146,6 +170,10 @@ impl Endpoint {
             E::PortGroupPorts(_) | E::PortGroupPort(..) => Kind::PortGroupPort,
             E::IpAddrGroups | E::IpAddrGroup(_) => Kind::IpAddrGroup,
             E::IpAddrGroupAddrs(_) | E::IpAddrGroupAddr(..) => Kind::IpAddrGroupAddr,
+            E::LoadBalancers | E::LoadBalancer(_) => Kind::LoadBalancer,
+            E::LoadBalancerPools(_) | E::Pools | E::Pool(_) => Kind::Pool,
+            E::PoolPoolMembers(_) | E::PoolMembers | E::PoolMember(_) => Kind::PoolMember,
+            E::LoadBalancerVips(_) | E::PoolVips(_) | E::Vips | E::Vip(_) => Kind::Vip,
         })
     }
 
@@ -171,6 +199,14 @@ impl Endpoint {
                 | E::PortGroupPorts(_)
                 | E::IpAddrGroups
                 | E::IpAddrGroupAddrs(_)
+                | E::LoadBalancers
+                | E::LoadBalancerPools(_)
+                | E::LoadBalancerVips(_)
+                | E::Pools
+                | E::PoolPoolMembers(_)
+                | E::PoolVips(_)
+                | E::PoolMembers
+                | E::Vips
         )
     }
 
@@ -178,6 +214,8 @@ impl Endpoint {
     /// creates, an item reads and deletes, and only items of the kinds MidoNet updates in
     /// place ([`Kind::updatable`]: Router, Bridge, Port, TunnelZone, PortGroup) take PUT.
     /// Hosts and the all-ports list are read-only; a port link is made and removed.
+    /// MidoNet also takes PUTs of load balancers and pool members (partial updates, see
+    /// [`Kind::updatable`]) and lists a load balancer's VIPs without creating through it.
     fn methods(&self) -> &'static [Method] {
         use Endpoint as E;
         const GET: &[Method] = &[Method::GET];
@@ -186,7 +224,8 @@ impl Endpoint {
         const GET_PUT_DELETE: &[Method] = &[Method::GET, Method::PUT, Method::DELETE];
         const POST_DELETE: &[Method] = &[Method::POST, Method::DELETE];
         match self {
-            E::Root | E::Hosts | E::Host(_) | E::Ports => GET,
+            E::Root | E::Hosts | E::Host(_) | E::Ports | E::LoadBalancerVips(_) => GET,
+            E::LoadBalancer(_) | E::PoolMember(_) => GET_PUT_DELETE,
             E::Login => GET_POST,
             E::PortLink(_) => POST_DELETE,
             collection if collection.is_collection() => GET_POST,
@@ -534,6 +573,43 @@ fn dispatch(
         (E::IpAddrGroupAddrs(g), "POST") => s.create_ip_addr_group_addr(g, body()),
         (E::IpAddrGroupAddr(g, a), "GET") => s.get_ip_addr_group_addr(g, &a),
         (E::IpAddrGroupAddr(g, a), "DELETE") => s.delete_ip_addr_group_addr(g, &a),
+        (endpoint, method) => dispatch_l4lb(s, endpoint, method, input),
+    }
+}
+
+/// The load-balancer endpoints of [`dispatch`].
+fn dispatch_l4lb(s: &mut Store, endpoint: Endpoint, method: &str, input: Option<Value>) -> Outcome {
+    use Endpoint as E;
+    let body = || input.clone().unwrap_or(Value::Null);
+    let (m, v) = (Child::Member, Child::Vip);
+    match (endpoint, method) {
+        (E::LoadBalancers, "GET") => s.list_load_balancers(),
+        (E::LoadBalancers, "POST") => s.create_load_balancer(body()),
+        (E::LoadBalancer(id), "GET") => s.get_load_balancer(id),
+        (E::LoadBalancer(id), "PUT") => s.update_load_balancer(id, body()),
+        (E::LoadBalancer(id), "DELETE") => s.delete_load_balancer(id),
+        (E::LoadBalancerPools(lb), "GET") => s.list_pools(Some(lb)),
+        (E::LoadBalancerPools(lb), "POST") => s.create_pool(Some(lb), body()),
+        (E::LoadBalancerVips(lb), "GET") => s.list_load_balancer_vips(lb),
+        (E::Pools, "GET") => s.list_pools(None),
+        (E::Pools, "POST") => s.create_pool(None, body()),
+        (E::Pool(id), "GET") => s.get_pool(id),
+        (E::Pool(id), "PUT") => s.update_pool(id, body()),
+        (E::Pool(id), "DELETE") => s.delete_pool(id),
+        (E::PoolPoolMembers(p), "GET") => s.list_children(m, Some(p)),
+        (E::PoolPoolMembers(p), "POST") => s.create_child(m, Some(p), body()),
+        (E::PoolVips(p), "GET") => s.list_children(v, Some(p)),
+        (E::PoolVips(p), "POST") => s.create_child(v, Some(p), body()),
+        (E::PoolMembers, "GET") => s.list_children(m, None),
+        (E::PoolMembers, "POST") => s.create_child(m, None, body()),
+        (E::PoolMember(id), "GET") => s.get_child(m, id),
+        (E::PoolMember(id), "PUT") => s.update_child(m, id, body()),
+        (E::PoolMember(id), "DELETE") => s.delete_child(m, id),
+        (E::Vips, "GET") => s.list_children(v, None),
+        (E::Vips, "POST") => s.create_child(v, None, body()),
+        (E::Vip(id), "GET") => s.get_child(v, id),
+        (E::Vip(id), "PUT") => s.update_child(v, id, body()),
+        (E::Vip(id), "DELETE") => s.delete_child(v, id),
         _ => Err(method_not_allowed()),
     }
 }

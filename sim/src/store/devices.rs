@@ -156,6 +156,8 @@ impl Store {
             )));
         }
         self.check_chains(&[router.inbound_filter_id, router.outbound_filter_id])?;
+        self.check_router_binding(router.id, router.load_balancer_id)?;
+        self.bind_router(router.id, None, router.load_balancer_id);
         self.routers.insert(
             router.id,
             RouterRec {
@@ -167,20 +169,34 @@ impl Store {
         Ok(Reply::Created(format!("/routers/{}", router.id)))
     }
 
+    /// Replaces the body: the router is bound to the load balancer it names, and
+    /// unbound from the one it named before.
     pub fn update_router(&mut self, id: Uuid, mut body: Value) -> Outcome {
-        self.router(id)?;
+        let was = self.router(id)?.body.get("loadBalancerId").cloned();
         force_id(&mut body, id);
         let router: Router = parse(None, body)?;
         check_name(router.name.as_ref(), 0)?;
         self.check_chains(&[router.inbound_filter_id, router.outbound_filter_id])?;
+        self.check_router_binding(id, router.load_balancer_id)?;
+        let was = was
+            .as_ref()
+            .and_then(Value::as_str)
+            .and_then(|s| Uuid::parse_str(s).ok());
+        self.bind_router(id, was, router.load_balancer_id);
         if let Some(rec) = self.routers.get_mut(&id) {
             rec.body = body_of(&router);
         }
         Ok(Reply::NoContent)
     }
 
-    /// Deletes the router with its ports and routes.
+    /// Deletes the router with its ports and routes; a router that names a load balancer
+    /// is a 409 (MidoNet's binding refuses it).
     pub fn delete_router(&mut self, id: Uuid) -> Outcome {
+        if let Some(lb) = self.router(id)?.body.get("loadBalancerId") {
+            return Err(ApiError::conflict(format!(
+                "router {id} still uses load balancer {lb}"
+            )));
+        }
         let rec = self
             .routers
             .remove(&id)

@@ -11,6 +11,7 @@
 mod devices;
 mod filtering;
 mod groups;
+mod l4lb;
 mod records;
 mod routing;
 mod topology;
@@ -25,6 +26,8 @@ use uuid::Uuid;
 
 use super::admin::{StateDump, StateEntry};
 
+pub(crate) use l4lb::Child;
+use l4lb::LoadBalancerRec;
 pub use records::Cursor;
 use records::RecordKind;
 use tracked::{InRecord, RecordKey, Tracked};
@@ -207,6 +210,8 @@ pub(crate) struct Store {
     pub rules: Tracked<RuleRec>,
     pub port_groups: Tracked<PortGroupRec>,
     pub ip_addr_groups: Tracked<IpAddrGroupRec>,
+    /// A load balancer with its pools, their members and VIPs.
+    pub load_balancers: Tracked<LoadBalancerRec>,
 }
 
 macro_rules! in_own_record {
@@ -229,6 +234,7 @@ in_own_record! {
     ChainRec => Chain,
     PortGroupRec => PortGroup,
     IpAddrGroupRec => IpAddrGroup,
+    LoadBalancerRec => LoadBalancer,
 }
 
 impl InRecord for RuleRec {
@@ -498,6 +504,9 @@ impl Store {
                     groups::view_addr(*id, *addr),
                 ));
             }
+        }
+        for id in self.load_balancers.keys() {
+            resources.extend(self.record_entries(RecordKind::LoadBalancer, *id));
         }
         let rule_order = self
             .chains

@@ -20,6 +20,7 @@ use midonet_translators::model::Kind;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::l4lb::{view_child, view_load_balancer, view_pool, Child};
 use super::tracked::{ChangeLog, Mark, RecordKey};
 use super::{groups, mac_entry_path, view_arp, view_binding, view_host, view_mac, Store};
 use crate::admin::StateEntry;
@@ -35,10 +36,11 @@ pub(crate) enum RecordKind {
     Host,
     PortGroup,
     IpAddrGroup,
+    LoadBalancer,
 }
 
 /// How many maps the store has (and logs it keeps).
-const MAPS: usize = 10;
+const MAPS: usize = 11;
 
 /// Where a reader is: its position in each map's log, and the records it has.
 #[derive(Clone, Debug, Default)]
@@ -85,6 +87,7 @@ impl Store {
             .chain(of(RecordKind::Host, self.hosts.keys()))
             .chain(of(RecordKind::PortGroup, self.port_groups.keys()))
             .chain(of(RecordKind::IpAddrGroup, self.ip_addr_groups.keys()))
+            .chain(of(RecordKind::LoadBalancer, self.load_balancers.keys()))
             .collect()
     }
 
@@ -99,6 +102,7 @@ impl Store {
             RecordKind::Host => self.hosts.contains_key(&id),
             RecordKind::PortGroup => self.port_groups.contains_key(&id),
             RecordKind::IpAddrGroup => self.ip_addr_groups.contains_key(&id),
+            RecordKind::LoadBalancer => self.load_balancers.contains_key(&id),
         }
     }
 
@@ -115,6 +119,7 @@ impl Store {
             self.hosts.log(),
             self.port_groups.log(),
             self.ip_addr_groups.log(),
+            self.load_balancers.log(),
         ]
     }
 
@@ -325,6 +330,42 @@ impl Store {
                             groups::view_addr(id, *addr),
                         ));
                     }
+                }
+            }
+            RecordKind::LoadBalancer => out = self.load_balancer_entries(id),
+        }
+        out
+    }
+
+    /// A load balancer, then each pool with its members and VIPs.
+    fn load_balancer_entries(&self, id: Uuid) -> Vec<StateEntry> {
+        let Some(lb) = self.load_balancers.get(&id) else {
+            return Vec::new();
+        };
+        let mut out = vec![entry(
+            Kind::LoadBalancer,
+            format!("/load_balancers/{id}"),
+            None,
+            view_load_balancer(lb),
+        )];
+        for pool in &lb.pools {
+            out.push(entry(
+                Kind::Pool,
+                format!("/pools/{}", pool.id),
+                Some(id),
+                view_pool(id, pool),
+            ));
+            for (child, kind, list) in [
+                (Child::Member, Kind::PoolMember, &pool.members),
+                (Child::Vip, Kind::Vip, &pool.vips),
+            ] {
+                for c in list {
+                    out.push(entry(
+                        kind,
+                        child.path(c.id),
+                        Some(pool.id),
+                        view_child(child, id, pool.id, c),
+                    ));
                 }
             }
         }
