@@ -33,6 +33,6 @@ pub use live::{LiveTopology, RecordChange};
 pub use packet::{icmp, FlowTuple, IcmpMessage, Protocol, Quoted, SocketV4, ETHERTYPE_IPV4};
 pub use topology::{contains, prefix_mask, Attachment, BuildProblem, RuleOrder, Topology};
 pub use trace::{
-    trace, trace_without_hops, Leg, Path, Probe, ProbeRequest, Trace, TraceError, Verdict,
-    MAX_PATHS,
+    trace, trace_sequence, trace_without_hops, Leg, Path, Probe, ProbeRequest, Session, Trace,
+    TraceError, Verdict, MAX_PATHS,
 };

@@ -15,6 +15,10 @@
 //! serve the untagged frames the model sends. Values worked out on first use (ARP
 //! exchanges, `Local` routes) are kept per topology, shared by the threads that read it,
 //! and emptied by every change.
+//!
+//! Load balancers, pools, members and VIPs are kept by id; the router that names a load
+//! balancer runs it (`engine/l4lb.rs`), which finds the VIPs and members below it by
+//! their parents when a packet needs them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -22,7 +26,8 @@ use std::sync::{Arc, RwLock};
 
 use crate::chainrules::ChainRules;
 use midonet_translators::model::{
-    Bridge, Chain, Ipv4Cidr, MacAddr, Port, PortType, Resource, Route, RouteType, Router, Rule,
+    Bridge, Chain, Ipv4Cidr, LoadBalancer, MacAddr, Pool, PoolMember, Port, PortType, Resource,
+    Route, RouteType, Router, Rule, Vip,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -137,6 +142,12 @@ pub struct Topology {
     pub(crate) port_groups: FxHashMap<Uuid, BTreeSet<Uuid>>,
     /// IP address group → its addresses.
     pub(crate) ip_addr_groups: FxHashMap<Uuid, FxHashSet<Ipv4Addr>>,
+    /// L4 load balancers, pools, pool members and VIPs by id (a router runs the load
+    /// balancer its `loadBalancerId` names: see `engine/l4lb.rs`).
+    pub(crate) load_balancers: FxHashMap<Uuid, LoadBalancer>,
+    pub(crate) pools: FxHashMap<Uuid, Pool>,
+    pub(crate) pool_members: FxHashMap<Uuid, PoolMember>,
+    pub(crate) vips: FxHashMap<Uuid, Vip>,
     pub(crate) problems: Vec<BuildProblem>,
     /// How many rules have a `traversedDevice` condition: without any, walks need not
     /// note the devices they traverse.
@@ -243,13 +254,18 @@ impl Topology {
             // Tunnel zones and hosts carry packets between agents; the model simulates
             // one virtual network and does not need them.
             Resource::TunnelZone(_) | Resource::TunnelZoneHost(_) | Resource::Host(_) => {}
-            Resource::LoadBalancer(_)
-            | Resource::Pool(_)
-            | Resource::PoolMember(_)
-            | Resource::Vip(_) => self.problems.push(BuildProblem {
-                resource: resource.item_path(),
-                problem: "L4 load balancing is not modelled yet; a trace is refused".into(),
-            }),
+            Resource::LoadBalancer(lb) => {
+                self.load_balancers.insert(lb.id, lb);
+            }
+            Resource::Pool(p) => {
+                self.pools.insert(p.id, p);
+            }
+            Resource::PoolMember(m) => {
+                self.pool_members.insert(m.id, m);
+            }
+            Resource::Vip(v) => {
+                self.vips.insert(v.id, v);
+            }
         }
     }
 
@@ -357,11 +373,19 @@ impl Topology {
             | Resource::IpAddrGroup(_)
             | Resource::TunnelZone(_)
             | Resource::TunnelZoneHost(_)
-            | Resource::Host(_)
-            | Resource::LoadBalancer(_)
-            | Resource::Pool(_)
-            | Resource::PoolMember(_)
-            | Resource::Vip(_) => {}
+            | Resource::Host(_) => {}
+            Resource::LoadBalancer(lb) => {
+                self.load_balancers.remove(&lb.id);
+            }
+            Resource::Pool(p) => {
+                self.pools.remove(&p.id);
+            }
+            Resource::PoolMember(m) => {
+                self.pool_members.remove(&m.id);
+            }
+            Resource::Vip(v) => {
+                self.vips.remove(&v.id);
+            }
         }
     }
 

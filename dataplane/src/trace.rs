@@ -272,6 +272,25 @@ pub(crate) fn trace_consulting(
 ) -> Result<(Trace, Consulted), TraceError> {
     let mut consulted = Consulted::default();
     consulted.off = !consult;
+    let (client, sent) = client_of(topo, probe)?;
+    let start = FlowState::default();
+    let (runs, truncated) = explore(topo, &start, record, &mut consulted, |sh| {
+        run_path(sh, probe, client, sent)
+    });
+    let t = Trace {
+        from: client.name.clone(),
+        sent,
+        paths: runs.into_iter().map(|(path, _)| path).collect(),
+        truncated,
+    };
+    Ok((t, consulted))
+}
+
+/// The attachment a probe starts from and the packet it sends.
+fn client_of<'t>(
+    topo: &'t Topology,
+    probe: &Probe,
+) -> Result<(&'t Attachment, FlowTuple), TraceError> {
     let client = topo
         .attachment_named(&probe.from)
         .ok_or_else(|| TraceError::UnknownSource(probe.from.clone()))?;
@@ -290,24 +309,37 @@ pub(crate) fn trace_consulting(
         SocketV4::new(src_ip, probe.src_port),
         probe.to,
     );
-    let mut paths = Vec::new();
+    Ok((client, sent))
+}
+
+/// Runs `run` once per combination of the random choices it meets (at most
+/// [`MAX_PATHS`]; `true` when more existed), each run on a copy of `start`: what each run
+/// returned, with the state it left.
+fn explore<T>(
+    topo: &Topology,
+    start: &FlowState,
+    record: bool,
+    consulted: &mut Consulted,
+    mut run: impl FnMut(&mut Shared<'_, '_>) -> T,
+) -> (Vec<(T, FlowState)>, bool) {
+    let mut out = Vec::new();
     let mut pending: Vec<Vec<usize>> = vec![Vec::new()];
     let mut truncated = false;
     while let Some(script) = pending.pop() {
-        if paths.len() >= MAX_PATHS {
+        if out.len() >= MAX_PATHS {
             truncated = true;
             break;
         }
-        let mut state = FlowState::default();
+        let mut state = start.clone();
         let mut choices = Choices::new(script.clone());
         let mut sh = Shared {
             topo,
             state: &mut state,
             choices: &mut choices,
             record,
-            consulted: &mut consulted,
+            consulted,
         };
-        let path = run_path(&mut sh, probe, client, sent);
+        let value = run(&mut sh);
         // Every choice met past the script was taken as its first option; queue the
         // others, each with the choices before it fixed.
         let picks: Vec<usize> = choices.met.iter().map(|(p, _)| *p).collect();
@@ -318,15 +350,76 @@ pub(crate) fn trace_consulting(
                 pending.push(next);
             }
         }
-        paths.push(path);
+        out.push((value, state));
     }
-    let t = Trace {
-        from: client.name.clone(),
-        sent,
-        paths,
-        truncated,
-    };
-    Ok((t, consulted))
+    (out, truncated)
+}
+
+/// Connections traced one after another on one flow state, as one client's successive
+/// connections meet the state its earlier ones left in the agents (NAT bindings, a
+/// sticky VIP's binding, connection tracking, learned MACs and ARP entries). midolman
+/// forgets an unused NAT binding after 60 s; a session forgets nothing, and has no
+/// clock: it stands for connections made within that time.
+#[derive(Clone, Debug, Default)]
+pub struct Session {
+    state: FlowState,
+}
+
+impl Session {
+    pub fn new() -> Session {
+        Session::default()
+    }
+
+    /// Traces `probe` on `topo` (which may differ from the topology of earlier
+    /// connections: a member left its pool), every path starting from the state the
+    /// session holds. The session then keeps the state of the trace's first path, the
+    /// one where every random choice took its first option.
+    pub fn trace(&mut self, topo: &Topology, probe: &Probe) -> Result<Trace, TraceError> {
+        let (client, sent) = client_of(topo, probe)?;
+        let mut consulted = Consulted::default();
+        consulted.off = true;
+        let (runs, truncated) = explore(topo, &self.state, true, &mut consulted, |sh| {
+            run_path(sh, probe, client, sent)
+        });
+        let mut paths = Vec::with_capacity(runs.len());
+        for (i, (path, state)) in runs.into_iter().enumerate() {
+            if i == 0 {
+                self.state = state;
+            }
+            paths.push(path);
+        }
+        Ok(Trace {
+            from: client.name.clone(),
+            sent,
+            paths,
+            truncated,
+        })
+    }
+}
+
+/// Every history of `probes` made one after another on one flow state: each history is
+/// one combination of the random choices all the connections met, with the path each
+/// connection took (in `probes` order). `true` when more than [`MAX_PATHS`] histories
+/// existed.
+pub fn trace_sequence(
+    topo: &Topology,
+    probes: &[Probe],
+) -> Result<(Vec<Vec<Path>>, bool), TraceError> {
+    let clients = probes
+        .iter()
+        .map(|p| client_of(topo, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut consulted = Consulted::default();
+    consulted.off = true;
+    let start = FlowState::default();
+    let (runs, truncated) = explore(topo, &start, true, &mut consulted, |sh| {
+        probes
+            .iter()
+            .zip(&clients)
+            .map(|(probe, (client, sent))| run_path(sh, probe, client, *sent))
+            .collect::<Vec<Path>>()
+    });
+    Ok((runs.into_iter().map(|(h, _)| h).collect(), truncated))
 }
 
 /// What a leg led to, besides the leg itself.

@@ -4,11 +4,12 @@
 use std::net::Ipv4Addr;
 
 use midonet_dataplane::{
-    trace, Attachment, Hop, Probe, Protocol, RuleOrder, SocketV4, Step, Topology, Trace,
+    trace, trace_sequence, Attachment, Hop, Path, Probe, Protocol, RuleOrder, Session, SocketV4,
+    Step, Topology, Trace, Verdict,
 };
 use midonet_translators::model::{
-    Bridge, Chain, FlowAction, HostInterfacePort, MacAddr, NatTarget, Port, PortLink, PortRange,
-    Resource, Route, RouteType, Router, Rule, RuleType,
+    Bridge, Chain, FlowAction, HostInterfacePort, LbStatus, LoadBalancer, MacAddr, NatTarget, Pool,
+    PoolMember, Port, PortLink, PortRange, Resource, Route, RouteType, Router, Rule, RuleType, Vip,
 };
 use uuid::Uuid;
 
@@ -569,4 +570,259 @@ fn a_reply_is_recognised_by_its_original_tuple_after_a_reverse_nat() {
     );
     // Nothing but a reply gets to a: c's new connection is dropped there.
     assert!(!net.tcp("c", "10.0.1.10", 80).delivered());
+}
+
+// --- The router's L4 load balancer (`engine/l4lb.rs`) ------------------------------------
+
+const LB: u128 = 0x4ff;
+const POOL: u128 = 0x500;
+const M_A: u128 = 0x501;
+const M_C: u128 = 0x502;
+const VIP: u128 = 0x503;
+const VIP_IP: &str = "10.0.9.9";
+
+/// Net with a load balancer on router R: VIP 10.0.9.9:80 over members a and c
+/// (10.0.1.10/11:8080, behind B1); the client is b (behind B2). The router drops
+/// everything else to the VIP's address in its inbound filter, which the load balancer
+/// skips for what it takes.
+fn balanced(sticky: bool) -> Net {
+    let mut net = Net::new();
+    let mut vip = Vip::new(id(POOL), id(VIP), ip(VIP_IP), 80);
+    if sticky {
+        vip = vip.sticky();
+    }
+    net.res.extend([
+        Resource::from(LoadBalancer::new(id(LB))),
+        Pool::new(id(LB), id(POOL)).into(),
+        PoolMember::new(id(POOL), id(M_A), ip("10.0.1.10"), 8080).into(),
+        PoolMember::new(id(POOL), id(M_C), ip("10.0.1.11"), 8080).into(),
+        vip.into(),
+    ]);
+    net.router_mut().load_balancer_id = Some(id(LB));
+    net.chain(
+        400,
+        vec![rule(400, 401, RuleType::Drop).to_host(ip(VIP_IP))],
+    );
+    net.router_mut().inbound_filter_id = Some(id(400));
+    net
+}
+
+impl Net {
+    fn router_mut(&mut self) -> &mut Router {
+        self.res
+            .iter_mut()
+            .find_map(|r| match r {
+                Resource::Router(x) if x.id == id(R) => Some(x),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    fn member_mut(&mut self, m: u128) -> &mut PoolMember {
+        self.res
+            .iter_mut()
+            .find_map(|r| match r {
+                Resource::PoolMember(x) if x.id == id(m) => Some(x),
+                _ => None,
+            })
+            .unwrap()
+    }
+
+    fn without(mut self, gone: u128) -> Net {
+        self.res.retain(|r| r.own_id() != Some(id(gone)));
+        self
+    }
+}
+
+/// Connections of client b to the VIP from successive source ports.
+fn connections(n: u16, dst_port: u16) -> Vec<Probe> {
+    (0..n)
+        .map(|i| {
+            let to = SocketV4::new(ip(VIP_IP), dst_port);
+            Probe::new("b", to, Protocol::Tcp, 40000 + i)
+        })
+        .collect()
+}
+
+/// The member a path reached, if it was delivered.
+fn member(p: &Path) -> Option<String> {
+    p.forward.delivered_to.clone()
+}
+
+/// The oracle of `sessionAffinity: ClientIP`: in every history, every connection works
+/// (the reply comes from the VIP) and all of them land on one member.
+fn one_member_per_client(histories: &[Vec<Path>]) -> Result<(), String> {
+    for h in histories {
+        let members: Vec<Option<String>> = h.iter().map(member).collect();
+        if h.iter().any(|p| !p.works) {
+            return Err(format!("a connection does not work: {members:?}"));
+        }
+        if members.windows(2).any(|w| w[0] != w[1]) {
+            return Err(format!("connections of one client spread: {members:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_sticky_vip_keeps_every_connection_of_a_client_on_one_member() {
+    // PoolTest "Sticky source IP attribute in VIP affects how subsequent connections are
+    // balanced" / "With sticky source IP"; NATState: FWD_STICKY_DNAT leaves the client's
+    // port out of the key.
+    let net = balanced(true);
+    let (histories, truncated) = trace_sequence(&net.topo(), &connections(4, 80)).unwrap();
+    assert!(!truncated);
+    one_member_per_client(&histories).unwrap();
+    // The first connection chose between the two active members; the others met no
+    // choice: two histories, one per member.
+    let firsts: Vec<Option<String>> = histories.iter().map(|h| member(&h[0])).collect();
+    assert_eq!(histories.len(), 2, "{firsts:?}");
+    assert!(firsts.contains(&Some("a".into())) && firsts.contains(&Some("c".into())));
+    // The reply is translated back to the VIP; the trace names the load-balancer steps.
+    let later = &histories[0][1];
+    assert_eq!(later.client_sees, Some(SocketV4::new(ip(VIP_IP), 80)));
+    let steps: Vec<&str> = later
+        .forward
+        .hops
+        .iter()
+        .filter(|h| matches!(h.step, Step::LoadBalancer | Step::Nat))
+        .map(|h| h.detail.as_str())
+        .collect();
+    assert!(
+        steps[0].contains("matches sticky (SOURCE_IP) VIP"),
+        "{steps:?}"
+    );
+    assert!(steps[1].contains("reuses the sticky binding"), "{steps:?}");
+    let first = &histories[0][0].forward.hops;
+    assert!(
+        first.iter().any(|h| h.detail.contains("chose member")),
+        "{first:#?}"
+    );
+}
+
+#[test]
+fn a_non_sticky_vip_balances_every_connection_anew_and_the_oracle_notices() {
+    // PoolTest "Without sticky source IP": each new connection (source port) is a new
+    // FWD_DNAT key, balanced again.
+    let net = balanced(false);
+    let (histories, _) = trace_sequence(&net.topo(), &connections(2, 80)).unwrap();
+    assert_eq!(histories.len(), 4);
+    assert!(histories.iter().all(|h| h.iter().all(|p| p.works)));
+    let err = one_member_per_client(&histories).unwrap_err();
+    assert!(err.contains("spread"), "{err}");
+    // The same connection (same source port) keeps its binding.
+    let same = vec![connections(1, 80)[0].clone(), connections(1, 80)[0].clone()];
+    let (histories, _) = trace_sequence(&net.topo(), &same).unwrap();
+    one_member_per_client(&histories).unwrap();
+}
+
+#[test]
+fn a_client_whose_member_leaves_moves_to_another_and_stays_there() {
+    // PoolTest "Backend is disabled, sticky vs non-sticky behavior differs" / "With sticky
+    // source IP, multiple backends": a sticky binding to a member that is no longer active
+    // is dropped and another member chosen.
+    let net = balanced(true);
+    let probes = connections(3, 80);
+    let mut session = Session::new();
+    let first = session.trace(&net.topo(), &probes[0]).unwrap();
+    // The session keeps the first path's state: every choice's first option, member a
+    // (the lower id).
+    assert_eq!(member(&first.paths[0]).as_deref(), Some("a"));
+    for leave in [
+        (|m: &mut PoolMember| m.status = Some(LbStatus::Inactive)) as fn(&mut PoolMember),
+        |m: &mut PoolMember| m.admin_state_up = Some(false),
+        |m: &mut PoolMember| m.weight = Some(0),
+    ] {
+        let mut moved = balanced(true);
+        leave(moved.member_mut(M_A));
+        let mut s = session.clone();
+        let t = s.trace(&moved.topo(), &probes[1]).unwrap();
+        assert_eq!(t.candidates().len(), 1, "{t:#?}");
+        assert_eq!(member(&t.paths[0]).as_deref(), Some("c"));
+        assert!(t.all_work());
+        // Once moved, the client stays on c when a comes back.
+        let t = s.trace(&net.topo(), &probes[2]).unwrap();
+        assert_eq!(t.candidates().len(), 1);
+        assert_eq!(member(&t.paths[0]).as_deref(), Some("c"));
+    }
+    // Without a member left the sticky VIP drops (PoolTest "When all pool members are in
+    // admin state down").
+    let mut none = balanced(true);
+    none.member_mut(M_A).admin_state_up = Some(false);
+    none.member_mut(M_C).admin_state_up = Some(false);
+    let t = session.trace(&none.topo(), &probes[1]).unwrap();
+    assert!(!t.delivered());
+    assert!(reason(&t).contains("no active member"), "{}", reason(&t));
+}
+
+#[test]
+fn a_non_sticky_connection_outlives_its_member_being_disabled() {
+    // Pool.isValidBackend: without persistence, a member administratively down still
+    // serves the connections bound to it; a new connection goes elsewhere.
+    let net = balanced(false);
+    let probes = connections(2, 80);
+    let mut session = Session::new();
+    let first = session.trace(&net.topo(), &probes[0]).unwrap();
+    assert_eq!(member(&first.paths[0]).as_deref(), Some("a"));
+    let mut disabled = balanced(false);
+    disabled.member_mut(M_A).admin_state_up = Some(false);
+    let same = session.clone().trace(&disabled.topo(), &probes[0]).unwrap();
+    assert_eq!(member(&same.paths[0]).as_deref(), Some("a"));
+    let other = session.trace(&disabled.topo(), &probes[1]).unwrap();
+    assert_eq!(member(&other.paths[0]).as_deref(), Some("c"));
+}
+
+#[test]
+fn what_the_load_balancer_does_not_take_meets_the_router_filter() {
+    // VipTest "Matching VIPs": TCP only, address and port; PoolTest "When loadbalancer is
+    // admin state down, behaves as if no loadbalancer present", "UDP traffic should not be
+    // accepted".
+    let net = balanced(true);
+    let other_port = net.tcp("b", VIP_IP, 81);
+    let udp = net.trace("b", VIP_IP, 80, Protocol::Udp);
+    let mut down = balanced(true);
+    down.res.iter_mut().for_each(|r| {
+        if let Resource::LoadBalancer(lb) = r {
+            lb.admin_state_up = Some(false);
+        }
+    });
+    let lb_down = down.tcp("b", VIP_IP, 80);
+    for t in [other_port, udp, lb_down] {
+        assert!(!t.delivered(), "{t:#?}");
+        assert!(reason(&t).contains("drop"), "{}", reason(&t));
+    }
+}
+
+#[test]
+fn a_broken_load_balancer_fails_the_oracle() {
+    // The VIP gone: nothing answers for its address (the router filter drops it).
+    let no_vip = balanced(true).without(VIP);
+    let (h, _) = trace_sequence(&no_vip.topo(), &connections(2, 80)).unwrap();
+    assert!(one_member_per_client(&h).is_err());
+    // No member at all: the VIP's pool is not up, the connection is dropped.
+    let no_members = balanced(true).without(M_A).without(M_C);
+    let (h, _) = trace_sequence(&no_members.topo(), &connections(2, 80)).unwrap();
+    assert!(one_member_per_client(&h).is_err());
+    assert!(h[0][0]
+        .forward
+        .drop_reason
+        .as_deref()
+        .unwrap_or("")
+        .contains("no active member"));
+    // The router naming a load balancer that does not exist: refused.
+    let t = balanced(true).without(LB).tcp("b", VIP_IP, 80);
+    assert_eq!(t.paths[0].forward.verdict, Verdict::Unsupported);
+}
+
+#[test]
+fn a_pool_with_a_health_monitor_is_refused() {
+    let mut net = balanced(true);
+    net.res.iter_mut().for_each(|r| {
+        if let Resource::Pool(p) = r {
+            p.health_monitor_id = Some(id(0x600));
+        }
+    });
+    let t = net.tcp("b", VIP_IP, 80);
+    let why = t.unsupported().unwrap_or_default().to_string();
+    assert!(why.contains("health monitor"), "{t:#?}");
 }

@@ -22,6 +22,7 @@ mod arp;
 mod bridge;
 mod chain;
 mod condition;
+mod l4lb;
 mod router;
 
 use std::collections::BTreeSet;
@@ -56,6 +57,8 @@ pub enum Step {
     Route,
     Arp,
     Flood,
+    /// A router's load balancer: a VIP matched, a member chosen or a binding reused.
+    LoadBalancer,
     Delivered,
     Dropped,
     /// A device answered: an ICMP error, an echo reply, an ARP reply.

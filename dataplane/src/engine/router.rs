@@ -3,6 +3,8 @@
 //! - Administratively down, it answers with an ICMP admin-prohibited error.
 //! - A broadcast frame is an ARP (see [`super::arp`]) or dropped; any other frame must be
 //!   addressed to the ingress port's MAC. ARP addressed to it is processed, not routed.
+//! - The router's load balancer, if it names one, takes packets for its VIPs and skips
+//!   the inbound filter for them (see [`super::l4lb`]).
 //! - The inbound filter runs; a `reject` answers ICMP admin prohibited.
 //! - The route: the longest destination prefix among the published routes whose source
 //!   prefix holds the source (a port's routes are published while the port is linked, or
@@ -11,7 +13,9 @@
 //!   unreachable. `Local`: an ICMP echo request is answered, anything else dropped.
 //!   `BlackHole`: dropped. `Reject`: ICMP admin prohibited.
 //! - To a port without an address, or to the egress port's own address: dropped.
-//! - The outbound filter runs (with the egress port as out-port).
+//! - The load balancer translates a member's reply back to its VIP and skips the
+//!   outbound filter for it; otherwise the outbound filter runs (with the egress port as
+//!   out-port).
 //! - The next hop (the route's gateway, else the destination) is resolved: a linked
 //!   router port's MAC; on a linked bridge what the bridge knows, else ARP; behind an
 //!   exterior port ARP if the next hop is on the port's network, else ICMP (net
@@ -29,6 +33,7 @@ use midonet_translators::model::{Route, RouteType};
 use uuid::Uuid;
 
 use super::chain::Stop;
+use super::l4lb::Lb;
 use super::{Answer, End, Step, Walk};
 use crate::packet::{icmp, FlowTuple, IcmpMessage, Packet, Protocol, Quoted, SocketV4};
 use crate::topology::{contains_len, Topology};
@@ -82,6 +87,12 @@ impl Walk<'_, '_, '_> {
             return self.router_arp(id);
         }
         self.out_port = None;
+        match self.lb_inbound(id, router.load_balancer_id) {
+            Lb::Continue => {}
+            Lb::Accept => return self.route(id),
+            Lb::Drop(why) => return self.drop(Some(id), why),
+            Lb::Refused(end) => return end,
+        }
         match self.filter(router.inbound_filter_id, "router inbound filter") {
             Ok(()) => {}
             Err(stop) => return self.router_stop(stop),
@@ -153,7 +164,15 @@ impl Walk<'_, '_, '_> {
             );
         }
         self.out_port = Some(out.id);
-        let filtered = match topo.routers.get(&router) {
+        let r = topo.routers.get(&router);
+        // `RouterBase.postRouting`: whatever the load balancer decides but CONTINUE
+        // skips the outbound filter.
+        match self.lb_outbound(router, r.and_then(|r| r.load_balancer_id)) {
+            Lb::Continue => {}
+            Lb::Accept | Lb::Drop(_) => return self.forward_to(router, &route, out.id),
+            Lb::Refused(end) => return end,
+        }
+        let filtered = match r {
             Some(r) => self.filter(r.outbound_filter_id, "router outbound filter"),
             None => Ok(()),
         };
