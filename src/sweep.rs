@@ -4,8 +4,10 @@
 //! item path, either in its desired resources or in its status' pushed record. The sweep
 //! lists the tenant's bridges, routers and chains, the NetworkPolicy port groups and IP
 //! address groups (known by their name, [`GROUP_NAME_PREFIX`]: MidoNet gives an IP address
-//! group no tenant), and under each claimed one its ports, routes (not the `Local` routes MidoNet makes by
-//! itself), rules, member ports or addresses; every unclaimed item is an orphan. Children
+//! group no tenant), the load balancer each of the tenant's routers names (a load balancer
+//! has no tenant), and under each claimed one its ports, routes (not the `Local` routes MidoNet makes by
+//! itself), rules, member ports or addresses, pools with their members and VIPs; every
+//! unclaimed item is an orphan. A load balancer no router of ours names is not found. Children
 //! of an orphan parent are not reported: deleting the parent deletes them.
 //!
 //! The backend is listed *before* the Translations, so a resource pushed for a Translation
@@ -26,17 +28,21 @@ use crate::backend::{BackendClient, BackendError};
 use crate::crd::Translation;
 
 /// The kinds the sweep looks at, in report order.
-pub const SWEPT_KINDS: [Kind; 10] = [
+pub const SWEPT_KINDS: [Kind; 14] = [
     Kind::Bridge,
     Kind::Router,
     Kind::Chain,
     Kind::PortGroup,
     Kind::IpAddrGroup,
+    Kind::LoadBalancer,
     Kind::Port,
     Kind::Route,
     Kind::Rule,
     Kind::PortGroupPort,
     Kind::IpAddrGroupAddr,
+    Kind::Pool,
+    Kind::PoolMember,
+    Kind::Vip,
 ];
 
 /// A backend resource of our tenant that no Translation claims.
@@ -190,6 +196,11 @@ async fn listed_parents(backend: &BackendClient, tenant: &str) -> Result<Vec<Fou
     }
     for r in devices.routers {
         parents.push(found(Kind::Router, "routers", r.id, "router".into()));
+        // A load balancer has no tenant: the one a router of ours names is ours.
+        if let Some(lb) = r.load_balancer_id {
+            let what = format!("load balancer of /routers/{}", r.id);
+            parents.push(found(Kind::LoadBalancer, "load_balancers", lb, what));
+        }
     }
     for c in devices.chains {
         parents.push(found(Kind::Chain, "chains", c.id, "chain".into()));
@@ -257,6 +268,7 @@ async fn listed_children(
                 .map(|a| member(Resource::IpAddrGroupAddr(a), &p.path))
                 .collect()
         }),
+        Kind::LoadBalancer => load_balancer_children(backend, &p.path, id).await,
         _ => backend.list_rules(id).await.map(|rules| {
             rules
                 .into_iter()
@@ -264,6 +276,39 @@ async fn listed_children(
                 .collect()
         }),
     }
+}
+
+/// A load balancer's pools, their members and VIPs (deleting an orphan pool takes its
+/// members and VIPs, which are then reported too and deleted idempotently).
+async fn load_balancer_children(
+    backend: &BackendClient,
+    lb_path: &str,
+    id: Uuid,
+) -> Result<Vec<Found>, BackendError> {
+    let mut out = Vec::new();
+    for pool in backend.list_load_balancer_pools(id).await? {
+        let pool_path = format!("/pools/{}", pool.id);
+        let what = |m: &str| format!("{m} of {pool_path}");
+        match backend.list_pool_members(pool.id).await {
+            Ok(ms) => out.extend(
+                ms.into_iter()
+                    .map(|m| found(Kind::PoolMember, "pool_members", m.id, what("member"))),
+            ),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        }
+        match backend.list_pool_vips(pool.id).await {
+            Ok(vs) => out.extend(
+                vs.into_iter()
+                    .map(|v| found(Kind::Vip, "vips", v.id, what("VIP"))),
+            ),
+            Err(e) if e.is_not_found() => continue,
+            Err(e) => return Err(e),
+        }
+        let desc = format!("pool of {lb_path}");
+        out.push(found(Kind::Pool, "pools", pool.id, desc));
+    }
+    Ok(out)
 }
 
 fn found(kind: Kind, collection: &str, id: Uuid, description: String) -> Found {

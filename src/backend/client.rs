@@ -7,6 +7,7 @@ use midonet_translators::model::{
     PortLink, Resource, Route, Router, Rule, TunnelZone,
 };
 use midonet_translators::model::{IpAddrGroup, IpAddrGroupAddr, PortGroup, PortGroupPort};
+use midonet_translators::model::{LoadBalancer, Pool, PoolMember, Vip};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use uuid::Uuid;
@@ -384,6 +385,29 @@ impl BackendClient {
             Some(group_id),
         )
         .await
+    }
+
+    /// `GET /load_balancers`: every L4 load balancer (they carry no tenant: a router of
+    /// ours names its own by `loadBalancerId`).
+    pub async fn list_load_balancers(&self) -> Result<Vec<LoadBalancer>, BackendError> {
+        self.list("/load_balancers", None).await
+    }
+
+    /// `GET /load_balancers/{id}/pools`.
+    pub async fn list_load_balancer_pools(&self, lb: Uuid) -> Result<Vec<Pool>, BackendError> {
+        self.list(&format!("/load_balancers/{lb}/pools"), Some(lb))
+            .await
+    }
+
+    /// `GET /pools/{id}/pool_members`.
+    pub async fn list_pool_members(&self, pool: Uuid) -> Result<Vec<PoolMember>, BackendError> {
+        self.list(&format!("/pools/{pool}/pool_members"), Some(pool))
+            .await
+    }
+
+    /// `GET /pools/{id}/vips`.
+    pub async fn list_pool_vips(&self, pool: Uuid) -> Result<Vec<Vip>, BackendError> {
+        self.list(&format!("/pools/{pool}/vips"), Some(pool)).await
     }
 
     /// `GET /hosts/{id}/ports`: the host's interface-port bindings.

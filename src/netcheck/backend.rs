@@ -1,7 +1,8 @@
 //! Reads the whole virtual topology of the tenant through the MidoNet REST API, with GETs
 //! only, into the typed model the data-plane model builds from.
 
-use midonet_translators::model::Resource;
+use midonet_translators::model::{Resource, Router};
+use uuid::Uuid;
 
 use crate::backend::{BackendClient, BackendError};
 use crate::sweep::list_tenant_devices;
@@ -10,7 +11,8 @@ use crate::sweep::list_tenant_devices;
 /// bridge's ports, MAC and ARP tables, each router's ports and routes (`Local` ones
 /// included: they are how a router answers for its own addresses), each chain's rules in
 /// listed order (MidoNet lists them in evaluation order: build with
-/// `RuleOrder::Listed`), and every host's interface-port bindings.
+/// `RuleOrder::Listed`), every host's interface-port bindings, and the load balancer each
+/// router names (`loadBalancerId`) with its pools, their members and VIPs.
 ///
 /// Ports carry `peerId` in their GET body, which is how the model links them. A device
 /// deleted between its listing and the listing of its children is skipped, as the sweep
@@ -41,6 +43,7 @@ pub async fn read_topology(
             out.extend(routes.into_iter().map(Resource::Route));
         }
     }
+    out.extend(read_load_balancers(backend, &devices.routers).await?);
     for c in &devices.chains {
         if let Some(rules) = gone_is_empty(backend.list_rules(c.id).await)? {
             out.extend(rules.into_iter().map(Resource::Rule));
@@ -66,6 +69,36 @@ pub async fn read_topology(
     out.extend(devices.bridges.into_iter().map(Resource::Bridge));
     out.extend(devices.routers.into_iter().map(Resource::Router));
     out.extend(devices.chains.into_iter().map(Resource::Chain));
+    Ok(out)
+}
+
+/// The load balancers `routers` name, with everything below them.
+async fn read_load_balancers(
+    backend: &BackendClient,
+    routers: &[Router],
+) -> Result<Vec<Resource>, BackendError> {
+    let named: Vec<Uuid> = routers.iter().filter_map(|r| r.load_balancer_id).collect();
+    if named.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for lb in backend.list_load_balancers().await? {
+        if !named.contains(&lb.id) {
+            continue;
+        }
+        for pool in
+            gone_is_empty(backend.list_load_balancer_pools(lb.id).await)?.unwrap_or_default()
+        {
+            if let Some(members) = gone_is_empty(backend.list_pool_members(pool.id).await)? {
+                out.extend(members.into_iter().map(Resource::PoolMember));
+            }
+            if let Some(vips) = gone_is_empty(backend.list_pool_vips(pool.id).await)? {
+                out.extend(vips.into_iter().map(Resource::Vip));
+            }
+            out.push(Resource::Pool(pool));
+        }
+        out.push(Resource::LoadBalancer(lb));
+    }
     Ok(out)
 }
 
