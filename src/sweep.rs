@@ -289,21 +289,22 @@ async fn load_balancer_children(
     for pool in backend.list_load_balancer_pools(id).await? {
         let pool_path = format!("/pools/{}", pool.id);
         let what = |m: &str| format!("{m} of {pool_path}");
-        match backend.list_pool_members(pool.id).await {
-            Ok(ms) => out.extend(
-                ms.into_iter()
-                    .map(|m| found(Kind::PoolMember, "pool_members", m.id, what("member"))),
-            ),
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
-        }
-        match backend.list_pool_vips(pool.id).await {
-            Ok(vs) => out.extend(
-                vs.into_iter()
-                    .map(|v| found(Kind::Vip, "vips", v.id, what("VIP"))),
-            ),
-            Err(e) if e.is_not_found() => continue,
-            Err(e) => return Err(e),
+        // A pool deleted since it was listed has nothing left below it.
+        let gone = |e: &BackendError| e.is_not_found();
+        let members = match backend.list_pool_members(pool.id).await {
+            Err(e) if gone(&e) => continue,
+            listed => listed?.into_iter().map(|m| (Kind::PoolMember, m.id)),
+        };
+        let vips = match backend.list_pool_vips(pool.id).await {
+            Err(e) if gone(&e) => continue,
+            listed => listed?.into_iter().map(|v| (Kind::Vip, v.id)),
+        };
+        for (kind, child) in members.chain(vips) {
+            let (collection, name) = match kind {
+                Kind::Vip => ("vips", "VIP"),
+                _ => ("pool_members", "member"),
+            };
+            out.push(found(kind, collection, child, what(name)));
         }
         let desc = format!("pool of {lb_path}");
         out.push(found(Kind::Pool, "pools", pool.id, desc));

@@ -3,7 +3,7 @@
 //!
 //! It is the oracle of this project's tests and the engine of `trace` and `check`: given
 //! bridges, routers, ports, links, routes, chains and rules (the one typed model of
-//! [`midonet_translators::model`]) plus the workloads behind bound interfaces (behind bridge
+//! [`midonet_translators::model`], a router's L4 load balancer included) plus the workloads behind bound interfaces (behind bridge
 //! ports or exterior router ports, outside clients behind an uplink included), it answers
 //! whether a connection is delivered, where, through which rules, and what the client sees
 //! back: the reply, or the ICMP error or echo reply a router answers. Pure: no I/O, no

@@ -5,6 +5,12 @@
 //! the network. A client outside, at an address in the networks behind its attachment,
 //! gets its reply through any attachment with that address behind it ([`Attachment`]'s
 //! `networks`: the outside is one network behind every uplink).
+//!
+//! A trace starts from empty flow state. [`trace_sequence`] and [`Session`] run several
+//! connections one after another on one state, as a client's later connections meet what
+//! its earlier ones left (a sticky VIP's binding): the first explores every combination
+//! of the choices they meet, the second goes one connection at a time, possibly on a
+//! changed topology, keeping the state of each trace's first path.
 
 use std::net::Ipv4Addr;
 

@@ -720,6 +720,26 @@ mod tests {
         assert!(allows(Endpoint::PortLink(u), Method::POST));
         assert!(allows(Endpoint::Login, Method::POST));
         assert!(!allows(Endpoint::Root, Method::POST));
+        // Load balancing: every item takes PUT (a load balancer's and a member's are
+        // partial updates); a load balancer's VIP list is read-only.
+        for item in [
+            Endpoint::LoadBalancer(u),
+            Endpoint::Pool(u),
+            Endpoint::PoolMember(u),
+            Endpoint::Vip(u),
+        ] {
+            assert!(allows(item.clone(), Method::PUT), "{item:?}");
+            assert!(allows(item, Method::DELETE));
+        }
+        assert!(!allows(Endpoint::LoadBalancerVips(u), Method::POST));
+        assert!(allows(Endpoint::Vips, Method::POST));
+        assert!(allows(Endpoint::PoolPoolMembers(u), Method::POST));
+        let s = u.to_string();
+        assert_eq!(
+            Endpoint::parse(&["pools", &s, "pool_members"]),
+            Some(Endpoint::PoolPoolMembers(u))
+        );
+        assert_eq!(Endpoint::parse(&["vips", &s]), Some(Endpoint::Vip(u)));
     }
 
     #[test]

@@ -243,7 +243,11 @@ pub fn recorded_referents(kind: &str, path: &str) -> Vec<Referent> {
             | Kind::Port
             | Kind::Route
             | Kind::Chain
-            | Kind::Rule,
+            | Kind::Rule
+            | Kind::LoadBalancer
+            | Kind::Pool
+            | Kind::PoolMember
+            | Kind::Vip,
         ) => vec![Referent::Object(last)],
         Some(Kind::TunnelZoneHost) => vec![Referent::TunnelZoneMember(last)],
         _ => Vec::new(),

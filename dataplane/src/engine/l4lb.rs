@@ -35,7 +35,9 @@
 //! and a member's absent `status` are what MidoNet stores after a REST create (up,
 //! `ACTIVE`); an absent weight is MidoNet's default 1.
 
-use midonet_translators::model::{LbStatus, Pool, PoolMember, SessionPersistence, Vip};
+use midonet_translators::model::{
+    LbStatus, LoadBalancer, Pool, PoolMember, SessionPersistence, Vip,
+};
 use uuid::Uuid;
 
 use super::{End, Step, Walk};
@@ -100,7 +102,7 @@ impl Topology {
     }
 }
 
-impl Walk<'_, '_, '_> {
+impl<'t> Walk<'_, '_, 't> {
     /// Why the model cannot run `pool`, if it cannot.
     fn pool_refusal(pool: &Pool) -> Option<String> {
         if let Some(hm) = pool.health_monitor_id {
@@ -118,15 +120,31 @@ impl Walk<'_, '_, '_> {
         }
     }
 
+    /// The load balancer router `router` names: none is [`Lb::Continue`], a missing one
+    /// is refused.
+    fn balancer_of(
+        &mut self,
+        router: Uuid,
+        lb: Option<Uuid>,
+    ) -> Result<(Uuid, &'t LoadBalancer), Lb> {
+        let Some(lb) = lb else {
+            return Err(Lb::Continue);
+        };
+        match self.topo().load_balancers.get(&lb) {
+            Some(balancer) => Ok((lb, balancer)),
+            None => Err(Lb::Refused(self.unsupported(
+                Some(router),
+                format!("the router names load balancer {lb}, which does not exist"),
+            ))),
+        }
+    }
+
     /// `LoadBalancer.processInbound` of the load balancer router `router` names.
     pub(super) fn lb_inbound(&mut self, router: Uuid, lb: Option<Uuid>) -> Lb {
         let topo = self.topo();
-        let Some(lb) = lb else { return Lb::Continue };
-        let Some(balancer) = topo.load_balancers.get(&lb) else {
-            return Lb::Refused(self.unsupported(
-                Some(router),
-                format!("the router names load balancer {lb}, which does not exist"),
-            ));
+        let (lb, balancer) = match self.balancer_of(router, lb) {
+            Ok(found) => found,
+            Err(lb) => return lb,
         };
         if balancer.admin_state_up == Some(false) || self.pkt.tuple.protocol != Protocol::Tcp {
             return Lb::Continue;
@@ -138,7 +156,13 @@ impl Walk<'_, '_, '_> {
             return Lb::Continue;
         };
         let Some(pool) = topo.pools.get(&vip.parent) else {
-            return Lb::Continue;
+            return Lb::Refused(self.unsupported(
+                Some(lb),
+                format!(
+                    "VIP {} names pool {}, which does not exist",
+                    vip.id, vip.parent
+                ),
+            ));
         };
         if let Some(why) = Self::pool_refusal(pool) {
             return Lb::Refused(self.unsupported(Some(lb), why));
@@ -230,12 +254,9 @@ impl Walk<'_, '_, '_> {
     /// `LoadBalancer.processOutbound` of the load balancer router `router` names.
     pub(super) fn lb_outbound(&mut self, router: Uuid, lb: Option<Uuid>) -> Lb {
         let topo = self.topo();
-        let Some(lb) = lb else { return Lb::Continue };
-        let Some(balancer) = topo.load_balancers.get(&lb) else {
-            return Lb::Refused(self.unsupported(
-                Some(router),
-                format!("the router names load balancer {lb}, which does not exist"),
-            ));
+        let (lb, balancer) = match self.balancer_of(router, lb) {
+            Ok(found) => found,
+            Err(lb) => return lb,
         };
         let vips = topo.lb_vips(lb);
         let has_sticky = vips.iter().any(|v| is_sticky(v));

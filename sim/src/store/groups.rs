@@ -280,6 +280,7 @@ pub(crate) fn view_addr(group: Uuid, addr: Ipv4Addr) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing::status;
     use crate::store::Device;
 
     const B: &str = "11111111-1111-4111-8111-111111111111";
@@ -288,15 +289,6 @@ mod tests {
 
     fn uuid(s: &str) -> Uuid {
         Uuid::parse_str(s).unwrap()
-    }
-
-    fn status(o: Outcome) -> u16 {
-        match o {
-            Ok(Reply::Created(_)) => 201,
-            Ok(Reply::NoContent) => 204,
-            Ok(Reply::Json(..)) => 200,
-            Err(e) => e.status,
-        }
     }
 
     #[test]

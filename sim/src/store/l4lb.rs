@@ -547,6 +547,7 @@ fn check_weight(weight: Option<u32>) -> Result<u32, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing::status;
     use serde_json::json;
 
     const LB: &str = "11111111-1111-4111-8111-111111111111";
@@ -559,15 +560,6 @@ mod tests {
 
     fn uuid(s: &str) -> Uuid {
         Uuid::parse_str(s).unwrap()
-    }
-
-    fn status(o: Outcome) -> u16 {
-        match o {
-            Ok(Reply::Created(_)) => 201,
-            Ok(Reply::NoContent) => 204,
-            Ok(Reply::Json(..)) => 200,
-            Err(e) => e.status,
-        }
     }
 
     fn got(o: Outcome) -> Value {

@@ -559,3 +559,18 @@ fn mac_entry_path(bridge: Uuid, e: &MacEntry) -> String {
         format!("/bridges/{bridge}/vlans/{}/mac_table/{entry}", e.vlan)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Outcome, Reply};
+
+    /// The HTTP status an operation answers.
+    pub(crate) fn status(o: Outcome) -> u16 {
+        match o {
+            Ok(Reply::Created(_)) => 201,
+            Ok(Reply::NoContent) => 204,
+            Ok(Reply::Json(..)) => 200,
+            Err(e) => e.status,
+        }
+    }
+}
