@@ -101,6 +101,9 @@ pub struct FirstFlows {
     /// The mean and the longest time between two readings of the store.
     pub mean_period: Duration,
     pub max_period: Duration,
+    /// Each pod delivered to its own address: its workload name, when its `podIP` was
+    /// sent, and the latency.
+    pub to_pod_each: Vec<(String, Instant, Duration)>,
 }
 
 /// The pods registered and not yet delivered by every way, with the latencies so far.
@@ -108,6 +111,8 @@ pub struct FirstFlows {
 struct Waiting {
     pending: Vec<(Target, BTreeMap<Via, Duration>)>,
     done: BTreeMap<Via, Vec<Duration>>,
+    /// Of the pods whose every flow was delivered: name, `since` and the latency to the pod.
+    to_pod_each: Vec<(String, Instant, Duration)>,
     /// Pods whose every flow was delivered.
     complete: usize,
 }
@@ -124,10 +129,14 @@ impl Waiting {
             }
         }
         let (done, count) = (&mut self.done, &mut self.complete);
+        let each = &mut self.to_pod_each;
         self.pending.retain(|(target, found)| {
             let complete = target.flows.iter().all(|(via, _)| found.contains_key(via));
             if complete {
                 *count += 1;
+                if let Some(latency) = found.get(&Via::Pod) {
+                    each.push((target.name.clone(), target.since, *latency));
+                }
                 for (via, latency) in found {
                     done.entry(*via).or_default().push(*latency);
                 }
@@ -281,6 +290,7 @@ fn watch(
         samples,
         mean_period: span / samples.max(1) as u32,
         max_period,
+        to_pod_each: std::mem::take(&mut waiting.to_pod_each),
     }
 }
 

@@ -147,12 +147,19 @@ pub fn translate_all(
 }
 
 /// The namespaces and names of the Translations the controllers are to write for these
-/// pods (which the edge does not change).
+/// pods (which the edge does not change). A pod need not come from the apiserver: the
+/// names do not depend on its UID.
 pub fn translation_keys(nodes: &[Node], pods: &[Pod]) -> BTreeSet<Key> {
-    translate_all(&TranslatorConfig::default(), nodes, pods, &[], &[])
-        .into_iter()
-        .filter(|o| o.owner.as_ref().is_some_and(|r| r.kind == "Pod"))
-        .map(|o| (o.translation.namespace, o.translation.name))
+    let cfg = TranslatorConfig::default();
+    let node_of = |p: &Pod| {
+        let name = p.spec.as_ref()?.node_name.as_deref()?;
+        nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(name))
+    };
+    pods.iter()
+        .flat_map(|p| midonet_translators::pod(&cfg, p, node_of(p)).translations)
+        .map(|t| (t.namespace, t.name))
         .collect()
 }
 

@@ -177,6 +177,7 @@ async fn run(args: Args) -> Res<()> {
         after: &after,
     };
     let mut rows = initial.rows(&bench);
+    report::progress("initial", &rows);
     let mut result = initial.json(&bench);
     let (more_rows, more) = floors_after::rows_and_json(&bench, &wanted, &initial).await?;
     rows.extend(more_rows);
@@ -216,10 +217,15 @@ async fn later_phases(
     translations: usize,
 ) -> Res<(Vec<Row>, serde_json::Value)> {
     let (ctl, restart) = later::restart(bench, translations).await?;
+    report::progress("restart", &restart.rows());
     let resync = later::resync(bench, &ctl).await?;
+    report::progress("resync", &resync.rows());
     let churn = later::churn(bench, tracker, objects, translations).await?;
+    report::progress("churn", &churn.rows());
     let ready = readiness::run(bench, tracker, objects, churn.translations).await?;
+    report::progress("network readiness", &ready.rows());
     let policies = later::policies(bench, tracker, ready.translations).await?;
+    report::progress("NetworkPolicies", &policies.rows());
     ctl.stop().await?;
     let bump = bump::run(bench, tracker, ready.translations).await?;
     let mut rows = restart.rows();

@@ -106,6 +106,51 @@ pub struct Readiness {
     pub converged: Duration,
     /// Translations once converged.
     pub translations: usize,
+    /// The slowest 1 % to their own address, where their time went.
+    pub tail: Vec<Stages>,
+}
+
+/// Where one pod's time to network-ready went, in seconds after its `podIP` was sent: when
+/// the first of its Translations appeared (translated), when the last of them turned Ready
+/// (pushed; both as the bench's watch saw them, `None` if it did not), and its first flow.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stages {
+    pub pod: String,
+    pub translated: Option<f64>,
+    pub pushed: Option<f64>,
+    pub delivered: f64,
+}
+
+/// The slowest 1 % (at least one) of `each` (workload name, `podIP` sent, latency to the
+/// pod), with when the tracker saw the Translations of each (`keys_of` its workload name).
+fn tail_stages(
+    each: &[(String, Instant, Duration)],
+    tracker: &ReadyTracker,
+    keys_of: impl Fn(&str) -> BTreeSet<crate::tracker::Key>,
+) -> Vec<Stages> {
+    let mut slowest: Vec<&(String, Instant, Duration)> = each.iter().collect();
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.2));
+    slowest.truncate(each.len().div_ceil(100).max(1));
+    slowest
+        .into_iter()
+        .map(|(pod, since, latency)| {
+            let keys = keys_of(pod);
+            let times: Vec<_> = keys
+                .iter()
+                .map(|k| tracker.first_seen_and_ready(k))
+                .collect();
+            let after = |t: Instant| t.saturating_duration_since(*since).as_secs_f64();
+            let seen = times.iter().filter_map(|(s, _)| *s).min();
+            let ready: Option<Vec<Instant>> = times.iter().map(|(_, r)| *r).collect();
+            Stages {
+                pod: pod.clone(),
+                translated: seen.map(after),
+                pushed: ready.and_then(|r| r.into_iter().max()).map(after),
+                delivered: latency.as_secs_f64(),
+            }
+        })
+        .collect()
 }
 
 /// What the replacements need, shared by all of them.
@@ -175,7 +220,11 @@ pub async fn run(
             .map(|r| pod_with_status(scenario, i(r)))
             .collect()
     };
-    let present = translation_keys(&objects.nodes, &pods(|r| r.new));
+    let new_pods = pods(|r| r.new);
+    let tail = tail_stages(&flows.to_pod_each, tracker, |name| {
+        keys_of_new(objects, &new_pods, name)
+    });
+    let present = translation_keys(&objects.nodes, &new_pods);
     let absent = translation_keys(&objects.nodes, &pods(|r| r.old));
     let want = replaced(translations, present, absent);
     let what = "network readiness";
@@ -186,6 +235,7 @@ pub async fn run(
         flows,
         converged,
         translations: want.count,
+        tail,
     })
 }
 
@@ -413,6 +463,11 @@ impl Readiness {
                 secs(self.converged),
                 "-",
             ),
+            row(
+                "pod network-ready: slowest 1 %: translated / pushed / to pod",
+                describe_tail(&self.tail),
+                "-",
+            ),
         ]
     }
 
@@ -427,8 +482,41 @@ impl Readiness {
             "meanPeriodSeconds": f.mean_period.as_secs_f64(),
             "maxPeriodSeconds": f.max_period.as_secs_f64(),
             "convergedSeconds": self.converged.as_secs_f64(),
+            "slowestToPod": self.tail,
         }})
     }
+}
+
+/// The Translation keys of the pod of `new_pods` whose workload name is `name`.
+fn keys_of_new(objects: &Objects, new_pods: &[Pod], name: &str) -> BTreeSet<crate::tracker::Key> {
+    let pod: Vec<Pod> = new_pods
+        .iter()
+        .filter(|p| {
+            let m = &p.metadata;
+            m.namespace
+                .as_deref()
+                .zip(m.name.as_deref())
+                .is_some_and(|(ns, n)| name == format!("pod/{ns}/{n}"))
+        })
+        .cloned()
+        .collect();
+    translation_keys(&objects.nodes, &pod)
+}
+
+/// The slowest pods' stages: the medians of each, in seconds after `podIP` was sent.
+fn describe_tail(tail: &[Stages]) -> String {
+    let median = |mut v: Vec<f64>| -> String {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2)
+            .map_or("?".to_string(), |m| format!("{m:.2}"))
+    };
+    format!(
+        "{} pods: {} / {} / {} s (medians)",
+        tail.len(),
+        median(tail.iter().filter_map(|s| s.translated).collect()),
+        median(tail.iter().filter_map(|s| s.pushed).collect()),
+        median(tail.iter().map(|s| s.delivered).collect()),
+    )
 }
 
 #[cfg(test)]
@@ -445,6 +533,21 @@ mod tests {
             namespaces: 4,
         };
         Scenario::new("t", scale)
+    }
+
+    #[test]
+    fn a_new_pods_translations_are_named_before_the_apiserver_gives_it_a_uid() {
+        let s = scenario(2, 4, 1);
+        let nodes: Vec<k8s_openapi::api::core::v1::Node> = (0..2).map(|i| s.node(i)).collect();
+        let pod = pod_with_status(&s, 1);
+        assert!(pod.metadata.uid.is_none());
+        let keys = translation_keys(&nodes, &[pod]);
+        let name = Scenario::pod_name(1);
+        assert!(
+            keys.iter()
+                .any(|(_, n)| n.starts_with("pod.") && n.ends_with(&name)),
+            "{keys:?}"
+        );
     }
 
     #[test]

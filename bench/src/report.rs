@@ -39,6 +39,17 @@ pub fn merge(result: &mut serde_json::Value, more: serde_json::Value) {
     }
 }
 
+/// Prints a phase's rows to stderr as soon as the phase is done, so that a run stopped
+/// (or failing) in a later phase keeps the figures of the earlier ones.
+pub fn progress(phase: &str, rows: &[Row]) {
+    for r in rows {
+        eprintln!(
+            "bench: {phase}: {}: {} (target: {})",
+            r.name, r.value, r.target
+        );
+    }
+}
+
 /// Prints the table and the JSON, and writes the JSON to `--json-out`.
 pub fn print(args: &Args, rows: &[Row], result: &serde_json::Value) -> Res<()> {
     println!(

@@ -50,6 +50,9 @@ struct State {
     created: Vec<Instant>,
     /// When each Translation first turned Ready after the initial list.
     turned_ready: Vec<Instant>,
+    /// The same, by Translation: when it first appeared, when it first turned Ready.
+    seen_at: BTreeMap<Key, Instant>,
+    ready_at: BTreeMap<Key, Instant>,
 }
 
 impl State {
@@ -62,9 +65,11 @@ impl State {
         let before = self.translations.get(key);
         if before.is_none() {
             self.created.push(at);
+            self.seen_at.entry(key.clone()).or_insert(at);
         }
         if tracked.ready && !before.is_some_and(|b| b.ready) {
             self.turned_ready.push(at);
+            self.ready_at.entry(key.clone()).or_insert(at);
         }
     }
 }
@@ -255,6 +260,12 @@ impl ReadyTracker {
         {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    /// When Translation `key` first appeared, and first turned Ready, after the initial list.
+    pub fn first_seen_and_ready(&self, key: &Key) -> (Option<Instant>, Option<Instant>) {
+        let s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        (s.seen_at.get(key).copied(), s.ready_at.get(key).copied())
     }
 
     /// When the Translations appeared and turned Ready, as times since `since`, at the
