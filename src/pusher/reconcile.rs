@@ -627,6 +627,9 @@ impl<'a> Reconciling<'a> {
             ctx.repush_binding(other, path);
         }
         if let Err(err) = remove_finalizer(self.tr, &api_for(self.id, ctx)).await {
+            if is_not_found(&err) {
+                return Ok(self.deleted_meanwhile());
+            }
             let delay = ctx.retry_delay(ctx.tracker.failed(self.uid));
             let message = format!("cannot remove the finalizer: {err}");
             if !ctx.report_denied(self.tr, &err) {
@@ -655,6 +658,16 @@ impl<'a> Reconciling<'a> {
         ctx.deps.note_cascade(&taken, &self.key);
         ctx.forget(self.tr, self.uid);
         Ok(Outcome::Deleted)
+    }
+
+    /// A deletion whose finalizer was removed by another reconcile of the same deletion
+    /// (one queued before the first one's removal reached the cache). Only the pusher
+    /// removes the finalizer, and only once the backend confirmed the same deletions this
+    /// reconcile repeated, so the Translation is finished: no warning, no second event.
+    fn deleted_meanwhile(&self) -> Outcome {
+        tracing::debug!(translation = %self.name(), namespace = %self.namespace(), "finalizer already removed: the deletion was finished by an earlier reconcile");
+        self.ctx.forget(self.tr, self.uid);
+        Outcome::Deleted
     }
 
     /// The resources this Translation still has in the backend, and the deletion's plan
@@ -774,6 +787,11 @@ impl<'a> Reconciling<'a> {
 /// Removes only our finalizer, with a JSON-patch `test` of the current list so a concurrent
 /// change to the finalizers makes the patch fail (and the reconcile retry) instead of being
 /// overwritten.
+/// Whether the apiserver answered that the Translation is gone.
+fn is_not_found(err: &PusherError) -> bool {
+    matches!(err, PusherError::Kube(kube::Error::Api(status)) if status.code == 404)
+}
+
 async fn remove_finalizer(tr: &Translation, api: &Api<Translation>) -> Result<(), PusherError> {
     let current = tr.finalizers().to_vec();
     let remaining: Vec<&String> = current.iter().filter(|f| *f != FINALIZER).collect();

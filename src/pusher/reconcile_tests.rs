@@ -169,6 +169,30 @@ async fn the_finalizer_goes_only_once_the_backend_deleted_the_resources() {
 }
 
 #[tokio::test]
+async fn a_finalizer_removed_meanwhile_finishes_the_deletion_without_a_warning() {
+    let tr = guarded();
+    let (events, events_server) = mock_apiserver();
+    let (mut pusher, apiserver, sim) = pusher(Default::default(), events, &tr).await;
+    // The push's own event only: neither a warning nor a second deletion event.
+    let warned = events_server.play(vec![Exchange::new(
+        Method::POST,
+        "/apis/events.k8s.io/v1/namespaces/ns/events",
+    )
+    .with("/reason", json!(reason::TRANSLATION_UPDATE_PUSHED))]);
+    let played = apiserver.play(vec![
+        pushed_status(),
+        Exchange::new(Method::PATCH, &translations_path("ns", Some("t"))).fail(404, "NotFound"),
+    ]);
+    pusher.reconcile(&tr).await;
+    let deleting = pusher.delete(&tr);
+    let action = pusher.reconcile(&deleting).await;
+    played.done().await;
+    warned.done().await;
+    assert_eq!(action, Action::await_change());
+    assert_eq!(bridges(&sim.reader()), 0);
+}
+
+#[tokio::test]
 async fn a_failing_backend_is_a_warning_and_a_condition() {
     let tr = guarded();
     let (events, events_server) = mock_apiserver();
