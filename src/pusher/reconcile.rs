@@ -33,15 +33,22 @@ fn patch_params() -> PatchParams {
 
 /// "Referent not there yet" is normal while the cluster converges: warn only when it lasts.
 const REFERENT_WARNING_AFTER: u32 = 8;
-/// Longest retry delay while waiting for another Translation's push.
+/// Longest retry delay while waiting for another Translation's push of a binding or a
+/// tunnel-zone membership: a bump's cutover can wait on these, and there are few of them.
 const REFERENT_RETRY_CAP: Duration = Duration::from_secs(5);
+/// Longest retry delay while waiting for a referent another Translation provides.
+const MISSING_REFERENT_RETRY_CAP: Duration = Duration::from_secs(30);
 /// Retry delays while waiting for a referent another Translation provides. Its provider's
 /// push wakes the waiter (`deps::wait_for`), so the retry is only the fallback: it starts
 /// at a second, not at the delay after a backend failure: a provider may be written well
 /// after its consumer (an Endpoints' Translation before its Service's, while the
 /// translators' queues are long in an initial sync), and each early retry would cost a
-/// refused request.
-const REFERENT_RETRY: RetryPolicy = RetryPolicy::new(Duration::from_secs(1), REFERENT_RETRY_CAP);
+/// refused request. It grows to half a minute because the waiters can be many: in a
+/// version bump every pod's Translations wait on their node's, and thousands of waiters
+/// retried every few seconds fill the pusher's workers with refused pushes, so the
+/// providers they wait on get no worker.
+const REFERENT_RETRY: RetryPolicy =
+    RetryPolicy::new(Duration::from_secs(1), MISSING_REFERENT_RETRY_CAP);
 
 /// How a push that stopped for `why` is retried; `backend` is the policy for a failing
 /// backend.
@@ -843,10 +850,10 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_referent_is_retried_from_a_second_up_to_five() {
+    fn a_missing_referent_is_retried_from_a_second_up_to_half_a_minute() {
         assert_eq!(
             base_delays(ReadyReason::WaitingForReferent),
-            ms(&[1000, 2000, 4000, 5000, 5000, 5000])
+            ms(&[1000, 2000, 4000, 8000, 16000, 30000])
         );
     }
 
