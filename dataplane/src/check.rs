@@ -76,7 +76,9 @@ use crate::engine::Consulted;
 use crate::packet::{Protocol, SocketV4};
 use crate::topology::{prefix_mask, Attachment, BuildProblem, Topology};
 use crate::trace::{trace, trace_consulting, Path, Probe, Trace};
+use midonet_translators::affinity::not_sticky;
 use midonet_translators::model::Rule;
+use midonet_translators::service_spec::{cluster_ipv4, service_ips, valid_ports};
 
 /// The source port of every checked connection.
 pub const CLIENT_PORT: u16 = 40000;
@@ -342,24 +344,32 @@ fn plan(topo: &Topology, cluster: &Cluster, report: &mut Report) -> (Vec<Flow>, 
 }
 
 /// What the Services ask that the network does not serve by design: a client's
-/// stickiness to one endpoint (`sessionAffinity: ClientIP`).
+/// stickiness to one endpoint (`sessionAffinity: ClientIP`) everywhere but from outside,
+/// through the edge, at the TCP ports of external and load-balancer ingress IPs
+/// (`midonet_translators::affinity`, the design's scope).
 fn not_served(cluster: &Cluster) -> Vec<String> {
     cluster
         .services
         .iter()
-        .filter(|s| s.spec.as_ref().and_then(|s| s.session_affinity.as_deref()) == Some("ClientIP"))
         .filter_map(|s| {
             let m = &s.metadata;
-            Some(format!(
-                "{}/{}: sessionAffinity ClientIP (each connection is balanced on its own)",
-                m.namespace.as_deref()?,
-                m.name.as_deref()?
-            ))
+            let cluster_ip = cluster_ipv4(s).ok().flatten()?;
+            let ports = valid_ports(s, |_| {});
+            let ips = service_ips(s, cluster_ip, |_| {});
+            let loose = not_sticky(cluster.edge.is_some(), s, &ports, cluster_ip, &ips);
+            (!loose.is_empty()).then(|| {
+                Some(format!(
+                    "{}/{}: sessionAffinity ClientIP not held (each connection balanced on its own) \
+                     for {}",
+                    m.namespace.as_deref()?,
+                    m.name.as_deref()?,
+                    loose.join("; ")
+                ))
+            })?
         })
         .collect()
 }
 
-/// The cluster's pods by their attachment name.
 fn pod_objects(cluster: &Cluster) -> HashMap<String, &k8s_openapi::api::core::v1::Pod> {
     cluster
         .pods
@@ -1191,7 +1201,10 @@ mod tests {
         };
         assert_eq!(
             not_served(&cluster),
-            ["ns/sticky: sessionAffinity ClientIP (each connection is balanced on its own)"]
+            [
+                "ns/sticky: sessionAffinity ClientIP not held (each connection balanced on its \
+              own) for every connection (there is no edge (--edge-config))"
+            ]
         );
     }
 

@@ -3,11 +3,15 @@
 //!
 //! # What is produced (Translation `midonet-global.<v>.edge`, in push order)
 //!
-//! - the router `EdgeRouter`;
+//! - the L4 load balancer of the sticky Service ports (`sessionAffinity: ClientIP`, see
+//!   `crate::affinity`), then the router `EdgeRouter` running it (`loadBalancerId`; MidoNet
+//!   binds a load balancer to a router by the router naming it);
 //! - the chains `KUBE-EDGE-NODES` (each Node jumps from its addresses to its edge chain
-//!   `[jump KUBE-NODE-NODEPORTS-<node>, drop]`: `crate::node`),
-//!   `KUBE-EDGE-IN` = `[rev_snat (continue), jump KUBE-EDGE-NODES, jump KUBE-SERVICES]`,
-//!   the inbound filter of every uplink port, and per uplink `KUBE-EDGE-OUT-<name>` =
+//!   `[jump KUBE-NODE-NODEPORTS-<node>, drop]`: `crate::node`), `KUBE-EDGE-STICKY` (each
+//!   sticky Service address and TCP port gets an `accept` there: `crate::service`),
+//!   `KUBE-EDGE-IN` = `[rev_snat (continue), jump KUBE-EDGE-NODES, jump KUBE-EDGE-STICKY,
+//!   jump KUBE-SERVICES]`, the inbound filter of every uplink port, and per uplink
+//!   `KUBE-EDGE-OUT-<name>` =
 //!   `[rev_dnat (accept), per cluster CIDR: snat to the uplink's address (accept)]`, its
 //!   outbound filter;
 //! - the gateway hosts' membership in the default tunnel zone, where the settings give a
@@ -34,20 +38,32 @@
 //! edge router and its `rev_dnat` restores the address the client used on the way out; the
 //! client's source is kept (no SNAT of inbound traffic), and replies come back to the edge
 //! through the cluster router's default route. Which endpoints a Service sends to is the
-//! Service's `KUBE-SVC-…` chain, made by the Service and Endpoints translators.
+//! Service's `KUBE-SVC-…` chain, made by the Service and Endpoints translators. A sticky
+//! address and port is accepted by KUBE-EDGE-STICKY before KUBE-SERVICES could DNAT it,
+//! so it reaches the edge router un-translated, where the load balancer (which midolman
+//! runs after the port's inbound filter, in the router's pre-routing) balances it with
+//! source-IP persistence and undoes it on the reply, which crosses the edge router too.
+//!
+//! The jump to KUBE-SERVICES is at position 4 under an ID of its own (`Jump To
+//! Services/4`): an edge pushed before the sticky chain existed has it at position 3
+//! under the old ID, and rules cannot be updated. Applied in place, the pusher creates the
+//! sticky jump at 3 (in front of the old jump), the new jump at 4, then deletes the old
+//! one: every intermediate chain sends what it does not accept to KUBE-SERVICES.
 
 use uuid::Uuid;
 
 use crate::config::{Edge, Uplink};
 use crate::ids::{mac_for_key, sub_id};
 use crate::model::{
-    Chain, FlowAction, HostInterfacePort, Ipv4Cidr, NatTarget, Port, PortGroup, PortGroupPort,
-    PortLink, Resource, Route, RouteType, Router, Rule, RuleType, TunnelZoneHost, DL_TYPE_IPV4,
+    Chain, FlowAction, HostInterfacePort, Ipv4Cidr, LoadBalancer, NatTarget, Port, PortGroup,
+    PortGroupPort, PortLink, Resource, Route, RouteType, Router, Rule, RuleType, TunnelZoneHost,
+    DL_TYPE_IPV4,
 };
 use crate::naming::backend_name;
 use crate::topology::{
-    cluster_router_id, default_tunnel_zone_id, edge_nodes_chain_id, edge_router_id,
-    global_translation, services_chain_id, SNAT_PORT_FROM, SNAT_PORT_TO,
+    cluster_router_id, default_tunnel_zone_id, edge_load_balancer_id, edge_nodes_chain_id,
+    edge_router_id, edge_sticky_chain_id, global_translation, services_chain_id, SNAT_PORT_FROM,
+    SNAT_PORT_TO,
 };
 use crate::translate::{DesiredTranslation, TranslatorConfig};
 
@@ -58,6 +74,7 @@ pub const ROUTE_WEIGHT: u32 = 100;
 /// Chain names, as they appear in MidoNet.
 pub const EDGE_IN_CHAIN_NAME: &str = "KUBE-EDGE-IN";
 pub const EDGE_NODES_CHAIN_NAME: &str = "KUBE-EDGE-NODES";
+pub const EDGE_STICKY_CHAIN_NAME: &str = "KUBE-EDGE-STICKY";
 pub const UPLINK_GROUP_NAME: &str = "KUBE-EDGE-UPLINKS";
 
 /// The IDs of the edge's shared resources, all below the edge router's.
@@ -89,9 +106,14 @@ pub fn edge_translation(cfg: &TranslatorConfig) -> Option<DesiredTranslation> {
     let edge = cfg.edge.as_deref()?;
     let ids = EdgeIds::new(cfg);
     let tenant = cfg.tenant.as_str();
+    let lb = edge_load_balancer_id(cfg);
+    let mut router = Router::named(ids.router, tenant, "EdgeRouter");
+    router.load_balancer_id = Some(lb);
     let mut resources: Vec<Resource> = vec![
-        Router::named(ids.router, tenant, "EdgeRouter").into(),
+        LoadBalancer::new(lb).into(),
+        router.into(),
         Chain::named(edge_nodes_chain_id(cfg), tenant, EDGE_NODES_CHAIN_NAME).into(),
+        Chain::named(edge_sticky_chain_id(cfg), tenant, EDGE_STICKY_CHAIN_NAME).into(),
     ];
     resources.extend(edge_in_chain(cfg, &ids));
     let mut group = PortGroup::new(ids.group, UPLINK_GROUP_NAME);
@@ -119,7 +141,9 @@ fn gateway_memberships(cfg: &TranslatorConfig, edge: &Edge) -> Vec<Resource> {
 }
 
 /// KUBE-EDGE-IN: replies to the pods' outbound connections are un-SNATed (and go on to be
-/// routed), then a node's address at a node port, then any Service address, is DNATed.
+/// routed), then a node's address at a node port is DNATed, a sticky Service address and
+/// port accepted (for the edge router's load balancer), and any other Service address
+/// DNATed.
 fn edge_in_chain(cfg: &TranslatorConfig, ids: &EdgeIds) -> Vec<Resource> {
     let chain = ids.edge_in;
     vec![
@@ -137,10 +161,18 @@ fn edge_in_chain(cfg: &TranslatorConfig, ids: &EdgeIds) -> Vec<Resource> {
         .into(),
         Rule::jump(
             chain,
-            sub_id(chain, "Jump To Services"),
-            services_chain_id(cfg),
+            sub_id(chain, "Jump To Sticky"),
+            edge_sticky_chain_id(cfg),
         )
         .at(3)
+        .into(),
+        // Its position is in its ID: see the module docs.
+        Rule::jump(
+            chain,
+            sub_id(chain, "Jump To Services/4"),
+            services_chain_id(cfg),
+        )
+        .at(4)
         .into(),
     ]
 }
@@ -276,33 +308,7 @@ fn route(router: Uuid, id: Uuid, dst: Ipv4Cidr, port: Uuid) -> Route {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::edge_spec::{EdgeSpec, UplinkSpec};
-    use std::sync::Arc;
-
-    fn cfg_with_edge() -> TranslatorConfig {
-        let up = |name: &str, addr: &str, hops: &[&str]| UplinkSpec {
-            name: name.into(),
-            host: "6f1b1a52-1d27-4a3e-9b53-4f5e2c5b1a01".into(),
-            interface: "eth1".into(),
-            address: addr.into(),
-            next_hops: hops.iter().map(|h| h.to_string()).collect(),
-            tunnel_ip: Some("10.0.0.9".into()),
-        };
-        let spec = EdgeSpec {
-            uplinks: vec![
-                up("a", "192.0.2.2/24", &["192.0.2.1"]),
-                up("b", "198.51.100.2/24", &["198.51.100.1", "198.51.100.254"]),
-            ],
-            cluster_cidrs: vec!["10.244.0.0/16".into()],
-            service_cidrs: vec!["10.96.0.0/12".into()],
-            external_cidrs: vec!["203.0.113.0/24".into()],
-            link_cidr: None,
-        };
-        TranslatorConfig {
-            edge: Some(Arc::new(spec.validate().unwrap())),
-            ..TranslatorConfig::default()
-        }
-    }
+    use crate::edge_spec::example_config as cfg_with_edge;
 
     #[test]
     fn no_edge_no_translation() {
@@ -337,5 +343,53 @@ mod tests {
         assert!(bodies
             .iter()
             .any(|b| b["type"] == "BlackHole" && b["dstNetworkAddr"] == "203.0.113.0"));
+    }
+
+    #[test]
+    fn the_router_runs_the_load_balancer_and_sticky_traffic_is_accepted_before_the_services() {
+        let cfg = cfg_with_edge();
+        let tr = edge_translation(&cfg).unwrap();
+        let bodies: Vec<serde_json::Value> = tr
+            .resources
+            .iter()
+            .map(|r| serde_json::from_str(&r.body).unwrap())
+            .collect();
+        let lb = edge_load_balancer_id(&cfg).to_string();
+        // The load balancer exists before the router that names it is pushed.
+        assert_eq!(tr.resources[0].kind, "LoadBalancer");
+        assert_eq!(bodies[0]["id"], lb.as_str());
+        assert_eq!(tr.resources[1].kind, "Router");
+        assert_eq!(bodies[1]["loadBalancerId"], lb.as_str());
+        // KUBE-EDGE-IN: what is sticky is accepted before KUBE-SERVICES could DNAT it.
+        let ids = EdgeIds::new(&cfg);
+        let mut edge_in: Vec<(u64, String)> = tr
+            .resources
+            .iter()
+            .zip(&bodies)
+            .filter(|(r, _)| r.parent == ids.edge_in.to_string())
+            .map(|(_, b)| {
+                let what = match b["type"].as_str().unwrap() {
+                    "jump" => format!("jump {}", b["jumpChainId"].as_str().unwrap()),
+                    other => other.to_string(),
+                };
+                (b["position"].as_u64().unwrap(), what)
+            })
+            .collect();
+        edge_in.sort();
+        let jump = |id: Uuid| format!("jump {id}");
+        assert_eq!(
+            edge_in,
+            [
+                (1, "rev_snat".to_string()),
+                (2, jump(edge_nodes_chain_id(&cfg))),
+                (3, jump(edge_sticky_chain_id(&cfg))),
+                (4, jump(services_chain_id(&cfg))),
+            ]
+        );
+        // The jump to KUBE-SERVICES moved: a new rule, not a changed body under its old ID.
+        let old = sub_id(ids.edge_in, "Jump To Services").to_string();
+        assert!(bodies.iter().all(|b| b["id"] != old.as_str()));
+        assert!(bodies.iter().any(|b| b["name"] == EDGE_STICKY_CHAIN_NAME
+            && b["id"] == edge_sticky_chain_id(&cfg).to_string().as_str()));
     }
 }

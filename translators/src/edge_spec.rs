@@ -219,6 +219,37 @@ fn cidr(field: &str, raw: &str, rules: CidrRules, errors: &mut Vec<String>) -> O
     }
 }
 
+/// A cluster with an edge of two uplinks on one gateway host (the second with two next
+/// hops), for the translators' tests.
+#[cfg(test)]
+pub(crate) fn example_config() -> crate::translate::TranslatorConfig {
+    let up = |name: &str, addr: &str, hops: &[&str]| UplinkSpec {
+        name: name.into(),
+        host: "6f1b1a52-1d27-4a3e-9b53-4f5e2c5b1a01".into(),
+        interface: "eth1".into(),
+        address: addr.into(),
+        next_hops: hops.iter().map(|h| h.to_string()).collect(),
+        tunnel_ip: Some("10.0.0.9".into()),
+    };
+    let spec = EdgeSpec {
+        uplinks: vec![
+            up("a", "192.0.2.2/24", &["192.0.2.1"]),
+            up("b", "198.51.100.2/24", &["198.51.100.1", "198.51.100.254"]),
+        ],
+        cluster_cidrs: vec!["10.244.0.0/16".into()],
+        service_cidrs: vec!["10.96.0.0/12".into()],
+        external_cidrs: vec!["203.0.113.0/24".into()],
+        link_cidr: None,
+    };
+    match spec.validate() {
+        Ok(edge) => crate::translate::TranslatorConfig {
+            edge: Some(std::sync::Arc::new(edge)),
+            ..crate::translate::TranslatorConfig::default()
+        },
+        Err(e) => panic!("the example edge is valid: {e:?}"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,11 +15,14 @@
 //!    the source becomes the cluster IP (ports 30000–60000), flowAction `continue`;
 //! 4. position n+2: an `accept` rule, which ends rule processing like an accepting DNAT rule
 //!    would;
-//! 5. with `externalTrafficPolicy: Local` and a node port, per node with endpoints of it:
+//! 5. for a sticky port (`sessionAffinity: ClientIP` with an edge, see [`crate::affinity`]):
+//!    a pool member per target (weight 1) in the port's pool on the edge's load balancer
+//!    (made by the Service translator; see `pool_members`);
+//! 6. with `externalTrafficPolicy: Local` and a node port, per node with endpoints of it:
 //!    a DNAT of the port's node port onto that node's endpoints in the node's
 //!    `KUBE-NODEPORTS-LOCAL-<node>` chain (see `local_node_port_rules`; a Cluster
 //!    policy's node port reaches the `KUBE-SVC-…` chain through KUBE-NODEPORTS instead);
-//! 6. a jump from the service port's `KUBE-SVC-…` chain (made by the Service translator) to
+//! 7. a jump from the service port's `KUBE-SVC-…` chain (made by the Service translator) to
 //!    the generation chain, at position 1.
 //!
 //! With `internalTrafficPolicy: Local` step 2 is several rules (see `balancing_rules`):
@@ -112,18 +115,19 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::addr::{parse_ipv4, AddrError};
+use crate::affinity::sticky_ports;
 use crate::ids::{id_for_key, sub_id};
 use crate::model::{
-    Chain, FlowAction, NatTarget, PortRange, Resource, Rule, RuleType, DL_TYPE_IPV4,
+    Chain, FlowAction, NatTarget, PoolMember, PortRange, Resource, Rule, RuleType, DL_TYPE_IPV4,
 };
 use crate::naming::{backend_name, NameKey, Part};
 use crate::service_spec::{
     cluster_ipv4, external_traffic_local, internal_traffic_local, node_port, port_number,
-    protocol_number, valid_ports,
+    protocol_number, service_ips, valid_ports,
 };
 use crate::topology::{
     node_bridge_id, node_local_nodeports_chain_id, service_port_chain_id, service_port_key,
-    SNAT_PORT_FROM, SNAT_PORT_TO,
+    service_port_pool_id, SNAT_PORT_FROM, SNAT_PORT_TO,
 };
 use crate::translate::{reason, DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
 
@@ -429,10 +433,14 @@ pub fn service_endpoints(
     let Ok(Some(cluster_ip)) = cluster_ipv4(svc) else {
         return out;
     };
-    let service_ports: BTreeMap<String, u8> = valid_ports(svc, |_| {})
+    let ports = valid_ports(svc, |_| {});
+    let ips = service_ips(svc, cluster_ip, |_| {});
+    let sticky: BTreeSet<&str> = sticky_ports(cfg.edge.is_some(), svc, &ports, cluster_ip, &ips)
         .into_iter()
-        .map(|p| (p.name, p.proto))
+        .map(|s| s.port.name.as_str())
         .collect();
+    let service_ports: BTreeMap<String, u8> =
+        ports.iter().map(|p| (p.name.clone(), p.proto)).collect();
 
     let internal_local = internal_traffic_local(svc);
     let external_local = external_traffic_local(svc);
@@ -449,6 +457,9 @@ pub fn service_endpoints(
                     .then(|| node_port(svc, port_name))
                     .flatten()
                     .zip(service_ports.get(port_name).copied()),
+                pool: sticky.contains(port_name.as_str()).then(|| {
+                    service_port_pool_id(cfg, &service_port_key(namespace, name, port_name))
+                }),
             };
             out.translations.push(generation(cfg, &port, targets));
         }
@@ -467,6 +478,9 @@ struct GenerationPort<'a> {
     /// With `externalTrafficPolicy: Local`: the port's node port and protocol, DNATed per
     /// node onto that node's endpoints.
     local_node_port: Option<(u16, u8)>,
+    /// A sticky port (`sessionAffinity: ClientIP`, [`crate::affinity`]): its pool on the
+    /// edge's load balancer, where every target is a member.
+    pool: Option<Uuid>,
 }
 
 /// The targets of one service port: for the cluster, and per node for the endpoints on it.
@@ -522,8 +536,9 @@ fn balancing_rules(
 }
 
 /// The generation of `port` for `targets` (`all` not empty): its chain, the DNAT, a
-/// hairpin SNAT per endpoint address, the accept, the node ports of the Local external
-/// policy, and last the jump into the chain from the port's chain.
+/// hairpin SNAT per endpoint address, the accept, a sticky port's pool members, the node
+/// ports of the Local external policy, and last the jump into the chain from the port's
+/// chain.
 fn generation(
     cfg: &TranslatorConfig,
     port: &GenerationPort,
@@ -559,6 +574,9 @@ fn generation(
         port.cluster_ip,
         &hosts,
     ));
+    if let Some(pool) = port.pool {
+        resources.extend(pool_members(base, pool, &targets.all));
+    }
     if let Some(((node_port, proto), by_node)) = node_port {
         resources.extend(local_node_port_rules(
             cfg,
@@ -656,6 +674,22 @@ fn local_node_port_rules(
             rule.nw_proto = Some(proto);
             rule.tp_dst = Some(PortRange::single(node_port));
             rule.into()
+        })
+        .collect()
+}
+
+/// A sticky port's members: every target the DNAT of the Service's addresses balances
+/// onto (`all`), weight 1, in `pool`. Their IDs descend from the generation: the next
+/// generation's members of the same `address:port` coexist with these until this one is
+/// deleted, and midolman keeps a client on its member as long as some active member has
+/// that address and port (`Pool.isActiveBackend`), so the client's affinity survives the
+/// hand-over. The generation's hash leaves the pool out: a Service turning sticky adds
+/// members to the generation it has.
+fn pool_members(base: Uuid, pool: Uuid, all: &BTreeSet<Target>) -> Vec<Resource> {
+    all.iter()
+        .map(|t| {
+            let id = sub_id(base, &format!("Member/{}:{}", t.ip, t.port));
+            PoolMember::new(pool, id, t.ip, t.port).into()
         })
         .collect()
 }
@@ -1173,5 +1207,89 @@ mod tests {
         assert!(out.translations.is_empty());
         let reasons: Vec<_> = out.warnings.iter().map(|w| w.reason.as_str()).collect();
         assert_eq!(reasons, [reason::UNSUPPORTED_IP_FAMILY]);
+    }
+
+    /// The pool members of every generation of `out`: (generation's port name,
+    /// `address:port`, pool), sorted.
+    fn members(out: &Translated) -> Vec<(String, String, String)> {
+        let mut found = Vec::new();
+        for t in &out.translations {
+            for r in t.resources.iter().filter(|r| r.kind == "PoolMember") {
+                let b: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+                assert_eq!(b["weight"], 1);
+                assert_eq!(b["poolId"].as_str(), Some(r.parent.as_str()));
+                let port = t.name.split('.').nth(3).unwrap().to_string();
+                let at = format!("{}:{}", b["address"].as_str().unwrap(), b["protocolPort"]);
+                found.push((port, at, r.parent.clone()));
+            }
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn a_sticky_ports_ready_endpoints_are_the_members_of_its_pool() {
+        let service = |affinity: &str| -> Service {
+            serde_json::from_value(json!({
+                "metadata": {"name": "web", "namespace": "ns"},
+                "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.10",
+                         "sessionAffinity": affinity,
+                         "ports": [{"name": "http", "port": 80, "protocol": "TCP"},
+                                   {"name": "dns", "port": 53, "protocol": "UDP"}]},
+                "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}
+            }))
+            .unwrap()
+        };
+        let ep: Endpoints = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "subsets": [{"addresses": [{"ip": "10.244.1.5"}, {"ip": "10.244.2.6"}],
+                         "notReadyAddresses": [{"ip": "10.244.3.7"}],
+                         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"},
+                                   {"name": "dns", "port": 5353, "protocol": "UDP"}]}]
+        }))
+        .unwrap();
+        let edge = crate::edge_spec::example_config();
+        let sticky = endpoints(&edge, &ep, Some(&service("ClientIP")));
+        let pool = service_port_pool_id(&edge, "ns/web/http").to_string();
+        // The ready endpoints of the TCP port, the targets of its DNAT; not the UDP port's,
+        // not the one that is not ready.
+        assert_eq!(
+            members(&sticky),
+            [
+                (
+                    "http".to_string(),
+                    "10.244.1.5:8080".to_string(),
+                    pool.clone()
+                ),
+                ("http".to_string(), "10.244.2.6:8080".to_string(), pool),
+            ]
+        );
+        assert_eq!(
+            http_targets(&sticky),
+            set(&["10.244.1.5:8080", "10.244.2.6:8080"])
+        );
+        // `None`, or no edge: no member; the generations are the same ones (same names).
+        let plain = endpoints(&edge, &ep, Some(&service("None")));
+        assert!(members(&plain).is_empty());
+        let names = |out: &Translated| -> Vec<String> {
+            out.translations.iter().map(|t| t.name.clone()).collect()
+        };
+        assert_eq!(names(&plain), names(&sticky));
+        let no_edge = endpoints(
+            &TranslatorConfig::default(),
+            &ep,
+            Some(&service("ClientIP")),
+        );
+        assert!(members(&no_edge).is_empty());
+        // No ready endpoint: no generation, so no member; the pool is left empty.
+        let none: Endpoints = serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "ns"},
+            "subsets": [{"notReadyAddresses": [{"ip": "10.244.3.7"}],
+                         "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]}]
+        }))
+        .unwrap();
+        assert!(endpoints(&edge, &none, Some(&service("ClientIP")))
+            .translations
+            .is_empty());
     }
 }

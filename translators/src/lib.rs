@@ -17,7 +17,7 @@
 //! - layer 2: `config`
 //! - layer 3: `addr`, `ids`, `translate`
 //! - layer 4: `topology`, `service_spec`, `annotations`, `edge_spec`
-//! - layer 5: `filters`, `edge`
+//! - layer 5: `filters`, `edge`, `affinity`
 //! - layer 6: `global`, `node`, `pod`, `service`, `endpoints`, `policy`
 
 pub mod entry;
@@ -33,6 +33,7 @@ pub use version::TRANSLATION_VERSION;
 
 // Translators: identities, names and the per-kind translation functions (see MAPPING.md).
 pub mod addr;
+pub mod affinity;
 pub mod annotations;
 pub mod config;
 pub mod edge;

@@ -7,24 +7,28 @@
 //! `externalTrafficPolicy: Local` (see [`crate::endpoints`]).
 //!
 //! The chains are filled by the Endpoints translator (see [`crate::endpoints`]).
-
-use std::net::Ipv4Addr;
+//!
+//! With `sessionAffinity: ClientIP` and an edge, each TCP port also gets a pool on the
+//! edge's load balancer, a `SOURCE_IP` VIP per external and load-balancer ingress IP, and
+//! an `accept` per such address in KUBE-EDGE-STICKY (see [`crate::affinity`]; the
+//! Endpoints translator fills the pool). What is not sticky is said in a Warning.
 
 use k8s_openapi::api::core::v1::Service;
 
-use crate::addr::{parse_ipv4, AddrError};
+use crate::affinity::{affinity_warning, sticky_ports, StickyPort};
 use crate::ids::id_for_key;
-use crate::model::{Chain, PortRange, Resource, Rule, DL_TYPE_IPV4};
+use crate::model::{Chain, Pool, PortRange, Resource, Rule, RuleType, Vip, DL_TYPE_IPV4};
 use crate::naming::{backend_name, NameKey};
 use crate::service_spec::{
-    cluster_ipv4, external_traffic_local, node_port, valid_ports, ValidPort,
+    cluster_ipv4, external_traffic_local, node_port, service_ips, valid_ports, ValidPort,
 };
 pub use crate::service_spec::{PROTO_TCP, PROTO_UDP};
-use crate::topology::{nodeports_chain_id, services_chain_id};
-pub use crate::topology::{service_port_chain_id, service_port_key, SERVICE_PORT_KIND};
-use crate::translate::{
-    reason, DesiredTranslation, NamespacedName, Translated, TranslationWarning, TranslatorConfig,
+use crate::topology::{
+    edge_load_balancer_id, edge_sticky_chain_id, nodeports_chain_id, service_port_pool_id,
+    services_chain_id,
 };
+pub use crate::topology::{service_port_chain_id, service_port_key, SERVICE_PORT_KIND};
+use crate::translate::{DesiredTranslation, NamespacedName, Translated, TranslatorConfig};
 
 /// Kind used in the Service's Translation name.
 pub const SERVICE_KIND: &str = "Service";
@@ -32,58 +36,10 @@ pub const SERVICE_KIND: &str = "Service";
 pub const SERVICE_PORT_JUMP_KIND: &str = "ServicePortJump";
 /// Pseudo kind of the jump from KUBE-NODEPORTS to a service port's chain.
 pub const SERVICE_NODE_PORT_JUMP_KIND: &str = "ServiceNodePortJump";
-
-/// The destination addresses a Service's ports are reached at, each once: the cluster IP,
-/// then every `spec.externalIPs` entry, then every `status.loadBalancer.ingress[].ip`.
-/// kube-proxy sends traffic to any of them on a service port to the port's endpoints, as
-/// it does for the cluster IP, and so do the rules here; replies are un-DNATed to whichever
-/// address the client used (the NAT state is per flow).
-///
-/// An ingress entry with `ipMode: Proxy` is skipped: the load balancer delivers such traffic
-/// to the nodes or pods itself, so kube-proxy does not short-cut it. Entries with only a
-/// `hostname` have nothing to match. IPv6 and malformed addresses are reported through
-/// `warn` and skipped.
-pub(crate) fn service_ips(
-    svc: &Service,
-    cluster_ip: Ipv4Addr,
-    mut warn: impl FnMut(TranslationWarning),
-) -> Vec<Ipv4Addr> {
-    let external = svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.external_ips.as_deref())
-        .unwrap_or_default()
-        .iter()
-        .map(|ip| ("external IP", ip.as_str()));
-    let ingress = svc
-        .status
-        .as_ref()
-        .and_then(|s| s.load_balancer.as_ref())
-        .and_then(|lb| lb.ingress.as_deref())
-        .unwrap_or_default()
-        .iter()
-        .filter(|i| i.ip_mode.as_deref() != Some("Proxy"))
-        .filter_map(|i| Some(("load-balancer ingress IP", i.ip.as_deref()?)));
-    let mut out = vec![cluster_ip];
-    for (what, raw) in external.chain(ingress) {
-        match parse_ipv4(raw) {
-            Ok(ip) => {
-                if !out.contains(&ip) {
-                    out.push(ip);
-                }
-            }
-            Err(AddrError::Ipv6) => warn(TranslationWarning::new(
-                reason::UNSUPPORTED_IP_FAMILY,
-                format!("{what} {raw:?} is IPv6 and is skipped; MidoNet needs IPv4"),
-            )),
-            Err(AddrError::Invalid) => warn(TranslationWarning::new(
-                reason::INVALID_SERVICE_IP,
-                format!("{what} {raw:?} is not an IP address and is skipped"),
-            )),
-        }
-    }
-    out
-}
+/// Pseudo kind of a sticky port's VIP on the edge's load balancer.
+pub const SERVICE_PORT_VIP_KIND: &str = "ServicePortVip";
+/// Pseudo kind of a sticky port's `accept` in KUBE-EDGE-STICKY.
+pub const SERVICE_PORT_STICKY_KIND: &str = "ServicePortSticky";
 
 /// The jump from the port's `spec.ports[].nodePort` (any destination: only a Node's chain
 /// jumps to KUBE-NODEPORTS, for the Node's addresses) to the port's chain. NodePort
@@ -118,6 +74,31 @@ fn node_port_jump(
     Some(rule.into())
 }
 
+/// A sticky port's resources (`sessionAffinity: ClientIP`, see [`crate::affinity`]): its
+/// pool on the edge's load balancer, a `SOURCE_IP` VIP per sticky address, then per sticky
+/// address the `accept` in KUBE-EDGE-STICKY that lets what comes from outside reach the
+/// load balancer un-DNATed. The accepts come last: until the VIPs exist, the uplink's
+/// DNAT keeps serving the address. Every ID covers its body (the pool's is the port's
+/// key, which its body does not depend on); the accepts match disjoint traffic across
+/// Services, so position 1.
+fn sticky_resources(cfg: &TranslatorConfig, port_key: &str, s: &StickyPort) -> Vec<Resource> {
+    let p = s.port;
+    let pool = service_port_pool_id(cfg, port_key);
+    let mut out: Vec<Resource> = vec![Pool::new(edge_load_balancer_id(cfg), pool).into()];
+    for ip in &s.addresses {
+        let key = format!("{port_key}/{ip}/{}", p.port);
+        let id = id_for_key(cfg, SERVICE_PORT_VIP_KIND, &key);
+        out.push(Vip::new(pool, id, *ip, p.port).sticky().into());
+    }
+    for ip in &s.addresses {
+        let key = format!("{port_key}/{ip}/{}/{}", p.proto, p.port);
+        let id = id_for_key(cfg, SERVICE_PORT_STICKY_KIND, &key);
+        let accept = Rule::new(edge_sticky_chain_id(cfg), id, RuleType::Accept).at(1);
+        out.push(accept.to_service(*ip, p.proto, p.port).into());
+    }
+    out
+}
+
 pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
     let (namespace, name) = match NamespacedName::of(SERVICE_KIND, &svc.metadata) {
         Ok(id) => (id.namespace, id.name),
@@ -132,23 +113,15 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
             return out;
         }
     };
-    if svc
-        .spec
-        .as_ref()
-        .and_then(|s| s.session_affinity.as_deref())
-        == Some("ClientIP")
-    {
-        out.warn(
-            reason::UNSUPPORTED_SESSION_AFFINITY,
-            "sessionAffinity ClientIP is not served: each connection is balanced on its own \
-             (translators/MAPPING.md, \"sessionAffinity: ClientIP (not served)\")"
-                .to_string(),
-        );
-    }
     let ips = service_ips(svc, ip, |w| out.warnings.push(w));
+    let ports = valid_ports(svc, |w| out.warnings.push(w));
+    let edge = cfg.edge.is_some();
+    out.warnings
+        .extend(affinity_warning(edge, svc, &ports, ip, &ips));
+    let sticky = sticky_ports(edge, svc, &ports, ip, &ips);
     let services = services_chain_id(cfg);
     let mut resources: Vec<Resource> = Vec::new();
-    for p in valid_ports(svc, |w| out.warnings.push(w)) {
+    for p in &ports {
         let port_key = service_port_key(namespace, name, &p.name);
         let chain = service_port_chain_id(cfg, &port_key);
         resources.push(
@@ -163,7 +136,7 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
         // cluster IP, protocol or port is a new rule (and the old one is removed) rather than
         // a changed body under the same ID. KUBE-SERVICES is shared by all services and its
         // rules match disjoint traffic, so their order is irrelevant: position 1.
-        resources.extend(node_port_jump(cfg, svc, &p, &port_key, chain));
+        resources.extend(node_port_jump(cfg, svc, p, &port_key, chain));
         for ip in &ips {
             let jump_key = format!("{port_key}/{ip}/{}/{}", p.proto, p.port);
             resources.push(
@@ -176,6 +149,9 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
                 .to_service(*ip, p.proto, p.port)
                 .into(),
             );
+        }
+        if let Some(s) = sticky.iter().find(|s| s.port == p) {
+            resources.extend(sticky_resources(cfg, &port_key, s));
         }
     }
     if !resources.is_empty() {
@@ -193,7 +169,9 @@ pub fn service(cfg: &TranslatorConfig, svc: &Service) -> Translated {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::translate::reason;
     use serde_json::json;
+    use std::net::Ipv4Addr;
 
     fn svc(spec: serde_json::Value, status: serde_json::Value) -> Service {
         serde_json::from_value(json!({
@@ -232,20 +210,126 @@ mod tests {
         assert!(warnings[1].message.contains("\"bogus\""), "{warnings:?}");
     }
 
+    /// A LoadBalancer Service (cluster IP 10.96.0.10, external IP 203.0.113.1, ingress IP
+    /// 192.0.2.1, TCP port http 80 and UDP port dns 53) with `sessionAffinity: affinity`.
+    fn lb_service(affinity: &str) -> Service {
+        svc(
+            json!({"type": "LoadBalancer", "clusterIP": "10.96.0.10", "sessionAffinity": affinity,
+                   "externalIPs": ["203.0.113.1"],
+                   "ports": [{"name": "http", "port": 80, "nodePort": 30080},
+                             {"name": "dns", "port": 53, "protocol": "UDP", "nodePort": 30053}]}),
+            json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}}),
+        )
+    }
+
+    /// What the Service's Translation puts on the edge's load balancer and in
+    /// KUBE-EDGE-STICKY, as text: `pool <id>`, `vip <address>:<port> <persistence> <pool>`,
+    /// `accept <address>:<proto>/<port>`.
+    fn sticky_parts(cfg: &TranslatorConfig, out: &Translated) -> Vec<String> {
+        let sticky_chain = edge_sticky_chain_id(cfg).to_string();
+        let mut parts = Vec::new();
+        for r in out.translations.iter().flat_map(|t| &t.resources) {
+            let b: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+            match r.kind.as_str() {
+                "Pool" => parts.push(format!(
+                    "pool {} {} on {}",
+                    b["id"].as_str().unwrap(),
+                    b["lbMethod"].as_str().unwrap(),
+                    b["loadBalancerId"].as_str().unwrap()
+                )),
+                "Vip" => parts.push(format!(
+                    "vip {}:{} {} {}",
+                    b["address"].as_str().unwrap(),
+                    b["protocolPort"],
+                    b["sessionPersistence"].as_str().unwrap_or("none"),
+                    b["poolId"].as_str().unwrap()
+                )),
+                "Rule" if r.parent == sticky_chain => parts.push(format!(
+                    "{} {}/{}:{}/{}",
+                    b["type"].as_str().unwrap(),
+                    b["nwDstAddress"].as_str().unwrap(),
+                    b["nwDstLength"],
+                    b["nwProto"],
+                    b["tpDst"]["start"]
+                )),
+                "LoadBalancer" | "PoolMember" => panic!("not the Service's: {}", r.kind),
+                _ => {}
+            }
+        }
+        parts
+    }
+
     #[test]
-    fn client_ip_affinity_is_reported_as_not_served() {
-        let cfg = TranslatorConfig::default();
-        let spec = |affinity: &str| {
-            json!({"clusterIP": "10.96.0.10", "sessionAffinity": affinity,
-                   "ports": [{"name": "http", "port": 80}]})
-        };
-        let out = service(&cfg, &svc(spec("ClientIP"), json!({})));
+    fn client_ip_affinity_holds_outside_clients_at_the_tcp_ports_of_external_and_ingress_ips() {
+        let cfg = crate::edge_spec::example_config();
+        let out = service(&cfg, &lb_service("ClientIP"));
+        let pool = service_port_pool_id(&cfg, "ns/web/http");
+        let lb = edge_load_balancer_id(&cfg);
+        // One pool for the TCP port, a sticky VIP at each address an outside client uses
+        // (not the cluster IP, which only pods use), and the accepts that keep the uplink's
+        // DNAT off them. The UDP port has none of it: MidoNet's VIP is TCP only.
+        assert_eq!(
+            sticky_parts(&cfg, &out),
+            [
+                format!("pool {pool} ROUND_ROBIN on {lb}"),
+                format!("vip 203.0.113.1:80 SOURCE_IP {pool}"),
+                format!("vip 192.0.2.1:80 SOURCE_IP {pool}"),
+                "accept 203.0.113.1/32:6/80".to_string(),
+                "accept 192.0.2.1/32:6/80".to_string(),
+            ]
+        );
+        // Pods keep reaching every address and port per connection (KUBE-SERVICES).
+        let jumps = out.translations[0]
+            .resources
+            .iter()
+            .filter(|r| r.parent == services_chain_id(&cfg).to_string())
+            .count();
+        assert_eq!(jumps, 3 * 2);
         let reasons: Vec<&str> = out.warnings.iter().map(|w| w.reason.as_str()).collect();
         assert_eq!(reasons, [reason::UNSUPPORTED_SESSION_AFFINITY]);
+        let message = &out.warnings[0].message;
+        for part in [
+            "203.0.113.1:80/TCP, 192.0.2.1:80/TCP",
+            "timeoutSeconds 10800 is not honoured",
+            "the cluster IP 10.96.0.10",
+            "pods' connections to every address",
+            "the node ports",
+            "port 53/UDP",
+        ] {
+            assert!(message.contains(part), "{part:?} not in {message:?}");
+        }
+    }
+
+    #[test]
+    fn without_an_edge_or_client_ip_affinity_nothing_is_sticky() {
+        let edge = crate::edge_spec::example_config();
+        let plain = TranslatorConfig::default();
+        // No edge: nothing brings outside clients in, nothing is sticky, and the Warning
+        // says so; the Service is still balanced per connection.
+        let out = service(&plain, &lb_service("ClientIP"));
+        assert!(sticky_parts(&plain, &out).is_empty());
         assert_eq!(out.translations.len(), 1, "still balanced per connection");
-        assert!(service(&cfg, &svc(spec("None"), json!({})))
-            .warnings
-            .is_empty());
+        assert_eq!(out.warnings.len(), 1);
+        assert!(
+            out.warnings[0]
+                .message
+                .contains("not served for this Service: every connection (there is no edge"),
+            "{}",
+            out.warnings[0].message
+        );
+        // `None`: none of it, and nothing to warn about.
+        let out = service(&edge, &lb_service("None"));
+        assert!(sticky_parts(&edge, &out).is_empty());
+        assert!(out.warnings.is_empty());
+        // A ClientIP Service with only a cluster IP has no address outside clients use.
+        let cluster_only = svc(
+            json!({"clusterIP": "10.96.0.10", "sessionAffinity": "ClientIP",
+                   "ports": [{"name": "http", "port": 80}]}),
+            json!({}),
+        );
+        let out = service(&edge, &cluster_only);
+        assert!(sticky_parts(&edge, &out).is_empty());
+        assert_eq!(out.warnings.len(), 1);
     }
 
     #[test]

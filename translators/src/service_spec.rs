@@ -1,5 +1,6 @@
 //! What the Service and the Endpoints translators both read of a Service: its IPv4 cluster
-//! IP and the ports MidoNet can implement.
+//! IP, the addresses it is reached at ([`service_ips`]), the ports MidoNet can implement,
+//! and its traffic policies and session affinity.
 //!
 //! Both must agree on them (the Endpoints fill the chains the Service's ports got), so they
 //! are read here, once; each translator reports the warnings in its own way (the Service
@@ -49,6 +50,29 @@ pub fn external_traffic_local(svc: &Service) -> bool {
         .and_then(|s| s.external_traffic_policy.as_deref())
         == Some("Local")
 }
+
+/// Whether the Service asks that one client's connections keep going to one endpoint
+/// (`spec.sessionAffinity: ClientIP`; unset or `None`: each connection on its own).
+pub fn client_ip_affinity(svc: &Service) -> bool {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.session_affinity.as_deref())
+        == Some("ClientIP")
+}
+
+/// How long Kubernetes keeps a client on its endpoint after its last connection:
+/// `sessionAffinityConfig.clientIP.timeoutSeconds`, 10800 (three hours) when unset.
+pub fn affinity_timeout_seconds(svc: &Service) -> i32 {
+    svc.spec
+        .as_ref()
+        .and_then(|s| s.session_affinity_config.as_ref())
+        .and_then(|c| c.client_ip.as_ref())
+        .and_then(|c| c.timeout_seconds)
+        .unwrap_or(DEFAULT_AFFINITY_TIMEOUT_SECONDS)
+}
+
+/// The apiserver's default `timeoutSeconds` of `sessionAffinity: ClientIP`.
+pub const DEFAULT_AFFINITY_TIMEOUT_SECONDS: i32 = 10800;
 
 /// The `nodePort` of the service port named `port_name` (unnamed: `""`), if the apiserver
 /// allocated one (NodePort and LoadBalancer Services, unique in the cluster).
@@ -155,6 +179,58 @@ pub fn valid_ports(svc: &Service, mut warn: impl FnMut(TranslationWarning)) -> V
             continue;
         }
         out.push(ValidPort { name, proto, port });
+    }
+    out
+}
+
+/// The destination addresses a Service's ports are reached at, each once: the cluster IP,
+/// then every `spec.externalIPs` entry, then every `status.loadBalancer.ingress[].ip`.
+/// kube-proxy sends traffic to any of them on a service port to the port's endpoints, as
+/// it does for the cluster IP, and so do the rules here; replies are un-DNATed to whichever
+/// address the client used (the NAT state is per flow).
+///
+/// An ingress entry with `ipMode: Proxy` is skipped: the load balancer delivers such traffic
+/// to the nodes or pods itself, so kube-proxy does not short-cut it. Entries with only a
+/// `hostname` have nothing to match. IPv6 and malformed addresses are reported through
+/// `warn` and skipped.
+pub fn service_ips(
+    svc: &Service,
+    cluster_ip: Ipv4Addr,
+    mut warn: impl FnMut(TranslationWarning),
+) -> Vec<Ipv4Addr> {
+    let external = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.external_ips.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|ip| ("external IP", ip.as_str()));
+    let ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|i| i.ip_mode.as_deref() != Some("Proxy"))
+        .filter_map(|i| Some(("load-balancer ingress IP", i.ip.as_deref()?)));
+    let mut out = vec![cluster_ip];
+    for (what, raw) in external.chain(ingress) {
+        match parse_ipv4(raw) {
+            Ok(ip) => {
+                if !out.contains(&ip) {
+                    out.push(ip);
+                }
+            }
+            Err(AddrError::Ipv6) => warn(TranslationWarning::new(
+                reason::UNSUPPORTED_IP_FAMILY,
+                format!("{what} {raw:?} is IPv6 and is skipped; MidoNet needs IPv4"),
+            )),
+            Err(AddrError::Invalid) => warn(TranslationWarning::new(
+                reason::INVALID_SERVICE_IP,
+                format!("{what} {raw:?} is not an IP address and is skipped"),
+            )),
+        }
     }
     out
 }

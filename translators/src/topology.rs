@@ -5,7 +5,8 @@
 //! Node's port is on, the Node bridge a Pod's port is on, the `KUBE-SVC-…` chain the
 //! Endpoints fill, the policy chains every pod port and node bridge filters through, the
 //! edge's NodePort chains a Node's addresses and a Service's node ports are jumped from, a
-//! Node's chain of the node ports of `externalTrafficPolicy: Local` Services) is
+//! Node's chain of the node ports of `externalTrafficPolicy: Local` Services, the edge's
+//! load balancer and sticky chain and a sticky service port's pool) is
 //! defined here, once, and both sides derive it from here. This module guarantees that
 //! each such ID is derived in exactly one place; it assumes nothing of the translators and
 //! leaves the resources themselves (bodies, order, Translations) to them and to
@@ -62,6 +63,28 @@ pub fn cluster_router_id(cfg: &TranslatorConfig) -> Uuid {
 /// ID of the edge (provider) router, when the cluster has an edge (`--edge-config`).
 pub fn edge_router_id(cfg: &TranslatorConfig) -> Uuid {
     sub_id(main_chain_id(cfg), "Edge Router")
+}
+
+/// ID of the edge router's L4 load balancer (`Router.loadBalancerId`): the pools of the
+/// Service ports with `sessionAffinity: ClientIP` (see [`crate::affinity`]).
+pub fn edge_load_balancer_id(cfg: &TranslatorConfig) -> Uuid {
+    sub_id(main_chain_id(cfg), "Edge Load Balancer")
+}
+
+/// ID of KUBE-EDGE-STICKY, jumped to from what enters through an uplink before
+/// KUBE-SERVICES: each sticky Service address and TCP port gets an `accept` there, so that
+/// the edge router's load balancer, not the uplink's DNAT, balances it.
+pub fn edge_sticky_chain_id(cfg: &TranslatorConfig) -> Uuid {
+    sub_id(main_chain_id(cfg), "Edge Sticky Chain")
+}
+
+/// Pseudo kind of the pool of a sticky service port, on the edge's load balancer.
+pub const SERVICE_PORT_POOL_KIND: &str = "ServicePortPool";
+
+/// ID of the pool of a sticky service port (the Service translator's; the Endpoints
+/// generations put their members in it).
+pub fn service_port_pool_id(cfg: &TranslatorConfig, port_key: &str) -> Uuid {
+    id_for_key(cfg, SERVICE_PORT_POOL_KIND, port_key)
 }
 
 /// ID of KUBE-EDGE-NODES, jumped to from what enters through an uplink: each Node adds a
