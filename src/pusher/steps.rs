@@ -243,7 +243,7 @@ pub fn decide_apply(
 /// What deleting a Translation sends, and what it leaves to others.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct DeletePlan {
-    /// DELETEs to send, in order (reverse creation order).
+    /// DELETEs to send, in order (reverse creation order, load balancers first).
     pub requests: Vec<(Kind, String)>,
     /// Paths MidoNet's cascades delete along with one of `requests` or with another
     /// Translation's deletion: no request of their own.
@@ -331,7 +331,7 @@ pub fn plan_delete(
 }
 
 /// Every resource of a Translation, recorded as pushed or desired, once each, in the
-/// reverse of creation order.
+/// reverse of creation order, but its load balancers first.
 fn deletion_order(pushed: &[PushedResource], desired: &[Desired]) -> Vec<(Kind, String)> {
     let mut order: Vec<(Kind, String)> = Vec::new();
     let mut seen = HashSet::new();
@@ -348,6 +348,11 @@ fn deletion_order(pushed: &[PushedResource], desired: &[Desired]) -> Vec<(Kind, 
         }
     }
     order.reverse();
+    // MidoNet refuses to delete a router that names a load balancer (the storage binding
+    // `Router.load_balancer_id` is ERROR on the router's side) and clears that name when
+    // the load balancer goes. The router names it, so it is pushed after it, and the
+    // reverse order would try the router first: load balancers go first.
+    order.sort_by_key(|(kind, _)| *kind != Kind::LoadBalancer);
     order
 }
 
@@ -535,6 +540,36 @@ mod tests {
             |_| false,
         );
         assert_eq!(requests(&plan), vec![format!("/ports/{PORT}").as_str()]);
+    }
+
+    #[test]
+    fn a_load_balancer_goes_before_the_router_that_names_it() {
+        const LB: &str = "55555555-5555-4555-8555-555555555555";
+        const ROUTER: &str = "66666666-6666-4666-8666-666666666666";
+        let entries = [
+            TranslationResource::new("LoadBalancer", "", format!(r#"{{"id":"{LB}"}}"#)),
+            TranslationResource::new(
+                "Router",
+                "",
+                format!(r#"{{"id":"{ROUTER}","name":"r","loadBalancerId":"{LB}"}}"#),
+            ),
+            chain(),
+        ];
+        let plan = plan_delete(
+            &pushed_of(&entries),
+            &parse_all(&entries).unwrap(),
+            &HashSet::new(),
+            |_| false,
+        );
+        let (lb, router, chain) = (
+            format!("/load_balancers/{LB}"),
+            format!("/routers/{ROUTER}"),
+            format!("/chains/{CHAIN}"),
+        );
+        assert_eq!(
+            requests(&plan),
+            vec![lb.as_str(), chain.as_str(), router.as_str()]
+        );
     }
 
     #[test]
