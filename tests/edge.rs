@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use midonet_dataplane::{FlowKind, SocketV4};
+use midonet_dataplane::{FlowKind, Protocol, SocketV4};
 use midonet_kube_controllers::netcheck::cli::{trace_live, Live};
 use midonet_translators::model::Kind;
 use serde_json::json;
@@ -88,10 +88,22 @@ fn at_node_port(np: &BTreeMap<&str, u16>, ip: &str, name: &str) -> SocketV4 {
     SocketV4::new(ip.parse().unwrap(), np[name])
 }
 
-/// Traces `row` from an outside client through `uplink`; answers the problem, if any.
+/// Traces `row` (TCP) from an outside client through `uplink`; answers the problem, if any.
 fn judge(live: &Live, ns: &str, row: &Row, uplink: &str) -> Option<String> {
+    judge_protocol(live, ns, row, uplink, Protocol::Tcp)
+}
+
+/// Traces `row` over `protocol` from an outside client through `uplink`; answers the
+/// problem, if any.
+fn judge_protocol(
+    live: &Live,
+    ns: &str,
+    row: &Row,
+    uplink: &str,
+    protocol: Protocol,
+) -> Option<String> {
     let from = format!("external/{}/{uplink}", row.from_ip);
-    let (t, _) = match trace_live(live, &from, &row.to.to_string(), None, 40000) {
+    let (t, _) = match trace_live(live, &from, &row.to.to_string(), Some(protocol), 40000) {
         Ok(t) => t,
         Err(e) => return Some(format!("{}: cannot trace: {e}", row.what)),
     };
@@ -372,6 +384,142 @@ async fn create_cluster(client: &kube::Client, host_a: Uuid, host_b: Uuid) -> St
     ns
 }
 
+/// The `sessionAffinity` Services, with their Endpoints on a1 (edge-a) and b1 (edge-b):
+/// - `sticky`: LoadBalancer, `ClientIP`, external IP 203.0.113.40, ingress IP 203.0.113.41,
+///   TCP `http` 80 → 8080 and UDP `dns` 53 → 5353, endpoints a1 and b1;
+/// - `sticky-none`: `ClientIP`, external IP 203.0.113.42, no endpoints;
+/// - `plain-81`: `None`, external IP 203.0.113.40 (the sticky Service's address) on port
+///   81 → 8080, endpoints a1 and b1.
+async fn create_affinity_services(client: &kube::Client, ns: &str) {
+    let services: Api<Service> = Api::namespaced(client.clone(), ns);
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), ns);
+    let both = ["10.244.1.10", "10.244.2.10"];
+    let http =
+        |port: u16| json!({"name": "http", "port": port, "targetPort": 8080, "protocol": "TCP"});
+    let dns = json!({"name": "dns", "port": 53, "targetPort": 5353, "protocol": "UDP"});
+    let table = [
+        (
+            "sticky",
+            "LoadBalancer",
+            "ClientIP",
+            "203.0.113.40",
+            json!([http(80), dns]),
+            &both[..],
+        ),
+        (
+            "sticky-none",
+            "ClusterIP",
+            "ClientIP",
+            "203.0.113.42",
+            json!([http(80)]),
+            &[][..],
+        ),
+        (
+            "plain-81",
+            "ClusterIP",
+            "None",
+            "203.0.113.40",
+            json!([http(81)]),
+            &both[..],
+        ),
+    ];
+    for (name, type_, affinity, external_ip, ports, ips) in table {
+        let s: Service = serde_json::from_value(json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": name},
+            "spec": {"type": type_, "sessionAffinity": affinity, "externalIPs": [external_ip],
+                     "ports": ports}}))
+        .unwrap();
+        services.create(&PostParams::default(), &s).await.unwrap();
+        let mut ep = endpoints_on_nodes(name, ips);
+        if name == "sticky" {
+            for subset in ep.subsets.iter_mut().flatten() {
+                subset.ports.get_or_insert_with(Vec::new).push(
+                    serde_json::from_value(json!({"name": "dns", "port": 5353, "protocol": "UDP"}))
+                        .unwrap(),
+                );
+            }
+        }
+        eps.create(&PostParams::default(), &ep).await.unwrap();
+    }
+    services
+        .patch_status(
+            "sticky",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.41"}]}}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+/// One connection of an outside client to the `sessionAffinity` Services, TCP (written from
+/// the specification): every ready endpoint may take a first connection; the cluster's
+/// promise holds at each address. The rows that go through the edge's load balancer.
+fn sticky_rows() -> Vec<Row> {
+    let at = |ip: &str, port: u16| SocketV4::new(ip.parse().unwrap(), port);
+    vec![
+        row(
+            "ClientIP at its external IP",
+            at("203.0.113.40", 80),
+            CLIENT,
+            &["a1", "b1"],
+        ),
+        row(
+            "ClientIP at its ingress IP",
+            at("203.0.113.41", 80),
+            CLIENT,
+            &["a1", "b1"],
+        ),
+    ]
+}
+
+/// The rest of the `sessionAffinity` Services' rows, balanced per connection by
+/// KUBE-SERVICES as before: (row, protocol).
+fn affinity_loose_rows() -> Vec<(Row, Protocol)> {
+    let at = |ip: &str, port: u16| SocketV4::new(ip.parse().unwrap(), port);
+    vec![
+        (
+            row(
+                "ClientIP, its UDP port",
+                at("203.0.113.40", 53),
+                CLIENT,
+                &["a1", "b1"],
+            ),
+            Protocol::Udp,
+        ),
+        (
+            row(
+                "a None Service on a sticky address, another port",
+                at("203.0.113.40", 81),
+                CLIENT,
+                &["a1", "b1"],
+            ),
+            Protocol::Tcp,
+        ),
+        (
+            row(
+                "ClientIP, no endpoints",
+                at("203.0.113.42", 80),
+                CLIENT,
+                &[],
+            ),
+            Protocol::Tcp,
+        ),
+    ]
+}
+
+/// Every `(row, protocol)`'s problems, through both uplinks.
+fn protocol_failures(live: &Live, ns: &str, rows: &[(Row, Protocol)]) -> Vec<String> {
+    rows.iter()
+        .flat_map(|(r, p)| {
+            ["a", "b"]
+                .into_iter()
+                .filter_map(move |u| judge_protocol(live, ns, r, u, *p))
+        })
+        .collect()
+}
+
 /// The truth table, written from the Service specification, not from the Translations;
 /// `np` has each Service's node port. Node edge-a is 192.168.10.1, edge-b 192.168.10.2.
 fn truth_table(np: &BTreeMap<&str, u16>) -> Vec<Row> {
@@ -554,7 +702,7 @@ async fn break_edge(api: &str, admin: &midonet_sim::admin::AdminClient, edge_arg
             midonet_translators::topology::edge_router_id(tcfg),
             "Edge In Chain",
         );
-        let jump = midonet_translators::sub_id(edge_in, "Jump To Services");
+        let jump = midonet_translators::sub_id(edge_in, "Jump To Services/4");
         e.path.ends_with(&jump.to_string())
     })
     .await;
@@ -594,6 +742,7 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     let api = sim.api_url().to_string();
 
     let ns = create_cluster(&client, host_a, host_b).await;
+    create_affinity_services(&client, &ns).await;
     wait_converged(&client, &admin, "edge cluster").await;
 
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
@@ -606,6 +755,10 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     let rows = truth_table(&np);
     let live = support::check::live_with(&api, &edge_args).await;
     let wrong = failures(&live, &ns, &rows);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let wrong = failures(&live, &ns, &sticky_rows());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let wrong = protocol_failures(&live, &ns, &affinity_loose_rows());
     assert!(wrong.is_empty(), "{wrong:#?}");
     let host = host_rows(&np);
     let wrong = host_failures(&live, &ns, &host);
@@ -664,6 +817,12 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
         .count();
     assert_eq!(wrong.len(), 2 * served_at_service_addresses, "{wrong:#?}");
     assert!(wrong.iter().all(|w| !w.contains("NodePort")), "{wrong:#?}");
+    // The sticky addresses and ports never meet KUBE-SERVICES: still served. The same
+    // Services' other ports, and the None Service at a sticky address, are not.
+    let wrong = failures(&live, &ns, &sticky_rows());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let wrong = protocol_failures(&live, &ns, &affinity_loose_rows());
+    assert_eq!(wrong.len(), 2 * 2, "{wrong:#?}");
     let broken = check_with(&api, &edge_args).await;
     assert!(!broken.passed());
     for f in &broken.failures {
