@@ -386,7 +386,9 @@ async fn create_cluster(client: &kube::Client, host_a: Uuid, host_b: Uuid) -> St
 
 /// The `sessionAffinity` Services, with their Endpoints on a1 (edge-a) and b1 (edge-b):
 /// - `sticky`: LoadBalancer, `ClientIP`, external IP 203.0.113.40, ingress IP 203.0.113.41,
-///   TCP `http` 80 → 8080 and UDP `dns` 53 → 5353, endpoints a1 and b1;
+///   TCP `http` 80 → 8080, endpoints a1 and b1;
+/// - `sticky-mixed`: `ClientIP`, external IP 203.0.113.43, TCP `http` 80 → 8080 and UDP
+///   `dns` 53 → 5353 (a LoadBalancer may not mix protocols on v1.20), endpoints a1 and b1;
 /// - `sticky-none`: `ClientIP`, external IP 203.0.113.42, no endpoints;
 /// - `plain-81`: `None`, external IP 203.0.113.40 (the sticky Service's address) on port
 ///   81 → 8080, endpoints a1 and b1.
@@ -403,6 +405,14 @@ async fn create_affinity_services(client: &kube::Client, ns: &str) {
             "LoadBalancer",
             "ClientIP",
             "203.0.113.40",
+            json!([http(80)]),
+            &both[..],
+        ),
+        (
+            "sticky-mixed",
+            "ClusterIP",
+            "ClientIP",
+            "203.0.113.43",
             json!([http(80), dns]),
             &both[..],
         ),
@@ -431,7 +441,7 @@ async fn create_affinity_services(client: &kube::Client, ns: &str) {
         .unwrap();
         services.create(&PostParams::default(), &s).await.unwrap();
         let mut ep = endpoints_on_nodes(name, ips);
-        if name == "sticky" {
+        if name == "sticky-mixed" {
             for subset in ep.subsets.iter_mut().flatten() {
                 subset.ports.get_or_insert_with(Vec::new).push(
                     serde_json::from_value(json!({"name": "dns", "port": 5353, "protocol": "UDP"}))
@@ -468,6 +478,12 @@ fn sticky_rows() -> Vec<Row> {
         row(
             "ClientIP at its ingress IP",
             at("203.0.113.41", 80),
+            CLIENT,
+            &["a1", "b1"],
+        ),
+        row(
+            "ClientIP with a UDP port too, at its TCP port",
+            at("203.0.113.43", 80),
             CLIENT,
             &["a1", "b1"],
         ),
@@ -744,7 +760,6 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     let ns = create_cluster(&client, host_a, host_b).await;
     create_affinity_services(&client, &ns).await;
     wait_converged(&client, &admin, "edge cluster").await;
-
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
     let mut np = BTreeMap::new();
     for name in [
