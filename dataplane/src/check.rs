@@ -13,11 +13,16 @@
 //! - with an edge ([`crate::outside`]): an outside client, behind each uplink, reaches every
 //!   Service port at each outside address exactly at the endpoints Kubernetes allows (with
 //!   `externalTrafficPolicy: Local` seeing the client's own address), the reply from the
-//!   address used; every pod class reaches an outside address.
+//!   address used; every pod class reaches an outside address;
+//! - with an edge, `sessionAffinity: ClientIP` at an external or ingress IP and a TCP port:
+//!   an outside client's second connection (another source port, through each uplink)
+//!   lands on the endpoint its first reached, in every history of the random choices
+//!   (`trace::trace_sequence`: the second sees the first's flow state).
 //!
 //! What Kubernetes promises that the network does not serve by design is listed in
-//! `not_served`, not checked: `sessionAffinity: ClientIP` (each connection is balanced on
-//! its own, `translators/MAPPING.md`).
+//! `not_served`, not checked: `sessionAffinity: ClientIP` everywhere else (the cluster
+//! IP, pods' connections, node ports, UDP ports, a cluster without an edge: each
+//! connection is balanced on its own, `translators/MAPPING.md`).
 //!
 //! ## Equivalent sources
 //!
@@ -75,7 +80,7 @@ use crate::cluster::{Cluster, ServicePortRef};
 use crate::engine::Consulted;
 use crate::packet::{Protocol, SocketV4};
 use crate::topology::{prefix_mask, Attachment, BuildProblem, Topology};
-use crate::trace::{trace, trace_consulting, Path, Probe, Trace};
+use crate::trace::{trace, trace_consulting, trace_sequence, Path, Probe, Trace};
 use midonet_translators::affinity::not_sticky;
 use midonet_translators::model::Rule;
 use midonet_translators::service_spec::{cluster_ipv4, service_ips, valid_ports};
@@ -102,10 +107,14 @@ pub enum FlowKind {
     /// A node's host, forwarding what reached its own address at a node port (masqueraded
     /// to its address on the node's bridge), to that node port.
     NodeToNodePort,
+    /// With an edge: an outside client's second connection (another source port) to a
+    /// sticky address and port (`sessionAffinity: ClientIP` at an external or ingress IP,
+    /// TCP) lands on the endpoint of its first.
+    OutsideSticky,
 }
 
 impl FlowKind {
-    pub const ALL: [FlowKind; 9] = [
+    pub const ALL: [FlowKind; 10] = [
         FlowKind::PodToPod,
         FlowKind::PodToService,
         FlowKind::Hairpin,
@@ -115,6 +124,7 @@ impl FlowKind {
         FlowKind::OutsideToService,
         FlowKind::PodToOutside,
         FlowKind::NodeToNodePort,
+        FlowKind::OutsideSticky,
     ];
 
     pub fn name(self) -> &'static str {
@@ -128,15 +138,20 @@ impl FlowKind {
             FlowKind::OutsideToService => "outside-to-service",
             FlowKind::PodToOutside => "pod-to-outside",
             FlowKind::NodeToNodePort => "node-to-node-port",
+            FlowKind::OutsideSticky => "outside-sticky",
         }
     }
 
     /// Whether every cluster has flows of this kind: the outside ones need an edge, the
-    /// node-port ones a NodePort or LoadBalancer Service.
+    /// node-port ones a NodePort or LoadBalancer Service, the sticky ones a Service with
+    /// `sessionAffinity: ClientIP` and an external or ingress IP too.
     pub fn in_every_cluster(self) -> bool {
         !matches!(
             self,
-            FlowKind::OutsideToService | FlowKind::PodToOutside | FlowKind::NodeToNodePort
+            FlowKind::OutsideToService
+                | FlowKind::PodToOutside
+                | FlowKind::NodeToNodePort
+                | FlowKind::OutsideSticky
         )
     }
 }
@@ -212,6 +227,9 @@ struct Flow {
     /// `from` (a node's host) forwards the packet to its gateway, its own address as the
     /// destination included (`Probe::host_forward`).
     host_forward: bool,
+    /// [`FlowKind::OutsideSticky`]: where the client's second connection comes from (an
+    /// upstream: the same client behind any uplink).
+    then_from: Option<String>,
 }
 
 /// A class of equivalent source pods; the first member is its representative.
@@ -502,6 +520,7 @@ fn pod_flow(kind: FlowKind, from: &Attachment, to: &Attachment, ip: Ipv4Addr) ->
         src_ip: None,
         keep_source: false,
         host_forward: false,
+        then_from: None,
     }
 }
 
@@ -735,6 +754,7 @@ fn service_flow(
         src_ip: None,
         keep_source: false,
         host_forward: false,
+        then_from: None,
     }
 }
 
@@ -788,6 +808,9 @@ fn class_bridge(topo: &Topology, a: &Attachment) -> Option<Uuid> {
 /// Evaluates `flow` and, when its source stands for a class, the same flow from each
 /// member the trace cannot stand for.
 fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> Outcome {
+    if flow.kind == FlowKind::OutsideSticky {
+        return vec![(flow.kind, evaluate_sticky(topo, flow))];
+    }
     let mut probe = Probe::new(flow.from.clone(), flow.to, flow.protocol, CLIENT_PORT);
     probe.src_ip = flow.src_ip;
     probe.host_forward = flow.host_forward;
@@ -796,16 +819,7 @@ fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> 
         Err(e) => {
             // The source is not plugged in: reported once in `unplugged`, and every flow
             // from it fails.
-            let empty = Trace {
-                from: probe.from,
-                sent: crate::packet::FlowTuple::new(
-                    probe.protocol,
-                    SocketV4::new(Ipv4Addr::UNSPECIFIED, CLIENT_PORT),
-                    probe.to,
-                ),
-                paths: Vec::new(),
-                truncated: false,
-            };
+            let empty = untraced(&probe, Vec::new());
             let kind = flow.kind;
             return vec![(
                 kind,
@@ -833,6 +847,108 @@ fn evaluate(topo: &Topology, classes: &[Class], flow: Flow, memo: &mut Memo) -> 
     });
     out.insert(0, (kind, failure));
     out
+}
+
+/// A trace of `probe` holding `paths` (none: it could not be traced).
+fn untraced(probe: &Probe, paths: Vec<Path>) -> Trace {
+    Trace {
+        from: probe.from.clone(),
+        sent: crate::packet::FlowTuple::new(
+            probe.protocol,
+            SocketV4::new(
+                probe.src_ip.unwrap_or(Ipv4Addr::UNSPECIFIED),
+                probe.src_port,
+            ),
+            probe.to,
+        ),
+        paths,
+        truncated: false,
+    }
+}
+
+/// An [`FlowKind::OutsideSticky`] flow: the client's two connections (source ports
+/// [`CLIENT_PORT`] and the next, the second from `then_from`) traced one after the other
+/// on one flow state, every history of their random choices; in each where the first
+/// reaches an endpoint, the second must reach that same endpoint and hear back from the
+/// address it used. Where the first may go is the outside-to-service flow's to judge.
+fn evaluate_sticky(topo: &Topology, flow: Flow) -> Option<Failure> {
+    let mut first = Probe::new(flow.from.clone(), flow.to, flow.protocol, CLIENT_PORT);
+    first.src_ip = flow.src_ip;
+    let then = flow.then_from.clone().unwrap_or_else(|| flow.from.clone());
+    let mut second = Probe::new(then, flow.to, flow.protocol, CLIENT_PORT + 1);
+    second.src_ip = flow.src_ip;
+    let histories = match trace_sequence(topo, &[first, second.clone()]) {
+        Ok((h, _)) => h,
+        Err(e) => {
+            let problem = e.to_string();
+            return Some(Failure::new(
+                flow,
+                problem,
+                Vec::new(),
+                untraced(&second, Vec::new()),
+            ));
+        }
+    };
+    let mut delivered = 0;
+    for history in &histories {
+        let [one, two] = history.as_slice() else {
+            continue;
+        };
+        let problem = match sticky_problem(&flow, one, two) {
+            Ok(true) => {
+                delivered += 1;
+                continue;
+            }
+            Ok(false) => continue,
+            Err(problem) => problem,
+        };
+        let reached = two.forward.delivered_to.iter().cloned().collect();
+        return Some(Failure::new(
+            flow,
+            problem,
+            reached,
+            untraced(&second, vec![two.clone()]),
+        ));
+    }
+    (delivered == 0 && flow.expected.is_some()).then(|| {
+        let problem = "no first connection reached an endpoint".to_string();
+        Failure::new(flow, problem, Vec::new(), untraced(&second, Vec::new()))
+    })
+}
+
+/// One history of a sticky flow: `Ok(true)` when the first connection reached an endpoint
+/// and the second the same one, replied to from the address used; `Ok(false)` when the
+/// first reached none (not this flow's to judge); else what went wrong.
+fn sticky_problem(flow: &Flow, one: &Path, two: &Path) -> Result<bool, String> {
+    let legs = [&one.forward, &two.forward]
+        .into_iter()
+        .chain(one.reply.iter())
+        .chain(two.reply.iter());
+    for leg in legs {
+        if let Some(why) = &leg.unsupported {
+            return Err(format!("the model cannot tell: {why}"));
+        }
+    }
+    let Some(first) = &one.forward.delivered_to else {
+        return Ok(false);
+    };
+    match &two.forward.delivered_to {
+        Some(e) if e == first => match two.works && two.client_sees == Some(flow.to) {
+            true => Ok(true),
+            false => Err(format!(
+                "the second connection reached {e} as the first did, but the client sees \
+                 its reply from {:?}, not {}",
+                two.client_sees, flow.to
+            )),
+        },
+        Some(e) => Err(format!(
+            "the first connection reached {first}, the second (another source port) {e}"
+        )),
+        None => Err(format!(
+            "the first connection reached {first}, the second was dropped: {}",
+            two.forward.drop_reason.clone().unwrap_or_default()
+        )),
+    }
 }
 
 /// What [`told_apart`] found per (class, chain or router): the members (by index) that
@@ -1126,6 +1242,15 @@ fn outside_flows(
             f.to_name = format!("{} at {}", sp.display(), sp.address);
             f.src_ip = Some(crate::outside::OUTSIDE_CLIENT);
             f.keep_source = op.keep_source;
+            // The client's second connection, through each uplink in turn.
+            if op.sticky && expect.is_some() {
+                for then in &upstreams {
+                    let mut s = f.clone();
+                    s.kind = FlowKind::OutsideSticky;
+                    s.then_from = Some(then.clone());
+                    flows.push(s);
+                }
+            }
             flows.push(f);
         }
     }
@@ -1150,6 +1275,7 @@ fn outside_flows(
             src_ip: None,
             keep_source: false,
             host_forward: false,
+            then_from: None,
         });
     }
     flows

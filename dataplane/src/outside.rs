@@ -16,6 +16,10 @@
 //!   balancer, and the nodes it may use are those with local endpoints: every ready
 //!   endpoint is on one of them, so every ready endpoint may receive.
 //!   `Cluster`: every ready endpoint may receive, whatever the source it sees.
+//! - `sessionAffinity: ClientIP` holds one outside client to one endpoint across its
+//!   connections at an external or ingress IP and a TCP port ([`OutsidePort::sticky`]):
+//!   the scope the design serves (`translators/MAPPING.md`, "`sessionAffinity:
+//!   ClientIP`"); everywhere else Kubernetes' affinity is listed as not served.
 //! - A pod reaches an outside address, and the reply comes back from it.
 
 use std::net::Ipv4Addr;
@@ -24,10 +28,10 @@ use k8s_openapi::api::core::v1::Service;
 use midonet_translators::config::Edge;
 use midonet_translators::ids::mac_for_key;
 use midonet_translators::model::Ipv4Cidr;
-use midonet_translators::service_spec::{external_traffic_local, node_port};
+use midonet_translators::service_spec::{client_ip_affinity, external_traffic_local, node_port};
 
 use crate::cluster::{node_addresses, Cluster, ServiceAddressKind, ServicePortRef};
-use crate::packet::SocketV4;
+use crate::packet::{Protocol, SocketV4};
 use crate::topology::Attachment;
 
 /// The outside client `check` connects from: in the benchmarking range (RFC 2544), which
@@ -65,6 +69,9 @@ pub struct OutsidePort {
     pub port: ServicePortRef,
     /// `externalTrafficPolicy: Local`: the endpoint must see the client's own address.
     pub keep_source: bool,
+    /// `sessionAffinity: ClientIP` at an external or ingress IP and a TCP port: one
+    /// client's successive connections must land on one endpoint.
+    pub sticky: bool,
 }
 
 /// Every Service port Kubernetes promises to outside clients, at each address, with the
@@ -78,9 +85,11 @@ pub fn outside_service_ports(cluster: &Cluster) -> Vec<OutsidePort> {
         let local = external_traffic_local(svc);
         match sp.via {
             ServiceAddressKind::ExternalIp | ServiceAddressKind::LoadBalancerIngress => {
+                let sticky = client_ip_affinity(svc) && sp.protocol == Protocol::Tcp;
                 out.push(OutsidePort {
                     port: sp,
                     keep_source: local,
+                    sticky,
                 })
             }
             ServiceAddressKind::ClusterIp => out.extend(node_ports(cluster, svc, &sp, local)),
@@ -140,6 +149,7 @@ fn node_ports(
             out.push(OutsidePort {
                 port,
                 keep_source: local,
+                sticky: false,
             });
         }
     }
@@ -221,5 +231,39 @@ mod tests {
                 at("203.0.113.5:80", 1, true)
             ]
         );
+    }
+
+    #[test]
+    fn client_ip_affinity_is_promised_at_external_and_ingress_ips_on_tcp_ports_only() {
+        let mut c = cluster("Cluster");
+        let svc = &mut c.services[0];
+        let spec = svc.spec.as_mut().unwrap();
+        spec.session_affinity = Some("ClientIP".into());
+        spec.external_ips = Some(vec!["203.0.113.6".into()]);
+        let sticky: Vec<(String, bool)> = outside_service_ports(&c)
+            .into_iter()
+            .map(|o| (o.port.address.to_string(), o.sticky))
+            .collect();
+        assert_eq!(
+            sticky,
+            [
+                ("192.168.0.1:30080".to_string(), false),
+                ("192.168.0.2:30080".to_string(), false),
+                ("203.0.113.6:80".to_string(), true),
+                ("203.0.113.5:80".to_string(), true),
+            ]
+        );
+        // A UDP port is not: MidoNet's load balancer is TCP only.
+        let spec = c.services[0].spec.as_mut().unwrap();
+        for p in spec.ports.iter_mut().flatten() {
+            p.protocol = Some("UDP".into());
+        }
+        c.endpoints[0].subsets.iter_mut().flatten().for_each(|s| {
+            s.ports
+                .iter_mut()
+                .flatten()
+                .for_each(|p| p.protocol = Some("UDP".into()))
+        });
+        assert!(outside_service_ports(&c).iter().all(|o| !o.sticky));
     }
 }

@@ -257,7 +257,10 @@ fn with_ingress(mut s: Service, ingress: &[(&str, Option<&str>)]) -> Service {
 
 /// The Translations of the cluster, in the order the controllers push them.
 fn translate(c: &Cluster) -> Vec<DesiredTranslation> {
-    let cfg = TranslatorConfig::default();
+    let cfg = TranslatorConfig {
+        edge: c.edge.clone(),
+        ..TranslatorConfig::default()
+    };
     let mut out = midonet_translators::global(&cfg);
     let nodes: BTreeMap<String, &Node> = c
         .nodes
@@ -1054,4 +1057,134 @@ fn the_local_policy_oracle_fails_a_network_that_ignores_the_node() {
             .any(|(k, from, _)| *k == FlowKind::Hairpin && from == "pod/app/e2"),
         "{failed:#?}"
     );
+}
+
+/// The cluster with an edge of two uplinks (172.31.1.2 and 172.31.2.2 on one gateway host)
+/// and a Service `sticky` with `sessionAffinity: ClientIP`, external IP 203.0.113.40,
+/// ingress IP 203.0.113.41, TCP port 80 and UDP port 53 onto a1 and b1.
+fn sticky_cluster() -> Cluster {
+    use midonet_translators::edge_spec::{EdgeSpec, UplinkSpec};
+    let uplink = |name: &str, address: &str, hop: &str| UplinkSpec {
+        name: name.into(),
+        host: Uuid::from_u128(0x900).to_string(),
+        interface: format!("uplink-{name}"),
+        address: address.into(),
+        next_hops: vec![hop.into()],
+        tunnel_ip: Some("10.0.0.100".into()),
+    };
+    let edge = EdgeSpec {
+        uplinks: vec![
+            uplink("a", "172.31.1.2/24", "172.31.1.1"),
+            uplink("b", "172.31.2.2/24", "172.31.2.1"),
+        ],
+        cluster_cidrs: vec!["10.1.0.0/16".into()],
+        service_cidrs: vec!["10.96.0.0/12".into()],
+        external_cidrs: vec!["203.0.113.0/24".into()],
+        link_cidr: None,
+    }
+    .validate()
+    .expect("a valid edge");
+    let mut c = cluster();
+    c.edge = Some(std::sync::Arc::new(edge));
+    let mut sticky = with_ingress(
+        with_external_ips(
+            service(
+                "app",
+                "sticky",
+                "10.96.0.20",
+                "ClusterIP",
+                &[("http", 80, "TCP"), ("dns", 53, "UDP")],
+            ),
+            &["203.0.113.40"],
+        ),
+        &[("203.0.113.41", None)],
+    );
+    if let Some(spec) = sticky.spec.as_mut() {
+        spec.session_affinity = Some("ClientIP".into());
+    }
+    c.services.push(sticky);
+    c.endpoints.push(endpoints(
+        "app",
+        "sticky",
+        &["10.1.1.10", "10.1.2.10"],
+        &[("http", 80, "TCP"), ("dns", 53, "UDP")],
+    ));
+    c
+}
+
+/// The sticky flows of a report that failed, as (to, problem).
+fn sticky_failures(r: &Report) -> Vec<(String, String)> {
+    r.failures
+        .iter()
+        .filter(|f| f.kind == FlowKind::OutsideSticky)
+        .map(|f| (f.to.clone(), f.problem.clone()))
+        .collect()
+}
+
+#[test]
+fn an_outside_clients_connections_to_a_sticky_address_keep_their_endpoint() {
+    let c = sticky_cluster();
+    let res = resources(&translate(&c));
+    let report = run(&c, res.clone());
+    for f in &report.failures {
+        eprintln!("{:?} {} → {}: {}", f.kind, f.from, f.to, f.problem);
+    }
+    assert!(report.passed(), "{} failures", report.failures.len());
+    // From the specification: the TCP port at the external and the ingress IP, the first
+    // connection through each uplink, the second through each: 2 × 2 × 2. Not the UDP
+    // port, not the cluster IP, not the node ports (the Service has none).
+    assert_eq!(every(FlowKind::OutsideSticky, &report), 8);
+    assert_eq!(
+        report
+            .not_served
+            .iter()
+            .filter(|n| n.starts_with("app/sticky:"))
+            .count(),
+        1,
+        "{:?}",
+        report.not_served
+    );
+
+    // The oracle fails a network that balances per connection: without the accepts of
+    // KUBE-EDGE-STICKY the uplink's DNAT takes the sticky addresses, and a second
+    // connection may land on the other endpoint. Every sticky flow fails, nothing else.
+    let accepts = |r: &Resource| {
+        matches!(r, Resource::Rule(rule) if rule.rule_type == RuleType::Accept
+            && rule.nw_dst_address.is_some_and(|a| a.octets()[..3] == [203, 0, 113]))
+    };
+    let loose: Vec<Resource> = res.iter().filter(|r| !accepts(r)).cloned().collect();
+    assert_eq!(loose.len(), res.len() - 2, "two sticky accepts");
+    let broken = run(&c, loose);
+    assert_eq!(sticky_failures(&broken).len(), 8, "{:?}", broken.failures);
+    assert!(
+        broken
+            .failures
+            .iter()
+            .all(|f| f.kind == FlowKind::OutsideSticky),
+        "{:?}",
+        failures(&broken)
+    );
+    assert!(sticky_failures(&broken)
+        .iter()
+        .all(|(_, p)| p.contains("the second (another source port)")));
+
+    // Without the VIPs the accepted traffic meets no load balancer: the sticky
+    // addresses' outside flows and sticky flows fail, nothing else.
+    let no_vips: Vec<Resource> = res
+        .iter()
+        .filter(|r| !matches!(r, Resource::Vip(_)))
+        .cloned()
+        .collect();
+    let broken = run(&c, no_vips);
+    assert_eq!(sticky_failures(&broken).len(), 8);
+    for f in &broken.failures {
+        assert!(
+            matches!(f.kind, FlowKind::OutsideSticky | FlowKind::OutsideToService)
+                && (f.to.contains("203.0.113.40:80") || f.to.contains("203.0.113.41:80")),
+            "{:?} {}: {}",
+            f.kind,
+            f.to,
+            f.problem
+        );
+    }
 }
