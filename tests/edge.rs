@@ -114,8 +114,13 @@ fn judge_protocol(
         .map(|p| format!("pod/{ns}/{p}"))
         .collect();
     if got != want {
+        let why: Vec<&str> = t
+            .paths
+            .iter()
+            .filter_map(|p| p.forward.drop_reason.as_deref())
+            .collect();
         return Some(format!(
-            "{} via {uplink}: reached {got:?}, Kubernetes says {want:?}",
+            "{} via {uplink}: reached {got:?}, Kubernetes says {want:?} (dropped: {why:?})",
             row.what
         ));
     }
@@ -498,7 +503,7 @@ fn affinity_loose_rows() -> Vec<(Row, Protocol)> {
         (
             row(
                 "ClientIP, its UDP port",
-                at("203.0.113.40", 53),
+                at("203.0.113.43", 53),
                 CLIENT,
                 &["a1", "b1"],
             ),
