@@ -17,9 +17,9 @@ use std::net::Ipv4Addr;
 use k8s_openapi::api::core::v1::{Endpoints, Node, Pod, Service};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use midonet_dataplane::{FlowKind, Protocol, SocketV4};
+use midonet_dataplane::{trace_sequence, FlowKind, Probe, Protocol, Session, SocketV4};
 use midonet_kube_controllers::netcheck::cli::{trace_live, Live};
-use midonet_translators::model::Kind;
+use midonet_translators::model::{Kind, Resource, RuleType};
 use serde_json::json;
 use support::check::{assert_check_passes_with, check_with, describe};
 use support::objects::{endpoints, node_at, pod, set_pod_ip, wait_host_ids};
@@ -492,7 +492,234 @@ fn sticky_rows() -> Vec<Row> {
             CLIENT,
             &["a1", "b1"],
         ),
+        // The pool has no member: the load balancer drops it.
+        row(
+            "ClientIP, no endpoints",
+            at("203.0.113.42", 80),
+            CLIENT,
+            &[],
+        ),
     ]
+}
+
+/// The outside client's successive TCP connections to `to` (source ports 40000, 40001,
+/// 40002, through uplinks a, b, a), traced one after another on one flow state as the
+/// agents would meet them: per history of the random choices, the pod each reached.
+fn connections(live: &Live, to: SocketV4) -> Vec<Vec<Option<String>>> {
+    let probes: Vec<Probe> = [("a", 40000), ("b", 40001), ("a", 40002)]
+        .into_iter()
+        .map(|(uplink, port)| outside_probe(uplink, to, port))
+        .collect();
+    let (histories, truncated) = trace_sequence(&live.topology, &probes).unwrap();
+    assert!(!truncated, "{to}: too many histories");
+    histories
+        .iter()
+        .map(|h| h.iter().map(|p| p.forward.delivered_to.clone()).collect())
+        .collect()
+}
+
+/// A TCP connection of the outside client through `uplink` from source port `port`.
+fn outside_probe(uplink: &str, to: SocketV4, port: u16) -> Probe {
+    let mut p = Probe::new(format!("upstream/{uplink}"), to, Protocol::Tcp, port);
+    p.src_ip = Some(CLIENT.parse().unwrap());
+    p
+}
+
+/// `sessionAffinity: ClientIP` from outside, written from the specification: the first
+/// connection may reach any of `receivers` (pod names), and every later one of the same
+/// client reaches the pod its first did. Answers the problem, if any.
+fn stickiness(
+    live: &Live,
+    ns: &str,
+    what: &str,
+    to: SocketV4,
+    receivers: &[&str],
+) -> Option<String> {
+    let histories = connections(live, to);
+    let want: BTreeSet<String> = receivers.iter().map(|p| format!("pod/{ns}/{p}")).collect();
+    let firsts: BTreeSet<String> = histories.iter().filter_map(|h| h[0].clone()).collect();
+    if firsts != want {
+        return Some(format!(
+            "{what}: first connections reached {firsts:?}, Kubernetes says {want:?}"
+        ));
+    }
+    histories
+        .iter()
+        .find(|h| h.iter().any(|e| e != &h[0]))
+        .map(|h| format!("{what}: one client's successive connections reached {h:?}"))
+}
+
+/// The sticky rows with receivers, as stickiness checks: their problems.
+fn stickiness_failures(live: &Live, ns: &str) -> Vec<String> {
+    sticky_rows()
+        .iter()
+        .filter(|r| !r.receivers.is_empty())
+        .filter_map(|r| stickiness(live, ns, r.what, r.to, r.receivers))
+        .collect()
+}
+
+/// The `sessionAffinity` rows on the real parts: one client's connections keep their
+/// endpoint; an endpoint removed, the client goes to the remaining one; a None Service at
+/// a sticky address is balanced per connection; and the oracle fails once a VIP or a
+/// sticky accept is deleted behind the controllers' back (both restored after).
+async fn affinity_rows(
+    client: &kube::Client,
+    admin: &midonet_sim::admin::AdminClient,
+    api: &str,
+    edge_args: &[&str],
+    ns: &str,
+) {
+    let live = support::check::live_with(api, edge_args).await;
+    let wrong = stickiness_failures(&live, ns);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    // The None Service on the sticky address: some client's second connection goes to
+    // another endpoint than its first.
+    let plain = connections(&live, SocketV4::new("203.0.113.40".parse().unwrap(), 81));
+    assert!(
+        plain.iter().any(|h| h[0] != h[1]),
+        "a None Service is balanced per connection: {plain:?}"
+    );
+
+    // The endpoint the client is held to goes: its next connection reaches the other.
+    let sticky = SocketV4::new("203.0.113.40".parse().unwrap(), 80);
+    let mut session = Session::new();
+    let first = session
+        .trace(&live.topology, &outside_probe("a", sticky, 40000))
+        .unwrap();
+    let held = first.paths[0]
+        .forward
+        .delivered_to
+        .clone()
+        .expect("delivered");
+    let (stays, stays_ip) = match held.ends_with("/a1") {
+        true => ("b1", "10.244.2.10"),
+        false => ("a1", "10.244.1.10"),
+    };
+    set_endpoints(client, admin, ns, "sticky", &[stays_ip]).await;
+    let removed = support::check::live_with(api, edge_args).await;
+    let next = session
+        .trace(&removed.topology, &outside_probe("b", sticky, 40001))
+        .unwrap();
+    let got: Vec<String> = next.candidates().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(got, [format!("pod/{ns}/{stays}")], "held to {held} before");
+    assert!(
+        next.all_work(),
+        "{}",
+        serde_json::to_string_pretty(&next).unwrap()
+    );
+    set_endpoints(client, admin, ns, "sticky", &["10.244.1.10", "10.244.2.10"]).await;
+
+    // Break it behind the controllers' back: the VIP of 203.0.113.40:80 (nothing takes
+    // the accepted traffic: dropped), and the accept of 203.0.113.41:80 (the uplink's
+    // DNAT balances it per connection). Exactly those two rows fail.
+    let spec = service_resources(client, ns, "sticky").await;
+    let vip = spec
+        .iter()
+        .find(|r| matches!(r, Resource::Vip(v) if v.address.to_string() == "203.0.113.40"))
+        .expect("the VIP of 203.0.113.40")
+        .clone();
+    let accept = spec
+        .iter()
+        .find(|r| {
+            matches!(r, Resource::Rule(rule) if rule.rule_type == RuleType::Accept
+                && rule.nw_dst_address.map(|a| a.to_string()).as_deref() == Some("203.0.113.41"))
+        })
+        .expect("the accept of 203.0.113.41")
+        .clone();
+    let cfg = support::check::config_with(api, edge_args);
+    let backend =
+        midonet_kube_controllers::clients::backend_client(&cfg, &prometheus::Registry::new())
+            .unwrap();
+    for r in [&vip, &accept] {
+        backend.delete(r).await.unwrap();
+    }
+    let live = support::check::live_with(api, edge_args).await;
+    let wrong = stickiness_failures(&live, ns);
+    assert_eq!(wrong.len(), 2, "{wrong:#?}");
+    assert!(
+        wrong[0].starts_with("ClientIP at its external IP: first connections reached {}"),
+        "{wrong:#?}"
+    );
+    assert!(
+        wrong[1].starts_with("ClientIP at its ingress IP: one client's successive connections"),
+        "{wrong:#?}"
+    );
+    let broken = check_with(api, edge_args).await;
+    let sticky_failed: BTreeSet<&str> = broken
+        .failures
+        .iter()
+        .filter(|f| f.kind == FlowKind::OutsideSticky)
+        .map(|f| f.to.as_str())
+        .collect();
+    assert_eq!(sticky_failed.len(), 2, "{}", describe(&broken));
+    for r in [&vip, &accept] {
+        backend.apply(r).await.unwrap();
+    }
+    let live = support::check::live_with(api, edge_args).await;
+    let wrong = stickiness_failures(&live, ns);
+    assert!(wrong.is_empty(), "restored: {wrong:#?}");
+}
+
+/// Replaces the addresses of the Endpoints `name` (port `http` 8080, on their nodes) and
+/// waits until the backend's members of the Service's pool are exactly those addresses
+/// and everything has converged.
+async fn set_endpoints(
+    client: &kube::Client,
+    admin: &midonet_sim::admin::AdminClient,
+    ns: &str,
+    name: &str,
+    ips: &[&str],
+) {
+    let eps: Api<Endpoints> = Api::namespaced(client.clone(), ns);
+    let subsets = endpoints_on_nodes(name, ips).subsets;
+    eps.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"subsets": subsets})),
+    )
+    .await
+    .unwrap();
+    let want: Vec<String> = ips.iter().map(|ip| ip.to_string()).collect();
+    let pool = pool_of(client, ns, name).await;
+    wait_until("the pool members follow the Endpoints", CEILING, || async {
+        let state = admin.state().await.ok()?;
+        let mut members: Vec<String> = state
+            .entries_of(Kind::PoolMember)
+            .iter()
+            .filter(|e| e.parent == pool)
+            .filter_map(|e| e.body["address"].as_str().map(str::to_string))
+            .collect();
+        members.sort();
+        (members == want).then_some(())
+    })
+    .await;
+    wait_converged(client, admin, "the sticky Service's endpoints changed").await;
+}
+
+/// The ID of the pool of the Service `name`'s one sticky port, as its Translation has it.
+async fn pool_of(client: &kube::Client, ns: &str, name: &str) -> String {
+    let pools: Vec<String> = service_resources(client, ns, name)
+        .await
+        .iter()
+        .filter_map(|r| match r {
+            Resource::Pool(p) => Some(p.id.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pools.len(), 1, "one sticky port");
+    pools[0].clone()
+}
+
+/// The resources of the Service `name`'s Translation.
+async fn service_resources(client: &kube::Client, ns: &str, name: &str) -> Vec<Resource> {
+    let trs: Api<midonet_kube_controllers::crd::Translation> = Api::namespaced(client.clone(), ns);
+    let tr = trs.get(&format!("service.2.{name}")).await.unwrap();
+    tr.spec
+        .expect("a spec")
+        .resources
+        .iter()
+        .map(|e| Resource::from_entry(e).unwrap())
+        .collect()
 }
 
 /// The rest of the `sessionAffinity` Services' rows, balanced per connection by
@@ -515,15 +742,6 @@ fn affinity_loose_rows() -> Vec<(Row, Protocol)> {
                 at("203.0.113.40", 81),
                 CLIENT,
                 &["a1", "b1"],
-            ),
-            Protocol::Tcp,
-        ),
-        (
-            row(
-                "ClientIP, no endpoints",
-                at("203.0.113.42", 80),
-                CLIENT,
-                &[],
             ),
             Protocol::Tcp,
         ),
@@ -780,6 +998,8 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     assert!(wrong.is_empty(), "{wrong:#?}");
     let wrong = protocol_failures(&live, &ns, &affinity_loose_rows());
     assert!(wrong.is_empty(), "{wrong:#?}");
+    affinity_rows(&client, &admin, &api, &edge_args, &ns).await;
+    let live = support::check::live_with(&api, &edge_args).await;
     let host = host_rows(&np);
     let wrong = host_failures(&live, &ns, &host);
     assert!(wrong.is_empty(), "{wrong:#?}");
@@ -840,6 +1060,8 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     // The sticky addresses and ports never meet KUBE-SERVICES: still served. The same
     // Services' other ports, and the None Service at a sticky address, are not.
     let wrong = failures(&live, &ns, &sticky_rows());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    let wrong = stickiness_failures(&live, &ns);
     assert!(wrong.is_empty(), "{wrong:#?}");
     let wrong = protocol_failures(&live, &ns, &affinity_loose_rows());
     assert_eq!(wrong.len(), 2 * 2, "{wrong:#?}");
