@@ -7,6 +7,10 @@
 //! outside client on the data-plane model fed by the simulator; `check` with the edge
 //! passes with its outside flows; and once the edge's jump to the Services is deleted
 //! behind the controllers' back, `check` and the table notice exactly the flows it served.
+//! `sessionAffinity: ClientIP` (served from outside at external and ingress IPs, TCP):
+//! one client's successive connections keep their endpoint, follow a removed endpoint's
+//! replacement, a None Service on a sticky address and UDP ports stay per connection, and
+//! a VIP or a sticky accept deleted behind the controllers' back fails exactly its row.
 //! Its own test binary: the check covers every object in the cluster.
 
 mod support;
