@@ -662,6 +662,51 @@ async fn affinity_rows(
     let live = support::check::live_with(api, edge_args).await;
     let wrong = stickiness_failures(&live, ns);
     assert!(wrong.is_empty(), "restored: {wrong:#?}");
+    delete_the_edge(client, admin).await;
+    let live = support::check::live_with(api, edge_args).await;
+    let wrong = stickiness_failures(&live, ns);
+    assert!(wrong.is_empty(), "the edge restored: {wrong:#?}");
+}
+
+/// Deletes the edge's global Translation: the pusher deletes its load balancer before the
+/// router that names it (MidoNet refuses the router first), MidoNet's cascade takes the
+/// Services' pools with the load balancer and their accepts with KUBE-EDGE-STICKY; the
+/// globals' controller restores the Translation and the pusher's cascade repair what hung
+/// off it. Waits until everything has converged again.
+async fn delete_the_edge(client: &kube::Client, admin: &midonet_sim::admin::AdminClient) {
+    use midonet_kube_controllers::crd::Translation;
+    let api: Api<Translation> = Api::namespaced(client.clone(), "kube-system");
+    let edge = api
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|t| {
+            t.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.ends_with(".edge"))
+        })
+        .expect("the edge's Translation");
+    let (name, uid) = (edge.metadata.name.unwrap(), edge.metadata.uid.unwrap());
+    api.delete(&name, &Default::default()).await.unwrap();
+    wait_until(
+        "the edge's Translation restored and pushed",
+        CEILING,
+        || async {
+            let t = api.get_opt(&name).await.ok()??;
+            (t.metadata.uid.as_deref() != Some(uid.as_str()) && t.is_ready()).then_some(())
+        },
+    )
+    .await;
+    wait_converged(client, admin, "the edge restored").await;
+    let state = admin.state().await.unwrap();
+    assert_eq!(
+        state.paths_of(Kind::LoadBalancer).len(),
+        1,
+        "one load balancer"
+    );
 }
 
 /// Replaces the addresses of the Endpoints `name` (port `http` 8080, on their nodes) and
