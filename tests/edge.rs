@@ -566,14 +566,8 @@ fn stickiness_failures(live: &Live, ns: &str) -> Vec<String> {
 /// endpoint; an endpoint removed, the client goes to the remaining one; a None Service at
 /// a sticky address is balanced per connection; and the oracle fails once a VIP or a
 /// sticky accept is deleted behind the controllers' back (both restored after).
-async fn affinity_rows(
-    client: &kube::Client,
-    admin: &midonet_sim::admin::AdminClient,
-    api: &str,
-    edge_args: &[&str],
-    ns: &str,
-) {
-    let live = support::check::live_with(api, edge_args).await;
+async fn affinity_rows(parts: &Parts<'_>) {
+    let (live, ns) = (parts.live().await, parts.ns);
     let wrong = stickiness_failures(&live, ns);
     assert!(wrong.is_empty(), "{wrong:#?}");
     // The None Service on the sticky address: some client's second connection goes to
@@ -583,8 +577,32 @@ async fn affinity_rows(
         plain.iter().any(|h| h[0] != h[1]),
         "a None Service is balanced per connection: {plain:?}"
     );
+    a_removed_endpoint_hands_the_client_over(parts, &live).await;
+    a_deleted_vip_or_accept_fails_its_row(parts).await;
+    delete_the_edge(parts.client, parts.admin).await;
+    let wrong = stickiness_failures(&parts.live().await, ns);
+    assert!(wrong.is_empty(), "the edge restored: {wrong:#?}");
+}
 
-    // The endpoint the client is held to goes: its next connection reaches the other.
+/// What the `sessionAffinity` rows work on.
+struct Parts<'a> {
+    client: &'a kube::Client,
+    admin: &'a midonet_sim::admin::AdminClient,
+    api: &'a str,
+    edge_args: &'a [&'a str],
+    ns: &'a str,
+}
+
+impl Parts<'_> {
+    async fn live(&self) -> Live {
+        support::check::live_with(self.api, self.edge_args).await
+    }
+}
+
+/// The endpoint the client is held to goes: its next connection reaches the other (the
+/// Endpoints are put back after).
+async fn a_removed_endpoint_hands_the_client_over(parts: &Parts<'_>, live: &Live) {
+    let (client, admin, ns) = (parts.client, parts.admin, parts.ns);
     let sticky = SocketV4::new("203.0.113.40".parse().unwrap(), 80);
     let mut session = Session::new();
     let first = session
@@ -600,7 +618,7 @@ async fn affinity_rows(
         false => ("a1", "10.244.1.10"),
     };
     set_endpoints(client, admin, ns, "sticky", &[stays_ip]).await;
-    let removed = support::check::live_with(api, edge_args).await;
+    let removed = parts.live().await;
     let next = session
         .trace(&removed.topology, &outside_probe("b", sticky, 40001))
         .unwrap();
@@ -612,11 +630,15 @@ async fn affinity_rows(
         serde_json::to_string_pretty(&next).unwrap()
     );
     set_endpoints(client, admin, ns, "sticky", &["10.244.1.10", "10.244.2.10"]).await;
+}
 
-    // Break it behind the controllers' back: the VIP of 203.0.113.40:80 (nothing takes
-    // the accepted traffic: dropped), and the accept of 203.0.113.41:80 (the uplink's
-    // DNAT balances it per connection). Exactly those two rows fail.
-    let spec = service_resources(client, ns, "sticky").await;
+/// Breaks stickiness behind the controllers' back: the VIP of 203.0.113.40:80 (nothing
+/// takes the accepted traffic: dropped), and the accept of 203.0.113.41:80 (the uplink's
+/// DNAT balances it per connection). Exactly those two rows and their `check` flows fail;
+/// both are put back after.
+async fn a_deleted_vip_or_accept_fails_its_row(parts: &Parts<'_>) {
+    let (api, edge_args, ns) = (parts.api, parts.edge_args, parts.ns);
+    let spec = service_resources(parts.client, ns, "sticky").await;
     let vip = spec
         .iter()
         .find(|r| matches!(r, Resource::Vip(v) if v.address.to_string() == "203.0.113.40"))
@@ -637,8 +659,7 @@ async fn affinity_rows(
     for r in [&vip, &accept] {
         backend.delete(r).await.unwrap();
     }
-    let live = support::check::live_with(api, edge_args).await;
-    let wrong = stickiness_failures(&live, ns);
+    let wrong = stickiness_failures(&parts.live().await, ns);
     assert_eq!(wrong.len(), 2, "{wrong:#?}");
     assert!(
         wrong[0].starts_with("ClientIP at its external IP: first connections reached {}"),
@@ -659,13 +680,8 @@ async fn affinity_rows(
     for r in [&vip, &accept] {
         backend.apply(r).await.unwrap();
     }
-    let live = support::check::live_with(api, edge_args).await;
-    let wrong = stickiness_failures(&live, ns);
+    let wrong = stickiness_failures(&parts.live().await, ns);
     assert!(wrong.is_empty(), "restored: {wrong:#?}");
-    delete_the_edge(client, admin).await;
-    let live = support::check::live_with(api, edge_args).await;
-    let wrong = stickiness_failures(&live, ns);
-    assert!(wrong.is_empty(), "the edge restored: {wrong:#?}");
 }
 
 /// Deletes the edge's global Translation: the pusher deletes its load balancer before the
@@ -1047,7 +1063,14 @@ async fn outside_clients_reach_services_through_the_edge_as_kubernetes_says() {
     assert!(wrong.is_empty(), "{wrong:#?}");
     let wrong = protocol_failures(&live, &ns, &affinity_loose_rows());
     assert!(wrong.is_empty(), "{wrong:#?}");
-    affinity_rows(&client, &admin, &api, &edge_args, &ns).await;
+    let parts = Parts {
+        client: &client,
+        admin: &admin,
+        api: &api,
+        edge_args: &edge_args,
+        ns: &ns,
+    };
+    affinity_rows(&parts).await;
     let live = support::check::live_with(&api, &edge_args).await;
     let host = host_rows(&np);
     let wrong = host_failures(&live, &ns, &host);
