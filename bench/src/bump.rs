@@ -66,6 +66,8 @@ pub struct Bump {
     pub floor_requests: usize,
     pub breakdown: RequestCounts,
     pub probe: ProbeReport,
+    /// How long the probe sampled before the controllers started.
+    pub probe_lead: Duration,
     pub sample: SampleSize,
     /// `check` on the converged new version (with the edge, its outside flows too).
     pub checked: Checked,
@@ -99,6 +101,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     let sample = sample_size(bench);
     let flows = probe::select_flows(&cluster, sample);
     let reader = bench.sim.reader();
+    let probe_started = Instant::now();
     let flow_probe = probe::FlowProbe::start(
         flows,
         cluster.attachments(),
@@ -111,6 +114,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     tokio::time::sleep(PROBE_LEAD).await;
     admin.reset_requests().await?;
     let since = Instant::now();
+    let probe_lead = since - probe_started;
     // Drift verification's GETs are periodic, whatever the bump does: left out here.
     let args = [
         "--translation-version",
@@ -141,6 +145,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
         floor_requests,
         breakdown,
         probe,
+        probe_lead,
         sample,
     })
 }
@@ -187,6 +192,11 @@ impl Bump {
                 "max <= 1 s",
             ),
             row(
+                "version bump: longest outages began (first / last)",
+                self.outages_began(),
+                "-",
+            ),
+            row(
                 "version bump: POST/PUT/DELETE planned, done",
                 self.planned_and_done(),
                 "equal",
@@ -202,6 +212,21 @@ impl Bump {
                 "0 failed",
             ),
         ]
+    }
+
+    /// When the interrupted flows' longest outages began, first and last, after the
+    /// controllers started (the probe's lead taken off; negative: before they started).
+    fn outages_began(&self) -> String {
+        let p = &self.probe;
+        if p.interrupted == 0 {
+            return "no flow interrupted".into();
+        }
+        let lead = self.probe_lead.as_secs_f64();
+        format!(
+            "{:.2} s / {:.2} s after the controllers started",
+            p.longest_started_first_seconds - lead,
+            p.longest_started_last_seconds - lead
+        )
     }
 
     /// `plan`'s requests and the bump's, by method.
@@ -239,6 +264,7 @@ impl Bump {
         Ok(json!({"versionBump": {
             "seconds": self.time.as_secs_f64(), "requests": self.backend_requests,
             "floorRequests": self.floor_requests,
+            "probeLeadSeconds": self.probe_lead.as_secs_f64(),
             "byMethod": b.by_method, "byStatus": b.by_status, "byKind": b.by_kind,
             "probe": probe,
             "plan": {"backend": self.plan.backend, "rebinds": self.plan.rebinds},

@@ -58,6 +58,10 @@ pub struct Args {
     /// --services 900`.
     #[arg(long)]
     pub only_initial: bool,
+    /// Stop before the version bump: for the phases before it (the network readiness, say)
+    /// in a shorter run.
+    #[arg(long, conflicts_with = "only_initial")]
+    pub no_bump: bool,
     /// Also measure a third floor: with a status write, and a second Translation watch
     /// standing in for the controllers' informer (`docs/benchmark.md`: what the sync costs
     /// the apiserver beyond the floor's writes).

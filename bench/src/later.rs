@@ -34,7 +34,11 @@ pub struct Restart {
     /// How long `/readyz` took, or why it did not answer.
     pub ready: String,
     pub writes: u64,
+    /// GETs of resources.
     pub reads: u64,
+    /// GETs of the API root: the readiness check's probe when no request was made for
+    /// `--backend-probe-period` (30 s), which a start longer than that makes once.
+    pub root_probes: u64,
 }
 
 /// Starts the controllers again (`--resync-period 20s`, which the resync phase uses) on a
@@ -49,13 +53,21 @@ pub async fn restart(bench: &Bench, translations: usize) -> Res<(Controllers, Re
         Err(e) => e.to_string(),
     };
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let (_, writes, reads) = bench.backend_counts().await?;
+    let (_, writes, gets) = bench.backend_counts().await?;
+    let counts = bench.admin.requests().await?;
+    let root_probes = counts
+        .by_kind
+        .get("Application")
+        .and_then(|m| m.get("GET"))
+        .copied()
+        .unwrap_or(0);
     Ok((
         ctl,
         Restart {
             ready,
             writes,
-            reads,
+            reads: gets - root_probes.min(gets),
+            root_probes,
         },
     ))
 }
@@ -207,8 +219,8 @@ impl Restart {
                 "0",
             ),
             row(
-                "restart in sync: backend reads",
-                self.reads.to_string(),
+                "restart in sync: backend reads (and API root probes)",
+                format!("{} ({})", self.reads, self.root_probes),
                 "0",
             ),
         ]
@@ -275,7 +287,8 @@ impl Policies {
 pub fn json(restart: &Restart, resync: &Resync, churn: &Churn, policies: &Policies) -> Value {
     json!({
         "restartInSync": {"ready": restart.ready, "writes": restart.writes,
-                          "reads": restart.reads},
+                          "reads": restart.reads,
+                          "rootProbes": restart.root_probes},
         "fullResync": {"translationWrites": resync.translation_writes,
                        "pushes": resync.pushes, "backendRequests": resync.backend_requests},
         "churn": {"seconds": churn.time.as_secs_f64(), "requests": churn.backend_requests,

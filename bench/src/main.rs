@@ -227,15 +227,17 @@ async fn later_phases(
     let policies = later::policies(bench, tracker, ready.translations).await?;
     report::progress("NetworkPolicies", &policies.rows());
     ctl.stop().await?;
-    let bump = bump::run(bench, tracker, ready.translations).await?;
     let mut rows = restart.rows();
     rows.extend(resync.rows());
     rows.extend(churn.rows());
     rows.extend(ready.rows());
     rows.extend(policies.rows());
-    rows.extend(bump.rows());
     let mut result = later::json(&restart, &resync, &churn, &policies);
     merge(&mut result, ready.json());
-    merge(&mut result, bump.json()?);
+    if !bench.args.no_bump {
+        let bump = bump::run(bench, tracker, ready.translations).await?;
+        rows.extend(bump.rows());
+        merge(&mut result, bump.json()?);
+    }
     Ok((rows, result))
 }

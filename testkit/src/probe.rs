@@ -314,6 +314,8 @@ struct FlowOutages {
     /// When the current outage started (the first sample that found the flow not ok).
     open_since: Option<Duration>,
     longest: Duration,
+    /// When the longest outage started.
+    longest_since: Duration,
     total: Duration,
     outages: usize,
     /// Why the first sample of the latest outage found it not ok.
@@ -324,6 +326,9 @@ impl FlowOutages {
     fn close(&mut self, at: Duration) {
         if let Some(start) = self.open_since.take() {
             let d = at.saturating_sub(start);
+            if d > self.longest || self.outages == 1 {
+                self.longest_since = start;
+            }
             self.longest = self.longest.max(d);
             self.total += d;
         }
@@ -391,6 +396,9 @@ pub struct Interrupted {
     pub flow: String,
     /// The longest outage and the sum of all, in seconds.
     pub longest_seconds: f64,
+    /// When the longest outage started, in seconds since the probe started (its first
+    /// sample is about a second before the work it watches).
+    pub longest_started_seconds: f64,
     pub total_seconds: f64,
     pub outages: usize,
     /// Why the first sample of its latest outage found it not ok.
@@ -425,6 +433,10 @@ pub struct ProbeReport {
     /// maximum and the 99th percentile (nearest rank).
     pub max_seconds: f64,
     pub p99_seconds: f64,
+    /// When the interrupted flows' longest outages started, the earliest and the latest, in
+    /// seconds since the probe started (both 0 when no flow was interrupted).
+    pub longest_started_first_seconds: f64,
+    pub longest_started_last_seconds: f64,
     /// Every interrupted flow, longest outage first.
     pub interrupted_flows: Vec<Interrupted>,
 }
@@ -534,6 +546,7 @@ impl Interruptions {
             .map(|(i, f)| Interrupted {
                 flow: names.get(i).cloned().unwrap_or_else(|| format!("flow {i}")),
                 longest_seconds: f.longest.as_secs_f64(),
+                longest_started_seconds: f.longest_since.as_secs_f64(),
                 total_seconds: f.total.as_secs_f64(),
                 outages: f.outages,
                 reason: f.reason.clone().unwrap_or_default(),
@@ -545,6 +558,9 @@ impl Interruptions {
                 .then_with(|| a.flow.cmp(&b.flow))
         });
         let duration = last.saturating_sub(self.first.unwrap_or_default());
+        let started = interrupted.iter().map(|f| f.longest_started_seconds);
+        let first_started = started.clone().reduce(f64::min).unwrap_or_default();
+        let last_started = started.reduce(f64::max).unwrap_or_default();
         ProbeReport {
             flows: self.flows.len(),
             samples: self.samples,
@@ -564,6 +580,8 @@ impl Interruptions {
             down_at_start: self.down_at_start,
             max_seconds: longest.last().copied().unwrap_or_default().as_secs_f64(),
             p99_seconds: p99.as_secs_f64(),
+            longest_started_first_seconds: first_started,
+            longest_started_last_seconds: last_started,
             interrupted_flows: interrupted,
         }
     }
@@ -721,11 +739,16 @@ mod tests {
         assert_eq!(f1.outages, 2);
         assert!((f1.longest_seconds - 0.3).abs() < 1e-9, "{f1:?}");
         assert!((f1.total_seconds - 0.4).abs() < 1e-9, "{f1:?}");
+        // Its longest outage is the first one; a later, shorter one does not move it.
+        assert!((f1.longest_started_seconds - 0.1).abs() < 1e-9, "{f1:?}");
         // Still open at the end: counts up to the last sample (800 ms).
         let f2 = r.flow("f2").unwrap();
         assert_eq!(f2.outages, 1);
         assert!((f2.longest_seconds - 0.5).abs() < 1e-9, "{f2:?}");
         assert_eq!(f2.reason, "down");
+        assert!((f2.longest_started_seconds - 0.3).abs() < 1e-9, "{f2:?}");
+        assert!((r.longest_started_first_seconds - 0.1).abs() < 1e-9);
+        assert!((r.longest_started_last_seconds - 0.3).abs() < 1e-9);
         assert!(r.flow("f0").is_none());
         assert!((r.max_seconds - 0.5).abs() < 1e-9);
         // Longest first.
@@ -782,6 +805,8 @@ mod tests {
         assert_eq!(r.max_seconds, 0.0);
         assert_eq!(r.p99_seconds, 0.0);
         assert!(r.interrupted_flows.is_empty());
+        assert_eq!(r.longest_started_first_seconds, 0.0);
+        assert_eq!(r.longest_started_last_seconds, 0.0);
         assert!((r.mean_period_seconds - 0.1).abs() < 1e-9);
         assert!((r.max_period_seconds - 0.16).abs() < 1e-9);
     }
