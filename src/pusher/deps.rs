@@ -11,7 +11,12 @@
 //!
 //! The hold is only an optimisation, never a correctness rule: a Translation is held at
 //! most [`MAX_HOLD`], then pushed anyway and the backend decides (cycles, or a provider
-//! that keeps failing, cannot wedge anything).
+//! that keeps failing, cannot wedge anything). Past [`MAX_HOLD`] it is held on only while
+//! its provider is *progressing* (live, not held back itself, its last push not failed:
+//! in a long queue, as in a large initial sync), looked at again every [`PROGRESS_RECHECK`]
+//! and for at most [`HOLD_WHILE_PROGRESSING`] in all: a push tried then would only be
+//! refused, and retried. A cycle of holds is no provider progressing, so it ends at
+//! [`MAX_HOLD`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -30,6 +35,16 @@ use crate::crd::{Translation, TranslationStatus};
 /// through a version bump's retirement, every old Translation deleted, before a new binding
 /// is tried anyway: tried earlier, MidoNet refuses it while the old one stands.
 pub const MAX_HOLD: Duration = Duration::from_secs(30);
+
+/// The longest a Translation is held back in all while its provider is progressing.
+pub const HOLD_WHILE_PROGRESSING: Duration = Duration::from_secs(300);
+
+/// Past [`MAX_HOLD`], how often a held Translation looks again whether its provider is
+/// still progressing. Its provider's push wakes it sooner; this is only for a provider
+/// that failed meanwhile, whose referent a push would be refused anyway. Not shorter:
+/// the waiters can be thousands (every pod of a large initial sync), and each look is a
+/// reconcile in the queue their providers are in.
+pub const PROGRESS_RECHECK: Duration = MAX_HOLD;
 
 /// The longest a Translation is held back for a referent no Translation provides yet: its
 /// provider is often written a moment later (the translators run side by side, and an
@@ -353,6 +368,24 @@ pub fn cascaded_paths(desired: &[Desired], taken: &HashSet<Referent>) -> Vec<Str
 }
 
 impl State {
+    /// Whether `provider` is on its way to a push: in the store and not being deleted, not
+    /// held back itself, and its last push did not fail (`Ready` is not `False`).
+    fn progressing(
+        &self,
+        store: &Store<Translation>,
+        provider: &Key,
+        recorded: impl Fn(&Translation) -> TranslationStatus,
+    ) -> bool {
+        !self.held_since.contains_key(provider)
+            && store.get(provider).is_some_and(|tr| {
+                tr.metadata.deletion_timestamp.is_none()
+                    && !recorded(&tr)
+                        .conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "False")
+            })
+    }
+
     /// What `key` must wait for before creating `creating` (see [`Dependencies::hold`]):
     /// a referent another live Translation provides but has not `pushed`, else an
     /// interface another Translation has bound, else a referent nobody provides.
@@ -598,12 +631,24 @@ impl Dependencies {
     /// the first that no Translation provides yet (hosts excepted: MidoNet registers them).
     /// When there is one, `key` is registered to be woken by [`Self::pushed`] and the time
     /// left of its hold is returned; after [`MAX_HOLD`] (for a referent nobody provides,
-    /// [`UNPROVIDED_HOLD`]) it is not held any more and the backend decides.
+    /// [`UNPROVIDED_HOLD`]) it is not held any more and the backend decides, unless its
+    /// provider is progressing (see the module's doc).
     pub fn hold(
         &self,
         key: &Key,
         creating: &[&Desired],
         recorded: impl Fn(&Translation) -> TranslationStatus,
+    ) -> Option<(Blocker, Duration)> {
+        self.hold_at(key, creating, recorded, Instant::now())
+    }
+
+    /// [`Self::hold`] at `now`.
+    fn hold_at(
+        &self,
+        key: &Key,
+        creating: &[&Desired],
+        recorded: impl Fn(&Translation) -> TranslationStatus,
+        now: Instant,
     ) -> Option<(Blocker, Duration)> {
         // Checked and registered under one lock: a provider's `pushed` either comes before
         // (the check sees its record) or after (it finds us registered).
@@ -623,13 +668,22 @@ impl Dependencies {
         let since = *state
             .held_since
             .entry(SharedKey::new(key.clone()))
-            .or_insert_with(Instant::now);
-        let cap = if blocker.provider.is_some() {
-            MAX_HOLD
-        } else {
-            UNPROVIDED_HOLD
+            .or_insert(now);
+        let held = now.saturating_duration_since(since);
+        let left = match &blocker.provider {
+            None => UNPROVIDED_HOLD.checked_sub(held)?,
+            Some(provider) => match MAX_HOLD.checked_sub(held) {
+                Some(left) => left,
+                None if state.progressing(&self.store, provider, &recorded) => {
+                    let left = HOLD_WHILE_PROGRESSING.saturating_sub(held);
+                    if left.is_zero() {
+                        return None;
+                    }
+                    PROGRESS_RECHECK.min(left)
+                }
+                None => return None,
+            },
         };
-        let left = cap.checked_sub(since.elapsed())?;
         match &blocker.awaited {
             Awaited::Referent(r) => state.waiters.entry(*r).or_default(),
             Awaited::Interface((host, _)) => state.interface_waiters.entry(*host).or_default(),
@@ -968,6 +1022,55 @@ mod tests {
             ..TranslationStatus::default()
         };
         assert!(deps.hold(&key, &refs, pushed).is_none());
+    }
+
+    #[test]
+    fn held_past_max_hold_only_while_the_provider_progresses() {
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        let key = ObjectRef::from_obj(&consumer);
+        let desired = creating(&consumer);
+        let refs: Vec<&Desired> = desired.iter().collect();
+        let start = Instant::now();
+        assert!(deps.hold_at(&key, &refs, nothing_pushed, start).is_some());
+        let late = start + MAX_HOLD + Duration::from_secs(1);
+        // The provider is live, not held, never failed: still held, looked at again soon.
+        let (_, left) = deps
+            .hold_at(&key, &refs, nothing_pushed, late)
+            .expect("held while the provider progresses");
+        assert_eq!(left, PROGRESS_RECHECK);
+        // Its push failed: the waiter goes, and the backend decides.
+        let failed = |_: &Translation| TranslationStatus {
+            conditions: vec![crate::crd::Condition {
+                type_: "Ready".into(),
+                status: "False".into(),
+                reason: "BackendError".into(),
+                ..crate::crd::Condition::default()
+            }],
+            ..TranslationStatus::default()
+        };
+        assert!(deps.hold_at(&key, &refs, failed, late).is_none());
+        // However long it progresses, never past HOLD_WHILE_PROGRESSING.
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        let key = ObjectRef::from_obj(&consumer);
+        assert!(deps.hold_at(&key, &refs, nothing_pushed, start).is_some());
+        let end = start + HOLD_WHILE_PROGRESSING;
+        assert!(deps.hold_at(&key, &refs, nothing_pushed, end).is_none());
+    }
+
+    #[test]
+    fn a_provider_held_itself_does_not_extend_a_hold() {
+        // Two Translations each waiting on the other: neither progresses, so both go at
+        // MAX_HOLD (the backend decides).
+        let (deps, consumer) = setup(tr("node", vec![bridge()]));
+        let key = ObjectRef::from_obj(&consumer);
+        let desired = creating(&consumer);
+        let refs: Vec<&Desired> = desired.iter().collect();
+        let node = ObjectRef::from_obj(&tr("node", vec![bridge()]));
+        let start = Instant::now();
+        assert!(deps.hold_at(&key, &refs, nothing_pushed, start).is_some());
+        deps.lock().held_since.insert(SharedKey::new(node), start);
+        let late = start + MAX_HOLD + Duration::from_secs(1);
+        assert!(deps.hold_at(&key, &refs, nothing_pushed, late).is_none());
     }
 
     #[test]
