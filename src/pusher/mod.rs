@@ -10,7 +10,9 @@
 //! its [`Reconciler`] (a failed reconcile is retried after `PusherContext::retry_delay`
 //! of the Translation's consecutive failures, a [`crate::retry`] policy), its liveness probe
 //! is registered by the caller ([`Scaffold::with_probe`]), and it adds the triggers only it
-//! has: every Translation at each resync tick and after a re-list, one Translation when a
+//! has: at each resync tick, every Translation a reconcile would change something for
+//! ([`steps::needs_reconcile`]: the in-sync ones, nearly all, would only take the workers'
+//! turns from fresh work); after a re-list, every Translation; one Translation when a
 //! dependency wakes it. Its background loops (gauges, the bump's driver in [`rollout`],
 //! drift verification) and the verifications its reconciles start are [`OwnedTask`]s
 //! stopped when [`run`] returns or is aborted. Its event reasons are in
@@ -286,6 +288,15 @@ impl PusherContext {
         self.tracker.forget(uid);
     }
 
+    /// Whether a reconcile of `tr` would change anything ([`steps::needs_reconcile`]).
+    fn needs_reconcile(&self, tr: &Translation) -> bool {
+        let missing = tr
+            .uid()
+            .map(|uid| self.tracker.missing(&uid))
+            .unwrap_or_default();
+        steps::needs_reconcile(tr, &self.recorded_status(tr), &missing)
+    }
+
     /// The delay before retrying after `failures` consecutive failures.
     fn retry_delay(&self, failures: u32) -> Duration {
         self.retry_policy().delay(failures)
@@ -372,7 +383,6 @@ pub async fn run(
 ) {
     let scaffold = Scaffold::<PusherContext>::with_probe(liveness);
     let relisted = crate::streams::unbounded(translations.relisted);
-    let ticks = crate::streams::every(ctx.config.resync);
     let woken = crate::locks::lock(&ctx.wake_rx).take();
     let woken = futures::stream::iter(woken.map(crate::streams::unbounded)).flatten();
     let controller = scaffold
@@ -382,7 +392,6 @@ pub async fn run(
             ctx.config.workers,
             shutdown,
         )
-        .reconcile_all_on(ticks)
         .reconcile_all_on(relisted)
         .reconcile_on(woken);
     let _background = Background::start(&store, &ctx);
@@ -401,6 +410,7 @@ impl Background {
         let mut loops = vec![
             OwnedTask::spawn(gauge_loop(store.clone(), ctx.clone())),
             OwnedTask::spawn(rollout::rollout_loop(store.clone(), ctx.clone())),
+            OwnedTask::spawn(resync_loop(store.clone(), ctx.clone())),
         ];
         if let Some(period) = ctx.config.verify_period {
             loops.push(OwnedTask::spawn(verify::verify_loop(
@@ -420,6 +430,30 @@ impl Drop for Background {
     fn drop(&mut self) {
         // The verifications hold the context: stopping them here also frees it.
         crate::locks::lock(&self.ctx.verifying).clear();
+    }
+}
+
+/// Translations a resync looks at between two yields to the runtime.
+const RESYNC_CHUNK: usize = 256;
+
+/// At each resync period, wakes the Translations a reconcile would change something for.
+async fn resync_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
+    let ticks = crate::streams::every(ctx.config.resync);
+    futures::pin_mut!(ticks);
+    while ticks.next().await.is_some() {
+        let all = store.state();
+        let mut due = 0usize;
+        for chunk in all.chunks(RESYNC_CHUNK) {
+            let refs: Vec<ObjectRef<Translation>> = chunk
+                .iter()
+                .filter(|tr| ctx.needs_reconcile(tr))
+                .map(|tr| ObjectRef::from_obj(&**tr))
+                .collect();
+            due += refs.len();
+            ctx.wake(refs);
+            tokio::task::yield_now().await;
+        }
+        tracing::debug!(translations = all.len(), due, "resync");
     }
 }
 

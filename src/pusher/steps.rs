@@ -7,12 +7,14 @@
 
 use std::collections::{HashMap, HashSet};
 
+use kube::ResourceExt;
+use midonet_translators::meta::FINALIZER;
 use midonet_translators::model::{Kind, ModelError, Resource};
 use midonet_translators::TranslationResource;
 use sha2::{Digest, Sha256};
 
 use super::tracked::Missing;
-use crate::crd::{PushedResource, TranslationStatus, BODY_HASH_HEX, SPEC_HASH_HEX};
+use crate::crd::{PushedResource, Translation, TranslationStatus, BODY_HASH_HEX, SPEC_HASH_HEX};
 
 /// Content hash of a Translation's resource list (what `status.pushedHash` records).
 pub fn resources_hash(resources: &[TranslationResource]) -> String {
@@ -202,6 +204,32 @@ pub enum ApplyDecision {
     },
 }
 
+/// Whether a live Translation whose spec hashes to `hash` (at `generation`) is pushed as
+/// `before` records, nothing of it found missing: a reconcile of it changes nothing.
+pub fn in_sync(
+    hash: &str,
+    before: &TranslationStatus,
+    missing: &Missing,
+    generation: Option<i64>,
+) -> bool {
+    missing.is_empty()
+        && before.pushed_hash.as_deref() == Some(hash)
+        && before.observed_generation == generation
+}
+
+/// Whether a reconcile of `tr` would do anything, given the status last recorded for it
+/// and its pushed paths found missing: a deletion the finalizer guards, a Translation
+/// without the finalizer (it gets it), or a live one not [`in_sync`]. What a full resync
+/// queues; the others would be reconciled to no effect.
+pub fn needs_reconcile(tr: &Translation, before: &TranslationStatus, missing: &Missing) -> bool {
+    let guarded = tr.finalizers().iter().any(|f| f == FINALIZER);
+    if tr.metadata.deletion_timestamp.is_some() {
+        return guarded;
+    }
+    let hash = resources_hash(tr.desired_resources());
+    !guarded || !in_sync(&hash, before, missing, tr.metadata.generation)
+}
+
 /// Decides a reconcile of a live Translation from its spec (`entries`, whose hash is
 /// `hash`), the status last recorded and the pushed paths found gone from the backend.
 pub fn decide_apply(
@@ -211,10 +239,7 @@ pub fn decide_apply(
     missing: &Missing,
     generation: Option<i64>,
 ) -> ApplyDecision {
-    if missing.is_empty()
-        && before.pushed_hash.as_deref() == Some(hash)
-        && before.observed_generation == generation
-    {
+    if in_sync(hash, before, missing, generation) {
         return ApplyDecision::Unchanged;
     }
     let desired = match parse_all(entries) {
@@ -374,6 +399,50 @@ pub fn parse_lenient(entries: &[TranslationResource]) -> Vec<Desired> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resync_queues_only_what_a_reconcile_would_change() {
+        use crate::crd::TranslationSpec;
+        let spec = TranslationSpec {
+            resources: vec![bridge("b")],
+        };
+        let mut tr = Translation::new("t", "ns", spec);
+        tr.metadata.generation = Some(2);
+        tr.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+        let pushed = TranslationStatus {
+            pushed_hash: Some(resources_hash(tr.desired_resources())),
+            observed_generation: Some(2),
+            ..TranslationStatus::default()
+        };
+        let none = Missing::default();
+        assert!(!needs_reconcile(&tr, &pushed, &none));
+        // A generation not pushed yet, a spec pushed differently, a path gone missing.
+        let older = TranslationStatus {
+            observed_generation: Some(1),
+            ..pushed.clone()
+        };
+        assert!(needs_reconcile(&tr, &older, &none));
+        let other = TranslationStatus {
+            pushed_hash: Some("0".into()),
+            ..pushed.clone()
+        };
+        assert!(needs_reconcile(&tr, &other, &none));
+        let mut missing = Missing::default();
+        missing.insert("/bridges/x".into(), super::super::tracked::Cause::Drift);
+        assert!(needs_reconcile(&tr, &pushed, &missing));
+        // Without the finalizer: it gets it. Being deleted: only if the finalizer guards it.
+        let mut bare = tr.clone();
+        bare.metadata.finalizers = None;
+        assert!(needs_reconcile(&bare, &pushed, &none));
+        let stamp = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let mut deleting = tr.clone();
+        deleting.metadata.deletion_timestamp = Some(stamp.clone());
+        assert!(needs_reconcile(&deleting, &pushed, &none));
+        bare.metadata.deletion_timestamp = Some(stamp);
+        assert!(!needs_reconcile(&bare, &pushed, &none));
+    }
 
     const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
     const PORT: &str = "22222222-2222-4222-8222-222222222222";
