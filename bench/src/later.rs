@@ -53,8 +53,9 @@ pub async fn restart(bench: &Bench, translations: usize) -> Res<(Controllers, Re
         Err(e) => e.to_string(),
     };
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let (_, writes, gets) = bench.backend_counts().await?;
+    // One reading of the counters, so that the root probes are among its GETs.
     let counts = bench.admin.requests().await?;
+    let (_, writes, gets) = crate::split_counts(&counts);
     let root_probes = counts
         .by_kind
         .get("Application")
@@ -66,7 +67,7 @@ pub async fn restart(bench: &Bench, translations: usize) -> Res<(Controllers, Re
         Restart {
             ready,
             writes,
-            reads: gets - root_probes.min(gets),
+            reads: gets.saturating_sub(root_probes),
             root_probes,
         },
     ))

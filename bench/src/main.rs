@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use kube::Client;
-use midonet_sim::admin::{AdminClient, Faults};
+use midonet_sim::admin::{AdminClient, Faults, RequestCounts};
 use midonet_sim::{self as sim, SimConfig, SimHandle};
 use midonet_testkit::scenario::{Scale, Scenario};
 use profile::ApiserverProfile;
@@ -146,10 +146,14 @@ impl Bench {
     /// The simulator's requests since its counts were last reset (logins excluded), of
     /// them the writes, and the reads.
     async fn backend_counts(&self) -> Res<(u64, u64, u64)> {
-        let r = self.admin.requests().await?;
-        let writes = r.of_method("POST") + r.of_method("PUT") + r.of_method("DELETE");
-        Ok((r.total - r.login, writes, r.of_method("GET")))
+        Ok(split_counts(&self.admin.requests().await?))
     }
+}
+
+/// Of the simulator's `counts`: the requests (logins excluded), the writes, the reads.
+fn split_counts(r: &RequestCounts) -> (u64, u64, u64) {
+    let writes = r.of_method("POST") + r.of_method("PUT") + r.of_method("DELETE");
+    (r.total - r.login, writes, r.of_method("GET"))
 }
 
 async fn run(args: Args) -> Res<()> {

@@ -379,10 +379,8 @@ impl State {
         !self.held_since.contains_key(provider)
             && store.get(provider).is_some_and(|tr| {
                 tr.metadata.deletion_timestamp.is_none()
-                    && !recorded(&tr)
-                        .conditions
-                        .iter()
-                        .any(|c| c.type_ == "Ready" && c.status == "False")
+                    && super::status::ready_condition(&recorded(&tr))
+                        .is_none_or(|c| c.status != "False")
             })
     }
 

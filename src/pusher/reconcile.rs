@@ -76,7 +76,7 @@ pub(super) async fn reconcile(
     };
     ctx.metrics.in_flight.inc();
     let start = Instant::now();
-    let guarded = tr.finalizers().iter().any(|f| f == FINALIZER);
+    let guarded = steps::guarded(&tr);
     let result = if tr.metadata.deletion_timestamp.is_some() {
         if guarded {
             ctx.tracker.begin_deletion(&uid);

@@ -204,6 +204,11 @@ pub enum ApplyDecision {
     },
 }
 
+/// Whether the pusher's finalizer guards `tr` (its deletion waits for the backend's).
+pub fn guarded(tr: &Translation) -> bool {
+    tr.finalizers().iter().any(|f| f == FINALIZER)
+}
+
 /// Whether a live Translation whose spec hashes to `hash` (at `generation`) is pushed as
 /// `before` records, nothing of it found missing: a reconcile of it changes nothing.
 pub fn in_sync(
@@ -222,7 +227,7 @@ pub fn in_sync(
 /// without the finalizer (it gets it), or a live one not [`in_sync`]. What a full resync
 /// queues; the others would be reconciled to no effect.
 pub fn needs_reconcile(tr: &Translation, before: &TranslationStatus, missing: &Missing) -> bool {
-    let guarded = tr.finalizers().iter().any(|f| f == FINALIZER);
+    let guarded = guarded(tr);
     if tr.metadata.deletion_timestamp.is_some() {
         return guarded;
     }
