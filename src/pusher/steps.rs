@@ -3,7 +3,9 @@
 //! The input is the Translation's desired resources and the record of what was pushed
 //! (`TranslationStatus::pushed`); the output is the ordered list of backend steps. Keeping
 //! this pure makes the pusher's most important property — no backend request for what is
-//! already pushed — checkable by plain unit tests.
+//! already pushed — checkable by plain unit tests. The same in-sync rule ([`in_sync`])
+//! decides both whether a reconcile changes anything and what a resync queues
+//! ([`needs_reconcile`]).
 
 use std::collections::{HashMap, HashSet};
 
