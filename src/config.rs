@@ -259,6 +259,10 @@ pub struct RunArgs {
     /// Delete the orphans the sweep finds (otherwise they are only reported).
     #[arg(long, env = "MIDONETKUBE_ORPHAN_SWEEP_DELETE", default_value_t = false)]
     pub orphan_sweep_delete: bool,
+    /// After a pusher that did not stop cleanly, delete what its cut pushes left behind
+    /// (see `recovery`).
+    #[arg(long, env = "MIDONETKUBE_CRASH_RECOVERY", default_value_t = true, action = clap::ArgAction::Set)]
+    pub crash_recovery: bool,
     /// Leader election: only the holder of the Lease runs controllers.
     #[arg(long, env = "MIDONETKUBE_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
     pub leader_elect: bool,
@@ -373,6 +377,7 @@ pub struct Config {
     pub event_limits: crate::events::EventLimits,
     pub orphan_sweep_period: Option<Duration>,
     pub orphan_sweep_delete: bool,
+    pub crash_recovery: bool,
     pub leader_elect: bool,
     pub leader_election_name: String,
     pub leader_election_namespace: String,
@@ -785,6 +790,7 @@ impl RunArgs {
             },
             orphan_sweep_period: self.orphan_sweep_period,
             orphan_sweep_delete: self.orphan_sweep_delete,
+            crash_recovery: self.crash_recovery,
             leader_elect: self.leader_elect,
             leader_election_name: self.leader_election_name,
             leader_election_namespace: self.leader_election_namespace,
@@ -839,6 +845,7 @@ impl fmt::Debug for Config {
             .field("verify_period", &self.verify_period)
             .field("orphan_sweep_period", &self.orphan_sweep_period)
             .field("orphan_sweep_delete", &self.orphan_sweep_delete)
+            .field("crash_recovery", &self.crash_recovery)
             .field("leader_elect", &self.leader_elect)
             .field("leader_election_name", &self.leader_election_name)
             .field("leader_election_namespace", &self.leader_election_namespace)

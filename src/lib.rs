@@ -23,6 +23,7 @@ pub mod netcheck;
 pub mod nodeannotator;
 pub mod plancmd;
 pub mod pusher;
+pub mod recovery;
 pub mod retry;
 pub mod run;
 pub mod scaffold;

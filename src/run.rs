@@ -34,8 +34,10 @@ use crate::health::Health;
 use crate::informer::TranslationInformer;
 use crate::leader::{LeaderConfig, LeaderElector, LeaderError, LeaderGuard};
 use crate::pusher::{PusherConfig, PusherContext, PusherMetrics};
+use crate::recovery::{CrashRecovery, RunMarker};
 use crate::retry::RetryPolicy;
 use crate::scaffold::OwnedTask;
+use crate::sweep::SweepMetrics;
 use crate::translate::dispatch::{for_each_translator, Translators};
 use crate::translate::run as translate;
 use crate::translate::slices::EndpointsSource;
@@ -243,13 +245,7 @@ async fn lease(
     if !cfg.leader_elect {
         return Ok(Lease::Held(None));
     }
-    let identity = std::env::var("POD_NAME").unwrap_or_else(|_| {
-        format!(
-            "{}-{}",
-            std::env::var("HOSTNAME").unwrap_or_else(|_| "midonet-kube-controllers".into()),
-            std::process::id()
-        )
-    });
+    let identity = identity();
     let elector = LeaderElector::new(
         kube.clone(),
         LeaderConfig {
@@ -274,6 +270,17 @@ async fn lease(
         }
         _ = stop.cancelled() => Ok(Lease::Stopped),
     }
+}
+
+/// This process's name in the Leases it holds: the Pod's, else the host's and the PID.
+fn identity() -> String {
+    std::env::var("POD_NAME").unwrap_or_else(|_| {
+        format!(
+            "{}-{}",
+            std::env::var("HOSTNAME").unwrap_or_else(|_| "midonet-kube-controllers".into()),
+            std::process::id()
+        )
+    })
 }
 
 fn lost_lease() -> RunError {
@@ -345,16 +352,22 @@ async fn start_controllers(
     };
     let translators = translator_context(cfg, &kube, registry, authz, &events, &mut informer)?;
     let store = informer.store.clone();
+    let sweep_metrics = match backend {
+        Some(_) => Some(SweepMetrics::new(registry)?),
+        None => None,
+    };
     match pusher {
         Some(ctx) => {
             let probe = health.liveness().register(crate::pusher::CONTROLLER);
             let translations = informer.start();
             let shutdown = shutdown_on(stop);
+            let recovery = crash_recovery(cfg, &ctx, sweep_metrics.clone());
             tasks.spawn(crate::pusher::run(
                 ctx,
                 translations,
                 store,
                 probe,
+                recovery,
                 shutdown,
             ));
         }
@@ -381,7 +394,7 @@ async fn start_controllers(
     if cfg.enabled(Controller::LbIpam) {
         start_lbipam(&mut tasks, cfg, &kube, authz, &events, health, stop);
     }
-    if let Some(sweep) = orphan_sweep(cfg, &kube, backend, registry, stop) {
+    if let Some(sweep) = orphan_sweep(cfg, &kube, backend, sweep_metrics, stop) {
         tasks.spawn(sweep);
     }
     if let Some(shared) = translators {
@@ -415,15 +428,36 @@ fn start_lbipam(
     ));
 }
 
+/// The pusher's crash recovery, unless turned off.
+fn crash_recovery(
+    cfg: &Config,
+    ctx: &PusherContext,
+    metrics: Option<SweepMetrics>,
+) -> Option<CrashRecovery> {
+    if !cfg.crash_recovery {
+        tracing::info!("crash recovery off");
+        return None;
+    }
+    let name = crate::recovery::marker_name(&cfg.leader_election_name);
+    let namespace = &cfg.leader_election_namespace;
+    Some(CrashRecovery {
+        marker: RunMarker::new(ctx.kube.clone(), namespace, name, identity()),
+        kube: ctx.kube.clone(),
+        backend: ctx.backend.clone(),
+        tenant: cfg.tenant.clone(),
+        metrics: metrics?,
+    })
+}
+
 /// The periodic orphan sweep, when configured.
 fn orphan_sweep(
     cfg: &Config,
     kube: &Client,
     backend: Option<BackendClient>,
-    registry: &Registry,
+    metrics: Option<SweepMetrics>,
     stop: &CancellationToken,
 ) -> Option<impl std::future::Future<Output = ()> + Send + 'static> {
-    let (period, backend) = (cfg.orphan_sweep_period?, backend?);
+    let (period, backend, metrics) = (cfg.orphan_sweep_period?, backend?, metrics?);
     let delete = cfg.orphan_sweep_delete;
     tracing::info!(?period, delete, "starting the orphan sweep");
     Some(crate::sweep::sweep_loop(
@@ -432,7 +466,7 @@ fn orphan_sweep(
         cfg.tenant.clone(),
         period,
         delete,
-        registry.clone(),
+        metrics,
         shutdown_on(stop),
     ))
 }

@@ -459,6 +459,11 @@ impl SweepMetrics {
         Ok(SweepMetrics { found, deleted })
     }
 
+    /// Counts one orphan of `kind` deleted (by the loop or by a crash recovery).
+    pub fn count_deleted(&self, kind: Kind) {
+        self.deleted.with_label_values(&[kind.name()]).inc();
+    }
+
     fn record_found(&self, orphans: &[Orphan]) {
         let mut counts: BTreeMap<Kind, i64> = SWEPT_KINDS.iter().map(|k| (*k, 0)).collect();
         for o in orphans {
@@ -493,7 +498,7 @@ async fn sweep_once(
             .collect();
         for o in &confirmed {
             delete_orphans(backend, std::slice::from_ref(o)).await?;
-            metrics.deleted.with_label_values(&[o.kind.name()]).inc();
+            metrics.count_deleted(o.kind);
         }
     }
     *previous = current;
@@ -508,16 +513,9 @@ pub async fn sweep_loop(
     tenant: String,
     period: Duration,
     delete: bool,
-    registry: Registry,
+    metrics: SweepMetrics,
     shutdown: impl Future<Output = ()>,
 ) {
-    let metrics = match SweepMetrics::new(&registry) {
-        Ok(m) => m,
-        Err(err) => {
-            tracing::error!(error = %err, "sweep: cannot register metrics; not sweeping");
-            return;
-        }
-    };
     tokio::pin!(shutdown);
     let mut previous = BTreeSet::new();
     loop {

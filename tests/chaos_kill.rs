@@ -14,7 +14,9 @@
 //! exactly those the pure translators make of the objects, none is Terminating, all are
 //! Ready=True, the simulator holds exactly their resources and none twice (see
 //! `support::stack::exact_state`); the data-plane `check` of that state passes (every
-//! promised connection works); and the binary must not have exited by itself.
+//! promised connection works); and the binary must not have exited by itself. What a
+//! push cut by a kill left that no spec names any more (a re-created Service's old jump
+//! rule) is the last start's recovery sweep's to delete (`recovery`), within a minute.
 
 mod support;
 

@@ -371,7 +371,9 @@ impl Reconciler for PusherContext {
 
 /// Runs the pusher over `translations` (the process's Translation informer, see
 /// [`crate::informer`]: its applied objects, and every Translation after a re-list) until
-/// `shutdown` resolves; in-flight reconciles are finished first.
+/// `shutdown` resolves; in-flight reconciles are finished first. With `recovery`, it holds
+/// the run marker while it runs and recovers after a predecessor that did not stop cleanly
+/// (see [`crate::recovery`]).
 pub async fn run(
     ctx: Arc<PusherContext>,
     translations: crate::informer::Started<
@@ -379,8 +381,10 @@ pub async fn run(
     >,
     store: Store<Translation>,
     liveness: crate::health::LoopProbe,
+    recovery: Option<crate::recovery::CrashRecovery>,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let recovery = recovery.map(crate::recovery::CrashRecovery::start);
     let scaffold = Scaffold::<PusherContext>::with_probe(liveness);
     let relisted = crate::streams::unbounded(translations.relisted);
     let woken = crate::locks::lock(&ctx.wake_rx).take();
@@ -394,8 +398,13 @@ pub async fn run(
         )
         .reconcile_all_on(relisted)
         .reconcile_on(woken);
-    let _background = Background::start(&store, &ctx);
+    let background = Background::start(&store, &ctx);
     scaffold.run(controller, ctx).await;
+    // Only a drained stop gets here: an aborted one leaves the run marker held.
+    drop(background);
+    if let Some(recovery) = recovery {
+        recovery.clean_stop().await;
+    }
 }
 
 /// The pusher's background tasks: its loops, and the verifications its reconciles start.
