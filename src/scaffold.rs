@@ -23,8 +23,15 @@
 //! - *queue errors*: what kube-runtime yields without a reconcile (an object the store
 //!   does not hold yet, a trigger's error) is logged at debug: the next trigger brings the
 //!   object again;
+//! - *workers, in order*: at most `workers` reconciles run at once, and queued objects
+//!   start in the order their triggers came ([`Gate`]). kube-runtime's own bound keeps the
+//!   objects it cannot start yet in a hash set and starts them in hash order: under a
+//!   steady backlog (pods replaced at 20/s) some waited until the backlog was gone, tens
+//!   of seconds, while later ones went first. So kube-runtime runs every due reconcile at
+//!   once, and each waits for a worker on a fair semaphore before it starts;
 //! - *shutdown*: once the `shutdown` future handed to the builder resolves, the controller
-//!   takes no new work and [`Scaffold::run`] returns when the reconciles in flight are done.
+//!   takes no new work (the reconciles still waiting for a worker end without running)
+//!   and [`Scaffold::run`] returns when the reconciles in flight are done.
 //!
 //! **Assumed**: a reconciler that backs off per object counts that object's failures
 //! itself (the scaffold keeps no per-object state) and resets the count on success; it
@@ -96,7 +103,45 @@ pub struct Retry<'a> {
 /// The scaffold of the controller `R`: its liveness probe, and how it runs.
 pub struct Scaffold<R> {
     probe: LoopProbe,
+    gate: Gate,
     reconciler: PhantomData<fn() -> R>,
+}
+
+/// The workers of a controller: a fair (first come, first served) semaphore that every
+/// reconcile waits on before it starts, closed at shutdown. Its permits are set by the
+/// builder ([`Scaffold::controller`]), the only way to a controller [`Scaffold::run`] runs.
+#[derive(Clone, Default)]
+struct Gate(Arc<std::sync::OnceLock<Arc<tokio::sync::Semaphore>>>);
+
+impl Gate {
+    /// Sets the number of workers; returns the shutdown that closes the gate first.
+    fn open(
+        &self,
+        workers: u16,
+        shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    ) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let permits = usize::from(workers.max(1));
+        let semaphore = self
+            .0
+            .get_or_init(|| Arc::new(tokio::sync::Semaphore::new(permits)))
+            .clone();
+        async move {
+            shutdown.await;
+            semaphore.close();
+        }
+    }
+
+    /// A worker, once one is free; `None` once the controller is shutting down (or, never
+    /// built by [`Scaffold::controller`], it has no workers).
+    async fn worker(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let Some(semaphore) = self.0.get().cloned() else {
+            tracing::error!(
+                "a controller not built by its scaffold has no workers: nothing reconciled"
+            );
+            return None;
+        };
+        semaphore.acquire_owned().await.ok()
+    }
 }
 
 impl<R: Reconciler> Scaffold<R> {
@@ -109,6 +154,7 @@ impl<R: Reconciler> Scaffold<R> {
     pub fn with_probe(probe: LoopProbe) -> Self {
         Scaffold {
             probe,
+            gate: Gate::default(),
             reconciler: PhantomData,
         }
     }
@@ -122,8 +168,9 @@ impl<R: Reconciler> Scaffold<R> {
         workers: u16,
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     ) -> Controller<R::Object> {
+        let shutdown = self.gate.open(workers, shutdown);
         Controller::for_stream(self.probe.queue_of(objects), store)
-            .with_config(controller::Config::default().concurrency(workers))
+            .with_config(controller::Config::default())
             .graceful_shutdown_on(shutdown)
     }
 
@@ -135,19 +182,28 @@ impl<R: Reconciler> Scaffold<R> {
         workers: u16,
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     ) -> Controller<R::Object> {
+        let shutdown = self.gate.open(workers, shutdown);
         Controller::for_shared_stream(self.probe.queue_of(objects), store)
-            .with_config(controller::Config::default().concurrency(workers))
+            .with_config(controller::Config::default())
             .graceful_shutdown_on(shutdown)
     }
 
     /// Runs `controller` with the context `ctx` until its shutdown (see the module doc).
     pub async fn run(self, controller: Controller<R::Object>, ctx: Arc<R>) {
-        let probe = self.probe.clone();
+        let (probe, gate) = (self.probe.clone(), self.gate.clone());
         controller
             .run(
                 move |obj, ctx: Arc<R>| {
-                    let span = crate::logfields::object_span(R::NAME, &*obj);
-                    probe.reconcile(ctx.reconcile(obj).instrument(span))
+                    let (probe, gate) = (probe.clone(), gate.clone());
+                    // While it waits for a worker, a reconcile holds only these handles:
+                    // the backlog can be a whole initial sync.
+                    async move {
+                        let Some(_worker) = gate.worker().await else {
+                            return Ok(Action::await_change());
+                        };
+                        let span = crate::logfields::object_span(R::NAME, &*obj);
+                        Box::pin(probe.reconcile(ctx.reconcile(obj).instrument(span))).await
+                    }
                 },
                 error_policy::<R>,
                 ctx,
@@ -236,6 +292,48 @@ impl Drop for OwnedTask {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn reconciles_wait_for_a_worker_first_come_first_served_and_not_past_shutdown() {
+        let gate = Gate::default();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let closing = tokio::spawn(gate.open(1, async move {
+            let _ = stop_rx.await;
+        }));
+        let busy = gate.worker().await.expect("a worker");
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiting = Vec::new();
+        for n in 0..20 {
+            let (gate, order) = (gate.clone(), order.clone());
+            waiting.push(tokio::spawn(async move {
+                let worker = gate.worker().await;
+                crate::locks::lock(&order).push(n);
+                worker.is_some()
+            }));
+            // Each is queued before the next comes.
+            tokio::task::yield_now().await;
+        }
+        drop(busy);
+        for w in waiting.drain(..) {
+            assert!(w.await.expect("task"), "every one got a worker");
+        }
+        assert_eq!(*crate::locks::lock(&order), (0..20).collect::<Vec<_>>());
+
+        let busy = gate.worker().await.expect("a worker");
+        let late = tokio::spawn({
+            let gate = gate.clone();
+            async move { gate.worker().await.is_some() }
+        });
+        tokio::task::yield_now().await;
+        let _ = stop_tx.send(());
+        closing.await.expect("closed");
+        assert!(!late.await.expect("task"), "no worker once shutting down");
+        drop(busy);
+        assert!(
+            Gate::default().worker().await.is_none(),
+            "no workers unless opened"
+        );
+    }
 
     #[test]
     fn a_pass_loop_backs_off_on_failures_within_the_resync() {
