@@ -28,7 +28,9 @@
 //!   objects it cannot start yet in a hash set and starts them in hash order: under a
 //!   steady backlog (pods replaced at 20/s) some waited until the backlog was gone, tens
 //!   of seconds, while later ones went first. So kube-runtime runs every due reconcile at
-//!   once, and each waits for a worker on a fair semaphore before it starts;
+//!   once, and each waits for a worker on a fair semaphore before it starts, then reads
+//!   the object from the store (what was written while it waited is in it; an object gone
+//!   from the store is not reconciled);
 //! - *shutdown*: once the `shutdown` future handed to the builder resolves, the controller
 //!   takes no new work (the reconciles still waiting for a worker end without running)
 //!   and [`Scaffold::run`] returns when the reconciles in flight are done.
@@ -51,7 +53,7 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::Resource;
 use serde::de::DeserializeOwned;
@@ -190,15 +192,21 @@ impl<R: Reconciler> Scaffold<R> {
 
     /// Runs `controller` with the context `ctx` until its shutdown (see the module doc).
     pub async fn run(self, controller: Controller<R::Object>, ctx: Arc<R>) {
-        let (probe, gate) = (self.probe.clone(), self.gate.clone());
+        let (probe, gate, store) = (self.probe.clone(), self.gate.clone(), controller.store());
         controller
             .run(
-                move |obj, ctx: Arc<R>| {
-                    let (probe, gate) = (probe.clone(), gate.clone());
+                move |queued, ctx: Arc<R>| {
+                    let (probe, gate, store) = (probe.clone(), gate.clone(), store.clone());
                     // While it waits for a worker, a reconcile holds only these handles:
                     // the backlog can be a whole initial sync.
                     async move {
                         let Some(_worker) = gate.worker().await else {
+                            return Ok(Action::await_change());
+                        };
+                        // The object as it is now, not as it was queued: what a reconcile
+                        // wrote while this one waited (a status, a finalizer) is in it. Gone
+                        // from the store: nothing to reconcile, as kube-runtime would say.
+                        let Some(obj) = store.get(&ObjectRef::from_obj(&*queued)) else {
                             return Ok(Action::await_change());
                         };
                         let span = crate::logfields::object_span(R::NAME, &*obj);
