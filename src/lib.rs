@@ -30,3 +30,4 @@ pub mod scaffold;
 pub mod streams;
 pub mod sweep;
 pub mod translate;
+pub mod workers;

@@ -23,14 +23,11 @@
 //! - *queue errors*: what kube-runtime yields without a reconcile (an object the store
 //!   does not hold yet, a trigger's error) is logged at debug: the next trigger brings the
 //!   object again;
-//! - *workers, in order*: at most `workers` reconciles run at once, and queued objects
-//!   start in the order their triggers came ([`Gate`]). kube-runtime's own bound keeps the
-//!   objects it cannot start yet in a hash set and starts them in hash order: under a
-//!   steady backlog (pods replaced at 20/s) some waited until the backlog was gone, tens
-//!   of seconds, while later ones went first. So kube-runtime runs every due reconcile at
-//!   once, and each waits for a worker on a fair semaphore before it starts, then reads
-//!   the object from the store (what was written while it waited is in it; an object gone
-//!   from the store is not reconciled);
+//! - *workers, in order*: at most `workers` reconciles run at once; a queued reconcile
+//!   waits for a worker in its lane ([`Reconciler::lane`]), first come, first served, the
+//!   urgent lane first ([`crate::workers`], which says why kube-runtime's own bound is not
+//!   used), then reads the object from the store (what was written while it waited is in
+//!   it; an object gone from the store is not reconciled);
 //! - *shutdown*: once the `shutdown` future handed to the builder resolves, the controller
 //!   takes no new work (the reconciles still waiting for a worker end without running)
 //!   and [`Scaffold::run`] returns when the reconciles in flight are done.
@@ -62,6 +59,7 @@ use tracing::Instrument;
 use crate::authz::{Attempt, Authz};
 use crate::health::{Health, LoopProbe};
 use crate::retry::RetryPolicy;
+use crate::workers::{Lane, Worker, Workers};
 
 /// A controller's context: what its reconciles share, its reconcile and its error policy.
 pub trait Reconciler: Send + Sync + Sized + 'static {
@@ -89,6 +87,13 @@ pub trait Reconciler: Send + Sync + Sized + 'static {
 
     /// Where refused requests are reported.
     fn authz(&self) -> &Authz;
+
+    /// Which lane the reconcile of `obj` waits in for a worker (see [`crate::workers`]):
+    /// by default every reconcile is somebody's wait.
+    fn lane(&self, obj: &Self::Object) -> Lane {
+        let _ = obj;
+        Lane::Now
+    }
 }
 
 /// What a failed reconcile does next.
@@ -109,11 +114,11 @@ pub struct Scaffold<R> {
     reconciler: PhantomData<fn() -> R>,
 }
 
-/// The workers of a controller: a fair (first come, first served) semaphore that every
-/// reconcile waits on before it starts, closed at shutdown. Its permits are set by the
-/// builder ([`Scaffold::controller`]), the only way to a controller [`Scaffold::run`] runs.
+/// The workers of a controller ([`Workers`]), closed at shutdown. Their number is set by
+/// the builder ([`Scaffold::controller`]), the only way to a controller [`Scaffold::run`]
+/// runs.
 #[derive(Clone, Default)]
-struct Gate(Arc<std::sync::OnceLock<Arc<tokio::sync::Semaphore>>>);
+struct Gate(Arc<std::sync::OnceLock<Arc<Workers>>>);
 
 impl Gate {
     /// Sets the number of workers; returns the shutdown that closes the gate first.
@@ -122,27 +127,26 @@ impl Gate {
         workers: u16,
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     ) -> impl Future<Output = ()> + Send + Sync + 'static {
-        let permits = usize::from(workers.max(1));
-        let semaphore = self
+        let workers = self
             .0
-            .get_or_init(|| Arc::new(tokio::sync::Semaphore::new(permits)))
+            .get_or_init(|| Workers::new(usize::from(workers)))
             .clone();
         async move {
             shutdown.await;
-            semaphore.close();
+            workers.close();
         }
     }
 
-    /// A worker, once one is free; `None` once the controller is shutting down (or, never
-    /// built by [`Scaffold::controller`], it has no workers).
-    async fn worker(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let Some(semaphore) = self.0.get().cloned() else {
+    /// A worker, once `lane`'s turn comes; `None` once the controller is shutting down
+    /// (or, never built by [`Scaffold::controller`], it has no workers).
+    async fn worker(&self, lane: Lane) -> Option<Worker> {
+        let Some(workers) = self.0.get().cloned() else {
             tracing::error!(
                 "a controller not built by its scaffold has no workers: nothing reconciled"
             );
             return None;
         };
-        semaphore.acquire_owned().await.ok()
+        workers.acquire(lane).await
     }
 }
 
@@ -199,8 +203,9 @@ impl<R: Reconciler> Scaffold<R> {
                     let (probe, gate, store) = (probe.clone(), gate.clone(), store.clone());
                     // While it waits for a worker, a reconcile holds only these handles:
                     // the backlog can be a whole initial sync.
+                    let lane = ctx.lane(&queued);
                     async move {
-                        let Some(_worker) = gate.worker().await else {
+                        let Some(_worker) = gate.worker(lane).await else {
                             return Ok(Action::await_change());
                         };
                         // The object as it is now, not as it was queued: what a reconcile
@@ -308,13 +313,13 @@ mod tests {
         let closing = tokio::spawn(gate.open(1, async move {
             let _ = stop_rx.await;
         }));
-        let busy = gate.worker().await.expect("a worker");
+        let busy = gate.worker(Lane::Now).await.expect("a worker");
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut waiting = Vec::new();
         for n in 0..20 {
             let (gate, order) = (gate.clone(), order.clone());
             waiting.push(tokio::spawn(async move {
-                let worker = gate.worker().await;
+                let worker = gate.worker(Lane::Now).await;
                 crate::locks::lock(&order).push(n);
                 worker.is_some()
             }));
@@ -327,10 +332,10 @@ mod tests {
         }
         assert_eq!(*crate::locks::lock(&order), (0..20).collect::<Vec<_>>());
 
-        let busy = gate.worker().await.expect("a worker");
+        let busy = gate.worker(Lane::Now).await.expect("a worker");
         let late = tokio::spawn({
             let gate = gate.clone();
-            async move { gate.worker().await.is_some() }
+            async move { gate.worker(Lane::Now).await.is_some() }
         });
         tokio::task::yield_now().await;
         let _ = stop_tx.send(());
@@ -338,7 +343,7 @@ mod tests {
         assert!(!late.await.expect("task"), "no worker once shutting down");
         drop(busy);
         assert!(
-            Gate::default().worker().await.is_none(),
+            Gate::default().worker(Lane::Now).await.is_none(),
             "no workers unless opened"
         );
     }

@@ -864,6 +864,21 @@ impl Dependencies {
         Some((key, path))
     }
 
+    /// Whether another Translation binds an interface `key` binds: a new binding that
+    /// waits for `key`'s to go.
+    pub fn binding_awaited(&self, key: &Key) -> bool {
+        let state = self.lock();
+        let Some(filed) = state.filed.get(key) else {
+            return false;
+        };
+        filed.binds.iter().any(|interface| {
+            state
+                .binders
+                .get(interface)
+                .is_some_and(|b| b.iter().any(|(k, _)| **k != *key))
+        })
+    }
+
     /// The interfaces `key` binds.
     pub fn interfaces_of(&self, key: &Key) -> Vec<Interface> {
         self.lock()
@@ -1158,6 +1173,12 @@ mod tests {
         };
         assert_eq!(deps.hold(&key, &refs, all_but_the_old_pod), None);
 
+        // The old pod's deletion is awaited: it does not step aside for pushes.
+        let old_key = ObjectRef::<Translation>::new("old-pod").within("ns");
+        assert!(deps.binding_awaited(&old_key));
+        let tunnel = ObjectRef::<Translation>::new("tunnel-endpoint").within("ns");
+        assert!(!deps.binding_awaited(&tunnel), "it binds nothing");
+
         let (blocker, left) = deps.hold(&key, &refs, everything_pushed).expect("held");
         let host: Uuid = HOST.parse().unwrap();
         assert_eq!(blocker.awaited, Awaited::Interface((host, "eth0".into())));
@@ -1168,6 +1189,7 @@ mod tests {
         let old = ObjectRef::<Translation>::new("old-pod").within("ns");
         assert_eq!(deps.bindings_deleted(&old), vec![key.clone()]);
         assert_eq!(deps.hold(&key, &refs, everything_pushed), None);
+        assert!(!deps.binding_awaited(&key), "nobody else binds eth0 now");
     }
 
     #[test]

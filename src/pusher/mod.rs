@@ -66,6 +66,7 @@ use crate::events::{EventPublisher, Events};
 use crate::informer::TranslationInformer;
 use crate::retry::RetryPolicy;
 use crate::scaffold::{OwnedTask, Reconciler, Retry, Scaffold};
+use crate::workers::Lane;
 pub use metrics::PusherMetrics;
 
 /// The controller's name, as in `--controllers`.
@@ -366,6 +367,18 @@ impl Reconciler for PusherContext {
 
     fn authz(&self) -> &Authz {
         &self.authz
+    }
+
+    /// A deletion nobody waits for steps aside for the pushes (a new pod's network): the
+    /// replaced pods' deletions are half of a rolling update's work. A deletion a new
+    /// binding of the same interface waits for does not.
+    fn lane(&self, tr: &Translation) -> Lane {
+        let deleting = tr.metadata.deletion_timestamp.is_some() && steps::guarded(tr);
+        if deleting && !self.deps.binding_awaited(&ObjectRef::from_obj(tr)) {
+            Lane::Deferrable
+        } else {
+            Lane::Now
+        }
     }
 }
 
