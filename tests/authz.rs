@@ -87,11 +87,7 @@ async fn restore_role(admin: &kube::Client, ns: &str, restored: &[Grant<'_>]) {
 }
 
 fn ready(tr: &Translation) -> bool {
-    tr.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    })
+    support::fixtures::is_ready(tr)
 }
 
 #[tokio::test]

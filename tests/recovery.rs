@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use kube::api::{Api, DeleteParams, PostParams};
-use midonet_kube_controllers::backend::{BackendClient, BackendConfig, Secret};
 use midonet_kube_controllers::crd::Translation;
 use midonet_translators::model::{Chain, Resource, Rule, RuleType};
-use support::fixtures::translation;
+use support::fixtures::{is_ready, translation};
 use support::stack::Controllers;
 use support::*;
 use uuid::Uuid;
@@ -30,14 +29,6 @@ fn chain(id: Uuid) -> Resource {
 
 fn rule(chain: Uuid) -> Resource {
     Rule::new(chain, Uuid::new_v4(), RuleType::Accept).into()
-}
-
-fn ready(tr: &Translation) -> bool {
-    tr.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    })
 }
 
 /// A rule a cut push left behind: created in a claimed chain, then its spec changed before
@@ -67,19 +58,7 @@ async fn a_start_after_a_crash_deletes_what_cut_pushes_left() {
     let c = Uuid::new_v4();
     let kept = vec![chain(c), rule(c)];
     let left = rule(c);
-    let backend = BackendClient::new(
-        BackendConfig {
-            url: sim.api_url(),
-            username: "admin".into(),
-            password: Secret::new("unused"),
-            project: "admin".into(),
-            ca_file: None,
-            timeout: Duration::from_secs(5),
-            retry_max_elapsed: Duration::from_secs(5),
-        },
-        &prometheus::Registry::new(),
-    )
-    .expect("backend client");
+    let backend = support::stack::backend_client(&sim);
     let entries = kept.iter().map(Resource::to_entry).collect();
     api.create(&PostParams::default(), &translation("kept", &ns, entries))
         .await
@@ -97,7 +76,7 @@ async fn a_start_after_a_crash_deletes_what_cut_pushes_left() {
     ];
     let pusher = Controllers::start(&kubeconfig, &sim, &args).await;
     wait_until("kept Ready", CEILING, || async {
-        ready(&api.get("kept").await.ok()?).then_some(())
+        is_ready(&api.get("kept").await.ok()?).then_some(())
     })
     .await;
     backend.apply(&left).await.unwrap();

@@ -7,10 +7,8 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use midonet_kube_controllers::backend::{BackendClient, BackendConfig, Secret};
 use midonet_kube_controllers::crd::{Translation, TranslationSpec};
 use midonet_kube_controllers::sweep::{delete_orphans, find_orphans, Orphan};
 use midonet_translators::meta::FINALIZER;
@@ -87,19 +85,7 @@ async fn orphan_sweep() {
     let kubeconfig = control_plane().kubeconfig.clone();
     let ns = unique_namespace(&client, "sweep").await;
     let api: Api<Translation> = Api::namespaced(client.clone(), &ns);
-    let backend = BackendClient::new(
-        BackendConfig {
-            url: sim.api_url(),
-            username: "admin".into(),
-            password: Secret::new("unused"),
-            project: "admin".into(),
-            ca_file: None,
-            timeout: Duration::from_secs(5),
-            retry_max_elapsed: Duration::from_secs(5),
-        },
-        &prometheus::Registry::new(),
-    )
-    .expect("backend client");
+    let backend = support::stack::backend_client(&sim);
 
     // Claimed: a chain with a rule, a bridge with two ports, a router with an addressed
     // port (MidoNet adds a Local route for it) and a route, and NetworkPolicy groups as the

@@ -13,7 +13,9 @@
 //! has: at each resync tick, every Translation a reconcile would change something for
 //! ([`steps::needs_reconcile`]: the in-sync ones, nearly all, would only take the workers'
 //! turns from fresh work); after a re-list, every Translation; one Translation when a
-//! dependency wakes it. Its background loops (gauges, the bump's driver in [`rollout`],
+//! dependency wakes it. A guarded deletion that no other Translation's binding waits for
+//! waits for a worker in the deferrable lane ([`crate::workers`]): nobody waits for it, and
+//! the pushes of a rolling update go first. Its background loops (gauges, the bump's driver in [`rollout`],
 //! drift verification) and the verifications its reconciles start are [`OwnedTask`]s
 //! stopped when [`run`] returns or is aborted. Its event reasons are in
 //! [`crate::events::reason`].

@@ -50,3 +50,12 @@ pub fn chain(id: Uuid) -> TranslationResource {
         format!(r#"{{"id":"{id}","name":"c","tenantId":"test"}}"#),
     )
 }
+
+/// Whether the pusher reports `tr` Ready.
+pub fn is_ready(tr: &Translation) -> bool {
+    tr.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}

@@ -62,6 +62,24 @@ pub fn free_port() -> u16 {
         .expect("free port")
 }
 
+/// A backend client of the simulator `sim`, as the controllers' (its login is not checked).
+pub fn backend_client(sim: &SimHandle) -> midonet_kube_controllers::backend::BackendClient {
+    use midonet_kube_controllers::backend::{BackendClient, BackendConfig, Secret};
+    BackendClient::new(
+        BackendConfig {
+            url: sim.api_url(),
+            username: "admin".into(),
+            password: Secret::new("unused"),
+            project: "admin".into(),
+            ca_file: None,
+            timeout: Duration::from_secs(5),
+            retry_max_elapsed: Duration::from_secs(5),
+        },
+        &prometheus::Registry::new(),
+    )
+    .expect("backend client")
+}
+
 /// Controllers running in this process.
 pub struct Controllers {
     pub stop: CancellationToken,
