@@ -94,19 +94,8 @@ async fn a_start_after_a_crash_deletes_what_cut_pushes_left() {
     )
     .await;
     let state = admin.state().await.unwrap();
-    for r in &kept {
-        assert!(
-            state.contains(&r.item_path()),
-            "{} was deleted",
-            r.item_path()
-        );
-    }
-    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", pusher.metrics_port))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    support::stack::assert_present(&state, &kept);
+    let metrics = pusher.metrics().await;
     assert!(
         metrics.contains("midonet_kube_controllers_orphans_deleted_total{kind=\"Rule\"} 1"),
         "{metrics}"

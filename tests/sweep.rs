@@ -357,12 +357,7 @@ async fn orphan_sweep() {
         (!admin.state().await.ok()?.contains(&late_stray.item_path())).then_some(())
     })
     .await;
-    let metrics = reqwest::get(format!("http://127.0.0.1:{}/metrics", sweeper.metrics_port))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = sweeper.metrics().await;
     let deleted_bridges: u64 = metrics
         .lines()
         .find_map(|l| {
@@ -385,13 +380,7 @@ async fn orphan_sweep() {
     .await;
     sweeper.stop().await;
     let state = admin.state().await.unwrap();
-    for r in &kept {
-        assert!(
-            state.contains(&r.item_path()),
-            "{} was deleted",
-            r.item_path()
-        );
-    }
+    support::stack::assert_present(&state, &kept);
     for r in &terminating {
         assert!(
             !state.contains(&r.item_path()),

@@ -80,6 +80,14 @@ pub fn backend_client(sim: &SimHandle) -> midonet_kube_controllers::backend::Bac
     .expect("backend client")
 }
 
+/// Panics unless `state` holds every one of `resources`.
+pub fn assert_present(state: &StateDump, resources: &[midonet_translators::model::Resource]) {
+    for r in resources {
+        let path = r.item_path();
+        assert!(state.contains(&path), "{path} was deleted");
+    }
+}
+
 /// Controllers running in this process.
 pub struct Controllers {
     pub stop: CancellationToken,
@@ -129,6 +137,13 @@ impl Controllers {
             task,
             metrics_port,
         }
+    }
+
+    /// The text of its `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let response = reqwest::get(url).await.expect("GET /metrics");
+        response.text().await.expect("the body of /metrics")
     }
 
     /// Stops taking work, waits for in-flight work; panics if the run failed.
