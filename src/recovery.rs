@@ -213,25 +213,15 @@ impl CrashRecovery {
 
     /// Acquires the marker, retrying until it succeeds.
     async fn acquire(&self) -> Predecessor {
-        let mut failures = 0;
-        loop {
-            match self.marker.acquire().await {
-                Ok(before) => {
-                    tracing::info!(marker = %self.marker.name, predecessor = ?before, "pusher run marker acquired");
-                    return before;
-                }
-                Err(err) => {
-                    failures += 1;
-                    tracing::warn!(marker = %self.marker.name, error = %err, "cannot mark the pusher running (a crash before this succeeds would go unrecovered); retrying");
-                    tokio::time::sleep(RETRY.delay(failures)).await;
-                }
-            }
-        }
+        let what = "marking the pusher running (a crash before this succeeds goes unrecovered)";
+        let before = retried(what, || self.marker.acquire()).await;
+        tracing::info!(marker = %self.marker.name, predecessor = ?before, "pusher run marker acquired");
+        before
     }
 
     /// The two passes and the deletion, each retried until it succeeds.
     async fn recover(&self) {
-        let first = self.retried("first pass", || self.find()).await;
+        let first = retried("recovery sweep: first pass", || self.find()).await;
         if first.is_empty() {
             tracing::info!("recovery sweep: no orphan");
             return;
@@ -240,10 +230,10 @@ impl CrashRecovery {
             tracing::warn!(backend_kind = %o.kind, backend_path = %o.path, description = %o.description, "recovery sweep: orphan, confirmed in {CONFIRM_AFTER:?} or left");
         }
         tokio::time::sleep(CONFIRM_AFTER).await;
-        let second = self.retried("second pass", || self.find()).await;
+        let second = retried("recovery sweep: second pass", || self.find()).await;
         let doomed = to_delete(&first, second);
         for o in &doomed {
-            self.retried("deletion", || {
+            retried("recovery sweep: deletion", || {
                 crate::sweep::delete_orphans(&self.backend, std::slice::from_ref(o))
             })
             .await;
@@ -259,21 +249,23 @@ impl CrashRecovery {
     async fn find(&self) -> Result<Vec<Orphan>, SweepError> {
         crate::sweep::find_orphans(&self.kube, &self.backend, &self.tenant).await
     }
+}
 
-    async fn retried<T, F, Fut>(&self, what: &str, mut attempt: F) -> T
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T, SweepError>>,
-    {
-        let mut failures = 0;
-        loop {
-            match attempt().await {
-                Ok(value) => return value,
-                Err(err) => {
-                    failures += 1;
-                    tracing::warn!(error = %err, "recovery sweep: {what} failed; retrying");
-                    tokio::time::sleep(RETRY.delay(failures)).await;
-                }
+/// `attempt`, retried on the crate's policy until it succeeds; each failure logged.
+async fn retried<T, E, F, Fut>(what: &str, mut attempt: F) -> T
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut failures = 0;
+    loop {
+        match attempt().await {
+            Ok(value) => return value,
+            Err(err) => {
+                failures += 1;
+                tracing::warn!(error = %err, "{what} failed; retrying");
+                tokio::time::sleep(RETRY.delay(failures)).await;
             }
         }
     }

@@ -49,7 +49,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kube::runtime::controller::{self, Action, Controller};
+use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::Resource;
@@ -175,9 +175,7 @@ impl<R: Reconciler> Scaffold<R> {
         shutdown: impl Future<Output = ()> + Send + Sync + 'static,
     ) -> Controller<R::Object> {
         let shutdown = self.gate.open(workers, shutdown);
-        Controller::for_stream(self.probe.queue_of(objects), store)
-            .with_config(controller::Config::default())
-            .graceful_shutdown_on(shutdown)
+        Controller::for_stream(self.probe.queue_of(objects), store).graceful_shutdown_on(shutdown)
     }
 
     /// [`Self::controller`] over objects of a shared cache.
@@ -190,7 +188,6 @@ impl<R: Reconciler> Scaffold<R> {
     ) -> Controller<R::Object> {
         let shutdown = self.gate.open(workers, shutdown);
         Controller::for_shared_stream(self.probe.queue_of(objects), store)
-            .with_config(controller::Config::default())
             .graceful_shutdown_on(shutdown)
     }
 
