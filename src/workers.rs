@@ -2,8 +2,8 @@
 //! next.
 //!
 //! kube-runtime's own bound keeps the objects it cannot start yet in a hash set and starts
-//! them in hash order: under a steady backlog (pods replaced at 20/s) some waited until
-//! the backlog was gone, tens of seconds, while later ones went first. The scaffold
+//! them in hash order: under a steady backlog some wait until the backlog is gone while
+//! later ones go first. The scaffold
 //! (`crate::scaffold`) therefore lets kube-runtime start every due reconcile at once and
 //! makes each wait here for a [`Worker`].
 //!
