@@ -79,7 +79,8 @@ where
 }
 
 /// [`reflected`], with `trim` dropping from each object what nobody reads before it is
-/// cached (as client-go's transform functions do).
+/// cached (as client-go's transform functions do). `trim` sees the object whole; its
+/// managedFields are dropped after it.
 pub fn reflected_trimmed<K>(
     writer: Writer<K>,
     api: Api<K>,
@@ -95,8 +96,8 @@ where
     let authz = authz.clone();
     // Paged lists (see the module docs): kube-runtime's default.
     let events = watcher(api, watcher::Config::default()).modify(move |o| {
-        o.managed_fields_mut().clear();
         trim(o);
+        o.managed_fields_mut().clear();
     });
     let store = writer.as_reader();
     with_tombstones(

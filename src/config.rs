@@ -232,6 +232,15 @@ pub struct RunArgs {
     /// Backend GETs per second drift verification may spend at most.
     #[arg(long, env = "MIDONETKUBE_VERIFY_RATE", default_value_t = 50)]
     pub verify_rate: u32,
+    /// Reset the managedFields of Translations Ready and older than this, once (0 disables
+    /// it): a third of a fresh Translation in etcd.
+    #[arg(
+        long,
+        env = "MIDONETKUBE_COMPACT_MANAGED_FIELDS_AFTER",
+        default_value = "10m",
+        value_parser = setting(parse_optional_period)
+    )]
+    pub compact_managed_fields_after: std::option::Option<Duration>,
     /// Kubernetes events written per second at most (they queue beyond that).
     #[arg(
         long,
@@ -374,6 +383,7 @@ pub struct Config {
     pub backend_timeout: Duration,
     pub verify_period: Option<Duration>,
     pub verify_rate: u32,
+    pub compact_managed_fields_after: Option<Duration>,
     pub event_limits: crate::events::EventLimits,
     pub orphan_sweep_period: Option<Duration>,
     pub orphan_sweep_delete: bool,
@@ -784,6 +794,7 @@ impl RunArgs {
             backend_timeout: self.backend_timeout,
             verify_period: self.verify_period,
             verify_rate: self.verify_rate.max(1),
+            compact_managed_fields_after: self.compact_managed_fields_after,
             event_limits: crate::events::EventLimits {
                 qps: self.event_qps,
                 burst: self.event_burst,
@@ -843,6 +854,10 @@ impl fmt::Debug for Config {
             .field("resync_period", &self.resync_period)
             .field("backend_timeout", &self.backend_timeout)
             .field("verify_period", &self.verify_period)
+            .field(
+                "compact_managed_fields_after",
+                &self.compact_managed_fields_after,
+            )
             .field("orphan_sweep_period", &self.orphan_sweep_period)
             .field("orphan_sweep_delete", &self.orphan_sweep_delete)
             .field("crash_recovery", &self.crash_recovery)

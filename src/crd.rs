@@ -64,6 +64,11 @@ pub struct Translation {
     /// which see both places. Never serialized.
     #[serde(skip)]
     pub cached_labels: CachedLabels,
+    /// Whether the object as listed or watched carried `metadata.managedFields`, which the
+    /// informer drops ([`Self::trim_for_cache`]): what `pusher::compaction` clears. Never
+    /// serialized.
+    #[serde(skip)]
+    pub carries_managed_fields: bool,
 }
 
 /// Labels as the informer caches them: a `BTreeMap` allocates a node of room for eleven
@@ -133,6 +138,7 @@ impl Translation {
             status: None,
             resources: None,
             cached_labels: CachedLabels::default(),
+            carries_managed_fields: false,
         }
     }
 
@@ -182,6 +188,18 @@ impl Translation {
         if let Some(labels) = self.metadata.labels.take() {
             self.cached_labels = CachedLabels::new(labels);
         }
+    }
+
+    /// Trims a Translation the informer keeps: its labels moved into the compact list
+    /// ([`Self::compact_labels`]), and its managedFields, which nothing reads, dropped but
+    /// for the fact that there were some ([`Self::carries_managed_fields`]).
+    pub fn trim_for_cache(&mut self) {
+        self.compact_labels();
+        self.carries_managed_fields = self
+            .metadata
+            .managed_fields
+            .take()
+            .is_some_and(|entries| !entries.is_empty());
     }
 
     /// The resources to push: `spec.resources`, or the legacy top-level list of a

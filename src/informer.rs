@@ -6,9 +6,10 @@
 //! Observers (the translators' owner index, the pusher's dependency index, readiness) see
 //! every watch event after the store has applied it.
 //!
-//! The watch is built by [`crate::cache::reflected_trimmed`]: managedFields trimmed, labels
-//! kept in a compact list ([`Translation::compact_labels`]: read them with
-//! [`Translation::label`]), refused lists reported as authorization errors.
+//! The watch is built by [`crate::cache::reflected_trimmed`]: managedFields trimmed (but
+//! whether there were any, for `pusher::compaction`), labels kept in a compact list
+//! ([`Translation::trim_for_cache`]: read them with [`Translation::label`]), refused lists
+//! reported as authorization errors.
 //!
 //! The pusher's queue does not get the echo of its own status write (the Translation as it
 //! was reconciled, with the status that reconcile wrote): reconciling it again would find
@@ -108,7 +109,7 @@ impl TranslationInformer {
             self.api,
             &self.authz,
             ready,
-            Translation::compact_labels,
+            Translation::trim_for_cache,
         )
         .map(move |event| {
             // Asked first: an observer may forget the write once it sees it.

@@ -488,6 +488,7 @@ fn pusher_context(
         verify_rate: cfg.verify_rate,
         version: cfg.translation_version.clone(),
         cutover: cfg.bump_cutover,
+        compact_after: cfg.compact_managed_fields_after,
         ..PusherConfig::default()
     };
     let metrics = PusherMetrics::new(registry)?;

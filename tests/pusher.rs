@@ -297,6 +297,8 @@ async fn pusher_behaviour() {
         let current = tr["status"]["created"].is_array() && tr["status"]["pushed"].is_null();
         assert_eq!(current, i < OTHER_SPEC, "{}", tr["status"]);
     }
+    pusher.stop().await;
+    let pusher = settled_translations_are_compacted(&api, &admin, &kubeconfig, &sim).await;
 
     // Delete: reverse order, finalizer removed, another finalizer preserved.
     api.patch(
@@ -450,6 +452,78 @@ async fn pusher_behaviour() {
 
     pusher.stop().await;
     sim.shutdown().await;
+}
+
+/// The `many-*` Translations of `pusher_behaviour`, in name order.
+async fn many(api: &Api<Translation>) -> Vec<Translation> {
+    let mut all = api.list(&ListParams::default()).await.unwrap().items;
+    all.retain(|t| t.name_any().starts_with("many-"));
+    all.sort_by_key(|t| t.name_any());
+    all
+}
+
+/// A pusher with `--compact-managed-fields-after` resets the managedFields of the settled
+/// Translations (here the 100 `many-*`, Ready and older than a second), and nothing else:
+/// no backend request, spec, status, labels, owners and finalizers as they were.
+///
+/// A step of `pusher_behaviour`, with no pusher running; returns the one it started.
+async fn settled_translations_are_compacted(
+    api: &Api<Translation>,
+    admin: &AdminClient,
+    kubeconfig: &std::path::Path,
+    sim: &midonet_sim::SimHandle,
+) -> Controllers {
+    let before = many(api).await;
+    assert_eq!(before.len(), 100);
+    let carrying = |t: &Translation| {
+        t.metadata
+            .managed_fields
+            .as_ref()
+            .is_some_and(|m| !m.is_empty())
+    };
+    assert!(
+        before.iter().all(carrying),
+        "fresh Translations record their writers"
+    );
+    admin.reset_requests().await.unwrap();
+    let args = [
+        "--controllers",
+        "pusher",
+        "--compact-managed-fields-after",
+        "1s",
+    ];
+    let pusher = Controllers::start(kubeconfig, sim, &args).await;
+    wait_until("the settled Translations compacted", CEILING, || async {
+        let left = many(api).await.iter().filter(|t| carrying(t)).count();
+        if left == 0 {
+            Ok(())
+        } else {
+            Err(format!("{left} of 100 still carry managedFields"))
+        }
+    })
+    .await;
+    for (was, is) in before.iter().zip(many(api).await) {
+        let name = was.name_any();
+        assert_eq!(is.metadata.managed_fields, None, "{name}");
+        assert_eq!((&is.spec, &is.status), (&was.spec, &was.status), "{name}");
+        assert_eq!(is.labels_map(), was.labels_map(), "{name}");
+        assert_eq!(is.owner_references(), was.owner_references(), "{name}");
+        assert_eq!(is.finalizers(), was.finalizers(), "{name}");
+    }
+    let compacted = objects::metric(
+        pusher.metrics_port,
+        "midonet_kube_controllers_managed_fields_compactions_total",
+        "result=\"compacted\"".to_string(),
+    )
+    .await;
+    assert!(compacted >= 100.0, "{compacted} compactions counted");
+    let counts = admin.requests().await.unwrap();
+    assert_eq!(
+        counts.total - counts.login,
+        0,
+        "a compaction touches no backend resource: {counts:?}"
+    );
+    pusher
 }
 
 /// The watch event of the pusher's own status write is kept from its queue: reconciling it

@@ -12,6 +12,11 @@
 //! pushed list, metadata, its managedFields) are re-serialized compactly, so they add up
 //! to the stored value within a few bytes per Translation.
 //!
+//! A Translation the pusher has *settled* (Ready for `--compact-managed-fields-after`, see
+//! `pusher::compaction`) has its managedFields reset: what it then takes is the same
+//! value without them (they are the last field of the metadata, so without
+//! `,"managedFields":[…]`), reported beside what a fresh one takes.
+//!
 //! [`Stored::projected`] scales the measured bytes to a larger cluster on paper, each
 //! Translation by what owns it: a Node's with the nodes, the globals not at all, every
 //! other with the pods (Pods, and Services with their Endpoints, which the scenario has in
@@ -50,6 +55,8 @@ pub struct Parts {
     pub pushed: usize,
     pub metadata: usize,
     pub managed_fields: usize,
+    /// Key and value once the managedFields are reset (see the module docs).
+    pub settled: usize,
 }
 
 impl Parts {
@@ -61,6 +68,7 @@ impl Parts {
         self.pushed += o.pushed;
         self.metadata += o.metadata;
         self.managed_fields += o.managed_fields;
+        self.settled += o.settled;
     }
 
     /// Key and value: what one stored revision takes.
@@ -75,6 +83,8 @@ impl Parts {
 pub struct Owned {
     pub count: usize,
     pub bytes: usize,
+    /// Their bytes once settled.
+    pub settled_bytes: usize,
 }
 
 /// The stored Translations.
@@ -113,6 +123,11 @@ pub fn parts_of(key: &[u8], value: &[u8]) -> Res<StoredTranslation> {
         .to_string();
     let name = v["metadata"]["name"].as_str().unwrap_or("-");
     let kind = name.split('.').next().unwrap_or(name).to_string();
+    let managed_fields = size(&v["metadata"]["managedFields"]);
+    let without_managed_fields = match managed_fields {
+        0 => value.len(),
+        n => value.len().saturating_sub(n + r#","managedFields":"#.len()),
+    };
     let parts = Parts {
         key: key.len(),
         value: value.len(),
@@ -124,7 +139,8 @@ pub fn parts_of(key: &[u8], value: &[u8]) -> Res<StoredTranslation> {
             created => size(created),
         },
         metadata: size(&v["metadata"]),
-        managed_fields: size(&v["metadata"]["managedFields"]),
+        managed_fields,
+        settled: key.len() + without_managed_fields,
     };
     Ok(StoredTranslation { parts, owner, kind })
 }
@@ -137,6 +153,7 @@ impl Stored {
             let o = by.entry(what).or_default();
             o.count += 1;
             o.bytes += t.parts.total();
+            o.settled_bytes += t.parts.settled;
         }
     }
 
@@ -148,6 +165,20 @@ impl Stored {
     /// The stored bytes scaled from a cluster of `nodes` and `pods` to one of
     /// `to_nodes` and `to_pods` (see the module docs).
     pub fn projected(&self, nodes: usize, pods: usize, to_nodes: usize, to_pods: usize) -> f64 {
+        self.projected_of(|o| o.bytes, (nodes, pods), (to_nodes, to_pods))
+    }
+
+    /// [`Self::projected`] of the bytes the Translations take once settled.
+    pub fn projected_settled(&self, nodes: usize, pods: usize, to: (usize, usize)) -> f64 {
+        self.projected_of(|o| o.settled_bytes, (nodes, pods), to)
+    }
+
+    fn projected_of(
+        &self,
+        bytes: impl Fn(&Owned) -> usize,
+        (nodes, pods): (usize, usize),
+        (to_nodes, to_pods): (usize, usize),
+    ) -> f64 {
         let ratio = |to: usize, from: usize| to as f64 / from.max(1) as f64;
         self.by_owner
             .iter()
@@ -157,7 +188,7 @@ impl Stored {
                     "-" => 1.0,
                     _ => ratio(to_pods, pods),
                 };
-                o.bytes as f64 * scale
+                bytes(o) as f64 * scale
             })
             .sum()
     }
@@ -165,6 +196,7 @@ impl Stored {
     pub fn rows(&self, nodes: usize, pods: usize) -> Vec<Row> {
         let p = &self.parts;
         let largest = self.projected(nodes, pods, LARGEST_NODES, LARGEST_PODS);
+        let settled = self.projected_settled(nodes, pods, (LARGEST_NODES, LARGEST_PODS));
         let gib = |b: f64| b / (1u64 << 30) as f64;
         vec![
             row(
@@ -193,6 +225,16 @@ impl Stored {
                 ),
                 "quota 2 GiB",
             ),
+            row(
+                "etcd: once settled (managedFields reset): bytes, projected",
+                format!(
+                    "{:.0} B; {:.2} GiB ({:.2} in a bump)",
+                    self.mean(p.settled),
+                    gib(settled),
+                    gib(2.0 * settled)
+                ),
+                "quota 2 GiB",
+            ),
         ]
     }
 
@@ -207,6 +249,9 @@ impl Stored {
             "dbSizeBytes": self.db_size,
             "dbSizeInUseBytes": self.db_size_in_use,
             "projectedLargestBytes": largest,
+            "bytesPerTranslationSettled": self.mean(self.parts.settled),
+            "projectedLargestSettledBytes":
+                self.projected_settled(nodes, pods, (LARGEST_NODES, LARGEST_PODS)),
             "projectedLargest": {"nodes": LARGEST_NODES, "pods": LARGEST_PODS},
             "quotaBytes": QUOTA,
             "suggestedMaxBytes": SUGGESTED_MAX,
@@ -300,6 +345,9 @@ mod tests {
         assert_eq!(p.pushed, r#"[{"kind":"Port"}]"#.len());
         assert_eq!(p.status, r#"{"pushed":[{"kind":"Port"}]}"#.len());
         assert_eq!(p.managed_fields, r#"[{"manager":"m"}]"#.len());
+        // Settled: the same object without its managedFields.
+        let settled = STORED.replace(r#","managedFields":[{"manager":"m"}]"#, "");
+        assert_eq!(p.settled, key.len() + settled.len());
         // The parts and the punctuation between them make the value.
         let outer =
             r#"{"apiVersion":"midonet.org/v1","kind":"Translation","metadata":,"spec":,"status":}"#;
@@ -315,6 +363,7 @@ mod tests {
             (t.owner.as_str(), t.parts.status, t.parts.pushed),
             ("-", 0, 0)
         );
+        assert_eq!(t.parts.settled, t.parts.total(), "nothing to reset");
         assert!(parts_of(b"k", b"not json").is_err());
     }
 
@@ -328,6 +377,7 @@ mod tests {
             },
             Parts {
                 value: 100,
+                settled: 60,
                 ..Parts::default()
             },
             Parts {
@@ -353,11 +403,15 @@ mod tests {
             s.by_owner["Pod"],
             Owned {
                 count: 10,
-                bytes: 1000
+                bytes: 1000,
+                settled_bytes: 600,
             }
         );
         // 2 nodes to 20 (x10), 10 pods to 50 (x5), the global as is.
         let projected = s.projected(2, 10, 20, 50);
         assert_eq!(projected, 2000.0 * 10.0 + 2000.0 * 5.0 + 7.0);
+        // Settled, the pods' and the Endpoints' 60 bytes each instead of 100.
+        let settled = s.projected_settled(2, 10, (20, 50));
+        assert_eq!(settled, 1200.0 * 5.0);
     }
 }

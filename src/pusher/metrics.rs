@@ -33,6 +33,8 @@ pub struct PusherMetrics {
     pub rollout_translations: IntGaugeVec,
     /// Host interface bindings moved to a new Translation version's port.
     pub bindings_cut_over: IntCounter,
+    /// managedFields resets of settled Translations, by result (see [`super::compaction`]).
+    pub managed_fields_compactions: IntCounterVec,
 }
 
 impl PusherMetrics {
@@ -107,6 +109,14 @@ impl PusherMetrics {
                 "rollout_bindings_cut_over_total",
                 "Host interface bindings moved to a new Translation version's port.",
             ))?)?,
+            managed_fields_compactions: r.add(IntCounterVec::new(
+                opts(
+                    "managed_fields_compactions_total",
+                    "managedFields resets of settled Translations, by result (compacted; \
+                     changed since seen, left for the next pass; failed).",
+                ),
+                &["result"],
+            )?)?,
         })
     }
 }

@@ -15,8 +15,9 @@
 //! turns from fresh work); after a re-list, every Translation; one Translation when a
 //! dependency wakes it. A guarded deletion that no other Translation's binding waits for
 //! waits for a worker in the deferrable lane ([`crate::workers`]): nobody waits for it, and
-//! the pushes of a rolling update go first. Its background loops (gauges, the bump's driver in [`rollout`],
-//! drift verification) and the verifications its reconciles start are [`OwnedTask`]s
+//! the pushes of a rolling update go first. Its background loops (gauges, the bump's driver
+//! in [`rollout`], drift verification, the managedFields [`compaction`]) and the
+//! verifications its reconciles start are [`OwnedTask`]s
 //! stopped when [`run`] returns or is aborted. Its event reasons are in
 //! [`crate::events::reason`].
 //!
@@ -38,6 +39,7 @@
 //! must keep to this order (in particular, never call into `deps` while holding the
 //! tracker's lock, nor await while holding any of them).
 
+pub mod compaction;
 pub(crate) mod cutover;
 mod deps;
 pub mod metrics;
@@ -95,6 +97,9 @@ pub struct PusherConfig {
     pub version: String,
     /// How a bump's cutover moves the bindings (see [`cutover`]).
     pub cutover: CutoverOrder,
+    /// Least age, and period, of the managedFields compaction (see [`compaction`]);
+    /// `None` disables it.
+    pub compact_after: Option<Duration>,
 }
 
 /// How a version bump's cutover moves the host-interface bindings.
@@ -119,6 +124,7 @@ impl Default for PusherConfig {
             verify_rate: 50,
             version: midonet_translators::TranslatorConfig::default().version,
             cutover: CutoverOrder::default(),
+            compact_after: None,
         }
     }
 }
@@ -436,6 +442,13 @@ impl Background {
             OwnedTask::spawn(rollout::rollout_loop(store.clone(), ctx.clone())),
             OwnedTask::spawn(resync_loop(store.clone(), ctx.clone())),
         ];
+        if let Some(after) = ctx.config.compact_after {
+            loops.push(OwnedTask::spawn(compaction::compaction_loop(
+                store.clone(),
+                ctx.clone(),
+                after,
+            )));
+        }
         if let Some(period) = ctx.config.verify_period {
             loops.push(OwnedTask::spawn(verify::verify_loop(
                 store.clone(),

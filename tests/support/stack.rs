@@ -124,6 +124,11 @@ impl Controllers {
         if !extra.contains(&"--crash-recovery") {
             args.extend(["--crash-recovery".into(), "false".into()]);
         }
+        // Every pusher watches every namespace: one that reset the managedFields of another
+        // test's Translations would change their resourceVersions under it.
+        if !extra.contains(&"--compact-managed-fields-after") {
+            args.extend(["--compact-managed-fields-after".into(), "0".into()]);
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let cfg = Cli::try_parse_from(args)
             .expect("args")
