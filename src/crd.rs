@@ -412,6 +412,13 @@ impl<'de> Deserialize<'de> for TranslationStatus {
     }
 }
 
+/// The `metadata.managedFields` a write other than an apply sends to clear them: `[{}]`
+/// (an empty list is ignored). The apiserver then records no field manager on the object
+/// until an apply.
+pub fn managed_fields_reset() -> serde_json::Value {
+    serde_json::json!([{}])
+}
+
 /// The JSON merge patch that makes the stored status `status`: its stored form, with the
 /// older `pushed` list removed (a merge patch keeps what it does not name).
 pub fn status_merge_patch(

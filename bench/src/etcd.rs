@@ -169,8 +169,14 @@ impl Stored {
     }
 
     /// [`Self::projected`] of the bytes the Translations take once settled.
-    pub fn projected_settled(&self, nodes: usize, pods: usize, to: (usize, usize)) -> f64 {
-        self.projected_of(|o| o.settled_bytes, (nodes, pods), to)
+    pub fn projected_settled(
+        &self,
+        nodes: usize,
+        pods: usize,
+        to_nodes: usize,
+        to_pods: usize,
+    ) -> f64 {
+        self.projected_of(|o| o.settled_bytes, (nodes, pods), (to_nodes, to_pods))
     }
 
     fn projected_of(
@@ -196,7 +202,7 @@ impl Stored {
     pub fn rows(&self, nodes: usize, pods: usize) -> Vec<Row> {
         let p = &self.parts;
         let largest = self.projected(nodes, pods, LARGEST_NODES, LARGEST_PODS);
-        let settled = self.projected_settled(nodes, pods, (LARGEST_NODES, LARGEST_PODS));
+        let settled = self.projected_settled(nodes, pods, LARGEST_NODES, LARGEST_PODS);
         let gib = |b: f64| b / (1u64 << 30) as f64;
         vec![
             row(
@@ -251,7 +257,7 @@ impl Stored {
             "projectedLargestBytes": largest,
             "bytesPerTranslationSettled": self.mean(self.parts.settled),
             "projectedLargestSettledBytes":
-                self.projected_settled(nodes, pods, (LARGEST_NODES, LARGEST_PODS)),
+                self.projected_settled(nodes, pods, LARGEST_NODES, LARGEST_PODS),
             "projectedLargest": {"nodes": LARGEST_NODES, "pods": LARGEST_PODS},
             "quotaBytes": QUOTA,
             "suggestedMaxBytes": SUGGESTED_MAX,
@@ -411,7 +417,7 @@ mod tests {
         let projected = s.projected(2, 10, 20, 50);
         assert_eq!(projected, 2000.0 * 10.0 + 2000.0 * 5.0 + 7.0);
         // Settled, the pods' and the Endpoints' 60 bytes each instead of 100.
-        let settled = s.projected_settled(2, 10, (20, 50));
+        let settled = s.projected_settled(2, 10, 20, 50);
         assert_eq!(settled, 1200.0 * 5.0);
     }
 }

@@ -113,8 +113,7 @@ async fn compact(kube: &kube::Client, tr: &Translation) -> Compaction {
     let api: Api<Translation> = Api::namespaced(kube.clone(), namespace);
     let patch = serde_json::json!({"metadata": {
         "resourceVersion": version,
-        // `[{}]`, the reset a write other than apply may send; an empty list is ignored.
-        "managedFields": [{}],
+        "managedFields": crate::crd::managed_fields_reset(),
     }});
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),

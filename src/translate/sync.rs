@@ -187,8 +187,7 @@ pub fn update_patch(cached: &Translation, want: &Translation) -> serde_json::Val
         finalizers.push(FINALIZER.to_string());
         metadata.insert("finalizers".into(), serde_json::json!(finalizers));
     }
-    // `[{}]`, the reset a write other than apply may send; an empty list is ignored.
-    metadata.insert("managedFields".into(), serde_json::json!([{}]));
+    metadata.insert("managedFields".into(), crate::crd::managed_fields_reset());
     serde_json::json!({ "metadata": metadata, "spec": want.spec })
 }
 
