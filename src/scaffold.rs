@@ -191,6 +191,12 @@ impl<R: Reconciler> Scaffold<R> {
             .graceful_shutdown_on(shutdown)
     }
 
+    /// The controller's workers, once its builder ([`Self::controller`]) has set them: for
+    /// work that pauses its reconciles ([`Workers::pause`]).
+    pub fn workers(&self) -> Option<Arc<Workers>> {
+        self.gate.0.get().cloned()
+    }
+
     /// Runs `controller` with the context `ctx` until its shutdown (see the module doc).
     pub async fn run(self, controller: Controller<R::Object>, ctx: Arc<R>) {
         let (probe, gate, store) = (self.probe.clone(), self.gate.clone(), controller.store());

@@ -14,17 +14,22 @@
 //!   goes before a [`Lane::Deferrable`] one, unless that one has waited [`MAX_DEFER`]
 //!   ([`next_lane`]): a deferrable reconcile waits for the urgent ones, never for ever;
 //! - once [`Workers::close`]d (the controller is shutting down), every waiter, and every
-//!   later request, gets no worker.
+//!   later request, gets no worker;
+//! - while a [`Pause`] is held, no waiter gets a worker (the reconciles in flight finish,
+//!   [`Pause::idle`] says when they all have); once the last one is dropped, the free
+//!   workers go to the waiters in the order above. For work that must not share the
+//!   process with the controller's reconciles while it runs (a version bump's cutover).
 //!
 //! **Assumed**: the caller holds the worker for the whole reconcile and decides its lane
 //! (see [`crate::scaffold::Reconciler::lane`]); a waiter that gives up (its future dropped)
-//! is skipped when its turn comes.
+//! is skipped when its turn comes; a [`Pause`] is held for a short piece of work, since
+//! every reconcile due meanwhile waits for it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 use crate::locks::lock;
 
@@ -74,11 +79,16 @@ impl Drop for Worker {
 /// A controller's workers and the reconciles waiting for one.
 pub struct Workers {
     state: Mutex<State>,
+    /// Told when the last worker in use comes back during a pause.
+    idle: Notify,
 }
 
 struct State {
+    count: usize,
     free: usize,
     closed: bool,
+    /// The [`Pause`]s held.
+    paused: usize,
     now: VecDeque<oneshot::Sender<Worker>>,
     deferrable: VecDeque<(Instant, oneshot::Sender<Worker>)>,
 }
@@ -86,10 +96,14 @@ struct State {
 impl Workers {
     /// `count` workers (at least one).
     pub fn new(count: usize) -> Arc<Workers> {
+        let count = count.max(1);
         Arc::new(Workers {
+            idle: Notify::new(),
             state: Mutex::new(State {
-                free: count.max(1),
+                count,
+                free: count,
                 closed: false,
+                paused: 0,
                 now: VecDeque::new(),
                 deferrable: VecDeque::new(),
             }),
@@ -103,7 +117,7 @@ impl Workers {
             if state.closed {
                 return None;
             }
-            if state.free > 0 {
+            if state.free > 0 && state.paused == 0 {
                 state.free -= 1;
                 return Some(self.worker());
             }
@@ -125,6 +139,14 @@ impl Workers {
         state.deferrable.clear();
     }
 
+    /// Holds every waiter back until the returned [`Pause`] is dropped (see the module doc).
+    pub fn pause(self: &Arc<Self>) -> Pause {
+        lock(&self.state).paused += 1;
+        Pause {
+            workers: self.clone(),
+        }
+    }
+
     fn worker(self: &Arc<Self>) -> Worker {
         Worker {
             workers: Some(self.clone()),
@@ -135,21 +157,86 @@ impl Workers {
     fn release(self: Arc<Self>) {
         let next = {
             let mut state = lock(&self.state);
-            let oldest = state.deferrable.front().map(|(since, _)| *since);
-            match next_lane(!state.now.is_empty(), oldest, Instant::now()) {
-                Some(Lane::Now) => state.now.pop_front(),
-                Some(Lane::Deferrable) => state.deferrable.pop_front().map(|(_, tx)| tx),
+            if state.paused > 0 {
+                state.free += 1;
+                if state.free == state.count {
+                    self.idle.notify_waiters();
+                }
+                return;
+            }
+            match state.next_waiter() {
+                Some(tx) => tx,
                 None => {
                     state.free += 1;
                     return;
                 }
             }
         };
-        // Sent outside the lock: a waiter that gave up hands the worker back, and its drop
-        // releases it to the next one.
-        if let Some(tx) = next {
-            drop(tx.send(self.worker()));
+        self.hand_over(next);
+    }
+
+    /// Sent outside the lock: a waiter that gave up hands the worker back, and its drop
+    /// releases it to the next one.
+    fn hand_over(self: &Arc<Self>, to: oneshot::Sender<Worker>) {
+        drop(to.send(self.worker()));
+    }
+
+    /// A pause was dropped: the free workers go to the waiters once none is held.
+    fn resume(self: &Arc<Self>) {
+        let next: Vec<oneshot::Sender<Worker>> = {
+            let mut state = lock(&self.state);
+            state.paused -= 1;
+            let mut next = Vec::new();
+            while state.paused == 0 && state.free > 0 {
+                let Some(tx) = state.next_waiter() else { break };
+                state.free -= 1;
+                next.push(tx);
+            }
+            next
+        };
+        for tx in next {
+            self.hand_over(tx);
         }
+    }
+}
+
+impl State {
+    /// The waiter the next free worker goes to ([`next_lane`]), taken from its lane.
+    fn next_waiter(&mut self) -> Option<oneshot::Sender<Worker>> {
+        let oldest = self.deferrable.front().map(|(since, _)| *since);
+        match next_lane(!self.now.is_empty(), oldest, Instant::now())? {
+            Lane::Now => self.now.pop_front(),
+            Lane::Deferrable => self.deferrable.pop_front().map(|(_, tx)| tx),
+        }
+    }
+}
+
+/// No waiter gets a worker while this is held ([`Workers::pause`]).
+pub struct Pause {
+    workers: Arc<Workers>,
+}
+
+impl Pause {
+    /// Resolves once no worker is in use: the reconciles in flight when the pause began
+    /// have all finished.
+    pub async fn idle(&self) {
+        loop {
+            // Registered before the check: a release between the two still wakes it.
+            let notified = self.workers.idle.notified();
+            {
+                let state = lock(&self.workers.state);
+                if state.free == state.count {
+                    return;
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Drop for Pause {
+    fn drop(&mut self) {
+        self.workers.resume();
     }
 }
 
@@ -238,5 +325,36 @@ mod tests {
         assert!(!late, "no worker once closed");
         assert!(workers.acquire(Lane::Deferrable).await.is_none());
         drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_pause_holds_every_waiter_back_and_is_idle_once_the_ones_in_flight_end() {
+        let workers = Workers::new(2);
+        let busy = workers.acquire(Lane::Now).await.expect("a worker");
+        let pause = workers.pause();
+        let order = Arc::new(Mutex::new(Vec::new()));
+        // A worker is free, yet nobody gets it while the pause is held.
+        let waiting = queue(&workers, Lane::Now, &["n1", "n2"], &order);
+        for _ in 0..5 {
+            tokio::task::yield_now().await;
+        }
+        assert!(lock(&order).is_empty(), "nobody started during the pause");
+        {
+            let idle = pause.idle();
+            futures::pin_mut!(idle);
+            assert!(
+                futures::poll!(idle.as_mut()).is_pending(),
+                "a reconcile is still in flight"
+            );
+            drop(busy);
+            idle.await;
+        }
+        assert!(lock(&order).is_empty(), "nobody took the worker given back");
+        drop(pause);
+        for w in waiting {
+            assert!(w.await.expect("task"), "every one got a worker");
+        }
+        assert_eq!(*lock(&order), ["n1", "n2"]);
+        assert!(workers.acquire(Lane::Now).await.is_some(), "free again");
     }
 }

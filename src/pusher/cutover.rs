@@ -6,7 +6,11 @@
 //! interruption costs, so the cutover does nothing else: the rollout loop frees
 //! every interface and creates its new binding, with many requests in flight, and only
 //! afterwards do the Translations' own reconciles record what was done (one status write
-//! each, see [`super::tracked::Tracker::cut_over`]).
+//! each, see [`super::tracked::Tracker::cut_over`]). Nor does the rest of the pusher:
+//! its reconciles are paused for the batch ([`crate::workers::Pause`]). Those in flight
+//! finish first (waited for up to [`DRAIN`]), and those that come due meanwhile (a
+//! resync's, a re-list's: thousands at scale, each a plan computed on the process's
+//! cores) wait until the batch is done.
 //!
 //! An interface is freed by deleting the old version's bridge its old port is on
 //! ([`OldBridge`]): MidoNet's cascade takes the bridge's ports and their bindings with it,
@@ -30,7 +34,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::runtime::reflector::ObjectRef;
@@ -42,11 +46,16 @@ use super::deps::{interface_of, Interface};
 use super::steps::{self, Desired};
 use super::{CutoverOrder, PusherContext};
 use crate::crd::{PushedResource, Translation};
+use crate::workers::{Pause, Workers};
 
 type Key = ObjectRef<Translation>;
 
 /// Requests of the cutover in flight at once.
 const IN_FLIGHT: usize = 32;
+
+/// The longest the cutover waits for the reconciles in flight to finish before it begins
+/// all the same (a reconcile's requests time out well before).
+const DRAIN: Duration = Duration::from_secs(30);
 
 /// One binding to move.
 #[derive(Clone, Debug)]
@@ -144,21 +153,28 @@ pub(super) fn moves<'a>(
     out
 }
 
-/// Moves every binding that waits for the cutover; answers the Translations to wake
-/// (whose bindings moved, to record them; or failed to, to move them themselves).
+/// Moves every binding that waits for the cutover, with the pusher's reconciles (their
+/// `workers`) paused; answers the Translations to wake (whose bindings moved, to record
+/// them; or failed to, to move them themselves).
 pub(super) async fn cut_over_all(
     awaiting: &[Arc<Translation>],
     ctx: &Arc<PusherContext>,
+    workers: Option<&Arc<Workers>>,
 ) -> Vec<Key> {
-    let todo = moves(
-        awaiting.iter().map(|t| &**t),
-        |t| ctx.recorded_status(t).pushed,
-        |uid, path| ctx.tracker.is_cut_over(uid, path),
-        |key, interface| old_bindings(ctx, key, interface),
-    );
-    if todo.is_empty() {
+    let pending = || {
+        moves(
+            awaiting.iter().map(|t| &**t),
+            |t| ctx.recorded_status(t).pushed,
+            |uid, path| ctx.tracker.is_cut_over(uid, path),
+            |key, interface| old_bindings(ctx, key, interface),
+        )
+    };
+    if pending().is_empty() {
         return Vec::new();
     }
+    let _paused = pause_reconciles(workers).await;
+    // What the reconciles that finished meanwhile pushed is in their recorded status.
+    let todo = pending();
     let start = Instant::now();
     let total = todo.len();
     let mut results: Vec<(Key, bool)> = Vec::with_capacity(total);
@@ -190,6 +206,23 @@ pub(super) async fn cut_over_all(
     woken.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     woken.dedup();
     woken
+}
+
+/// Pauses the reconciles of `workers` and waits for those in flight, up to [`DRAIN`].
+async fn pause_reconciles(workers: Option<&Arc<Workers>>) -> Option<Pause> {
+    let pause = workers?.pause();
+    let start = Instant::now();
+    if tokio::time::timeout(DRAIN, pause.idle()).await.is_err() {
+        tracing::warn!(
+            waited_s = DRAIN.as_secs(),
+            "version bump: reconciles still in flight; cutting over beside them"
+        );
+    }
+    tracing::debug!(
+        waited_ms = start.elapsed().as_millis() as u64,
+        "version bump: the pusher's reconciles paused for the cutover"
+    );
+    Some(pause)
 }
 
 /// The old versions' bindings of `interface` other than `key`'s, each with the old bridge

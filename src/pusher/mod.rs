@@ -70,7 +70,7 @@ use crate::events::{EventPublisher, Events};
 use crate::informer::TranslationInformer;
 use crate::retry::RetryPolicy;
 use crate::scaffold::{OwnedTask, Reconciler, Retry, Scaffold};
-use crate::workers::Lane;
+use crate::workers::{Lane, Workers};
 pub use metrics::PusherMetrics;
 
 /// The controller's name, as in `--controllers`.
@@ -419,7 +419,7 @@ pub async fn run(
         )
         .reconcile_all_on(relisted)
         .reconcile_on(woken);
-    let background = Background::start(&store, &ctx);
+    let background = Background::start(&store, &ctx, scaffold.workers());
     scaffold.run(controller, ctx).await;
     // Only a drained stop gets here: an aborted one leaves the run marker held.
     drop(background);
@@ -436,10 +436,15 @@ struct Background {
 }
 
 impl Background {
-    fn start(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> Self {
+    /// `workers` are the reconciles' (a bump's cutover pauses them).
+    fn start(
+        store: &Store<Translation>,
+        ctx: &Arc<PusherContext>,
+        workers: Option<Arc<Workers>>,
+    ) -> Self {
         let mut loops = vec![
             OwnedTask::spawn(gauge_loop(store.clone(), ctx.clone())),
-            OwnedTask::spawn(rollout::rollout_loop(store.clone(), ctx.clone())),
+            OwnedTask::spawn(rollout::rollout_loop(store.clone(), ctx.clone(), workers)),
             OwnedTask::spawn(resync_loop(store.clone(), ctx.clone())),
         ];
         if let Some(after) = ctx.config.compact_after {

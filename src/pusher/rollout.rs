@@ -48,6 +48,7 @@ use super::status::{ready_condition, ReadyReason};
 use super::{cutover, PusherContext};
 use crate::crd::{Translation, TranslationKey};
 use crate::events::reason;
+use crate::workers::Workers;
 
 /// Where a bump stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -493,7 +494,12 @@ const ROLLOUT_TICK: Duration = Duration::from_millis(500);
 /// Drives a version bump: reports each phase (log line, Event on the configured version's
 /// global Translations, metrics), moves the bindings awaiting the cutover once it begins,
 /// and deletes the old versions' Translations once it is over.
-pub(super) async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherContext>) {
+/// `workers` are the pusher's reconciles', which the cutover pauses (see [`cutover`]).
+pub(super) async fn rollout_loop(
+    store: Store<Translation>,
+    ctx: Arc<PusherContext>,
+    workers: Option<Arc<Workers>>,
+) {
     let mut last = Phase::Steady;
     // The UIDs of old Translations already asked to be deleted in this phase.
     let mut retired: HashSet<String> = HashSet::new();
@@ -511,7 +517,10 @@ pub(super) async fn rollout_loop(store: Store<Translation>, ctx: Arc<PusherConte
         }
         match phase {
             // A wake lost to a restart of the queue costs a few ticks, not the bump.
-            Phase::CuttingOver => cut_over(&store, &ctx, entered || ticks % 10 == 0).await,
+            Phase::CuttingOver => {
+                let wake_all = entered || ticks % 10 == 0;
+                cut_over(&store, &ctx, workers.as_ref(), wake_all).await
+            }
             Phase::Retiring if cut_back(&store, &ctx) == 0 => {
                 retire(&store, &ctx, &mut retired).await
             }
@@ -570,13 +579,18 @@ async fn report(
 /// Moves the bindings of the current Translations awaiting the cutover in one batch;
 /// their Translations record it afterwards. With `wake_all`, also wakes every one awaiting
 /// it (a binding whose old holder is gone is simply created by its push).
-async fn cut_over(store: &Store<Translation>, ctx: &Arc<PusherContext>, wake_all: bool) {
+async fn cut_over(
+    store: &Store<Translation>,
+    ctx: &Arc<PusherContext>,
+    workers: Option<&Arc<Workers>>,
+    wake_all: bool,
+) {
     let awaiting: Vec<Arc<Translation>> = store
         .state()
         .into_iter()
         .filter(|t| !ctx.rollout.is_old(t) && Member::of(t).settled == Settled::AwaitingCutover)
         .collect();
-    let moved = cutover::cut_over_all(&awaiting, ctx).await;
+    let moved = cutover::cut_over_all(&awaiting, ctx, workers).await;
     ctx.wake(moved);
     if wake_all {
         ctx.wake(awaiting.iter().map(|t| ObjectRef::from_obj(&**t)));
