@@ -16,9 +16,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::scaffold::Action;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
 use kube::{Client, Resource, ResourceExt};
 use midonet_translators::meta::{
     HOST_ID_ANNOTATION, TUNNEL_ENDPOINT_IP_ANNOTATION, TUNNEL_ZONE_ID_ANNOTATION,

@@ -12,25 +12,30 @@
 //! - *span*: each reconcile runs inside [`crate::logfields::object_span`], and its error
 //!   policy logs inside the same fields, so every line names the controller and the object;
 //! - *liveness*: each object of the main trigger is queued work on the controller's
-//!   [`LoopProbe`], each reconcile is recorded from its start to its end, and every result
-//!   the controller yields is progress ([`crate::health`] says when that makes a wedge);
-//!   the loop counts as ended (a wedge unless the process is stopping) once
-//!   [`Scaffold::run`] has returned or its task was aborted;
+//!   [`LoopProbe`], each reconcile is recorded from its start to its end, and a queued
+//!   object found gone is progress ([`crate::health`] says when that makes a wedge); the
+//!   loop counts as ended (a wedge unless the process is stopping) once [`Scaffold::run`]
+//!   has returned or its task was aborted;
 //! - *error policy*: a failed reconcile is retried after the delay its
 //!   [`Reconciler::failed`] returns (a [`crate::retry`] policy), and logged once per
 //!   failure: as a warning, or at debug when the apiserver refused the request for want of
 //!   an RBAC rule, which [`crate::authz`] reports (rate limited) as an authorization error;
+//!   a reconcile that asks for it ([`Action::requeue`]) runs again after its delay; either
+//!   is queued again then, in the lane its object is in then, unless it is gone from the
+//!   store;
 //! - *queue errors*: what kube-runtime yields without a reconcile (an object the store
 //!   does not hold yet, a trigger's error) is logged at debug: the next trigger brings the
 //!   object again;
-//! - *workers, in order*: at most `workers` reconciles run at once; a queued reconcile
-//!   waits for a worker in its lane ([`Reconciler::lane`]), first come, first served, the
-//!   urgent lane first ([`crate::workers`], which says why kube-runtime's own bound is not
-//!   used), then reads the object from the store (what was written while it waited is in
+//! - *workers, in order*: kube-runtime only says which objects are due; their names wait
+//!   in the controller's own queue ([`crate::workers`], which says why kube-runtime's bound
+//!   is not used), once each, first come, first served, in their lane
+//!   ([`Reconciler::lane`]), the urgent lane first; `workers` workers take them, so at
+//!   most that many reconciles run at once and never two of one object. A worker reads the
+//!   object from the store when it takes its name (what was written while it waited is in
 //!   it; an object gone from the store is not reconciled);
 //! - *shutdown*: once the `shutdown` future handed to the builder resolves, the controller
-//!   takes no new work (the reconciles still waiting for a worker end without running)
-//!   and [`Scaffold::run`] returns when the reconciles in flight are done.
+//!   takes no new work (the names still waiting are dropped) and [`Scaffold::run`]
+//!   returns when the reconciles in flight are done.
 //!
 //! **Assumed**: a reconciler that backs off per object counts that object's failures
 //! itself (the scaffold keeps no per-object state) and resets the count on success; it
@@ -42,24 +47,27 @@
 //! Loops without objects (the global Translations, the NetworkPolicy groups) run one pass
 //! over everything they keep; [`NextPass`] is their schedule.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use futures::{Stream, StreamExt};
-use kube::runtime::controller::{Action, Controller};
+use futures::{FutureExt, Stream, StreamExt};
+use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use tokio_util::time::{delay_queue, DelayQueue};
 use tracing::Instrument;
 
 use crate::authz::{Attempt, Authz};
 use crate::health::{Health, LoopProbe};
 use crate::retry::RetryPolicy;
-use crate::workers::{Lane, Worker, Workers};
+use crate::workers::{Lane, Workers};
 
 /// A controller's context: what its reconciles share, its reconcile and its error policy.
 pub trait Reconciler: Send + Sync + Sized + 'static {
@@ -108,20 +116,35 @@ pub struct Retry<'a> {
 }
 
 /// The scaffold of the controller `R`: its liveness probe, and how it runs.
-pub struct Scaffold<R> {
+pub struct Scaffold<R: Reconciler> {
     probe: LoopProbe,
-    gate: Gate,
+    gate: Gate<R::Object>,
     reconciler: PhantomData<fn() -> R>,
 }
 
-/// The workers of a controller ([`Workers`]), closed at shutdown. Their number is set by
-/// the builder ([`Scaffold::controller`]), the only way to a controller [`Scaffold::run`]
-/// runs.
-#[derive(Clone, Default)]
-struct Gate(Arc<std::sync::OnceLock<Arc<Workers>>>);
+/// The name of an object in a controller's queue ([`Workers`]): its reference without
+/// the UID and resourceVersion, shared by the queue's lane and its index.
+pub type QueuedName<K> = Arc<ObjectRef<K>>;
 
-impl Gate {
-    /// Sets the number of workers; returns the shutdown that closes the gate first.
+/// The queue and workers of a controller ([`Workers`]), closed at shutdown. Their number is
+/// set by the builder ([`Scaffold::controller`]), the only way to a controller
+/// [`Scaffold::run`] runs.
+struct Gate<K: Resource>(Arc<std::sync::OnceLock<Arc<Workers<QueuedName<K>>>>>);
+
+impl<K: Resource> Clone for Gate<K> {
+    fn clone(&self) -> Self {
+        Gate(self.0.clone())
+    }
+}
+
+impl<K: Resource> Default for Gate<K> {
+    fn default() -> Self {
+        Gate(Arc::default())
+    }
+}
+
+impl<K: Resource<DynamicType = ()> + Send + Sync + 'static> Gate<K> {
+    /// Sets the number of workers; returns the shutdown that closes the queue first.
     fn open(
         &self,
         workers: u16,
@@ -137,17 +160,18 @@ impl Gate {
         }
     }
 
-    /// A worker, once `lane`'s turn comes; `None` once the controller is shutting down
-    /// (or, never built by [`Scaffold::controller`], it has no workers).
-    async fn worker(&self, lane: Lane) -> Option<Worker> {
-        let Some(workers) = self.0.get().cloned() else {
-            tracing::error!(
-                "a controller not built by its scaffold has no workers: nothing reconciled"
-            );
-            return None;
-        };
-        workers.acquire(lane).await
+    fn workers(&self) -> Option<Arc<Workers<QueuedName<K>>>> {
+        self.0.get().cloned()
     }
+}
+
+/// The queued name of `obj`.
+fn queued_name<K: Resource<DynamicType = ()>>(obj: &K) -> QueuedName<K> {
+    let name = ObjectRef::new(&obj.name_any());
+    Arc::new(match obj.meta().namespace.as_deref() {
+        Some(ns) => name.within(ns),
+        None => name,
+    })
 }
 
 impl<R: Reconciler> Scaffold<R> {
@@ -191,54 +215,146 @@ impl<R: Reconciler> Scaffold<R> {
             .graceful_shutdown_on(shutdown)
     }
 
-    /// The controller's workers, once its builder ([`Self::controller`]) has set them: for
-    /// work that pauses its reconciles ([`Workers::pause`]).
-    pub fn workers(&self) -> Option<Arc<Workers>> {
-        self.gate.0.get().cloned()
+    /// The controller's queue and workers, once its builder ([`Self::controller`]) has set
+    /// them: for work that pauses its reconciles ([`Workers::pause`]).
+    pub fn workers(&self) -> Option<Arc<Workers<QueuedName<R::Object>>>> {
+        self.gate.workers()
     }
 
     /// Runs `controller` with the context `ctx` until its shutdown (see the module doc).
     pub async fn run(self, controller: Controller<R::Object>, ctx: Arc<R>) {
-        let (probe, gate, store) = (self.probe.clone(), self.gate.clone(), controller.store());
-        controller
+        let Some(workers) = self.gate.workers() else {
+            tracing::error!(
+                controller = R::NAME,
+                "a controller not built by its scaffold has no workers: nothing reconciled"
+            );
+            return;
+        };
+        let store = controller.store();
+        let closing = workers.clone();
+        let (retries, retry_rx) = mpsc::unbounded_channel();
+        let shell = Shell {
+            workers: workers.clone(),
+            store,
+            ctx: ctx.clone(),
+            probe: self.probe.clone(),
+        };
+        let count = workers.count();
+        let reconciles = futures::future::join_all((0..count).map(|_| shell.work(retries.clone())));
+        // The retries end with the workers (the last sender goes with them).
+        drop(retries);
+        let delayed = shell.retries(retry_rx);
+        let dispatch = controller
             .run(
                 move |queued, ctx: Arc<R>| {
-                    let (probe, gate, store) = (probe.clone(), gate.clone(), store.clone());
-                    // While it waits for a worker, a reconcile holds only these handles:
-                    // the backlog can be a whole initial sync.
-                    let lane = ctx.lane(&queued);
-                    async move {
-                        let Some(_worker) = gate.worker(lane).await else {
-                            return Ok(Action::await_change());
-                        };
-                        // The object as it is now, not as it was queued: what a reconcile
-                        // wrote while this one waited (a status, a finalizer) is in it. Gone
-                        // from the store: nothing to reconcile, as kube-runtime would say.
-                        let Some(obj) = store.get(&ObjectRef::from_obj(&*queued)) else {
-                            return Ok(Action::await_change());
-                        };
-                        let span = crate::logfields::object_span(R::NAME, &*obj);
-                        Box::pin(probe.reconcile(ctx.reconcile(obj).instrument(span))).await
-                    }
+                    workers.add(queued_name(&*queued), ctx.lane(&queued));
+                    std::future::ready(Ok::<_, R::Error>(
+                        kube::runtime::controller::Action::await_change(),
+                    ))
                 },
-                error_policy::<R>,
+                |_, _, _| kube::runtime::controller::Action::await_change(),
                 ctx,
             )
             .for_each(|res| {
-                self.probe.progressed();
                 if let Err(err) = res {
+                    // Nothing queued: the loop moved all the same.
+                    self.probe.progressed();
                     tracing::debug!(controller = R::NAME, error = %err, "controller queue");
                 }
                 std::future::ready(())
             })
-            .await;
+            // Ended at shutdown, which closed the queue already, or with its triggers.
+            .map(move |()| closing.close());
+        // The workers end with their reconciles in flight, and the retries with them.
+        futures::join!(dispatch, reconciles, delayed);
     }
 }
 
-fn error_policy<R: Reconciler>(obj: Arc<R::Object>, err: &R::Error, ctx: Arc<R>) -> Action {
-    let retry = ctx.failed(&obj, err);
+/// What the workers of a controller share: they take names from its queue, read the
+/// objects from its store and reconcile them with its context.
+struct Shell<R: Reconciler> {
+    workers: Arc<Workers<QueuedName<R::Object>>>,
+    store: Store<R::Object>,
+    ctx: Arc<R>,
+    probe: LoopProbe,
+}
+
+impl<R: Reconciler> Shell<R> {
+    /// One worker: reconciles the names it takes until the queue closes; a reconcile that
+    /// asks to be run again later, or failed, is sent to `retries` with its delay.
+    async fn work(&self, retries: mpsc::UnboundedSender<(QueuedName<R::Object>, Instant)>) {
+        while let Some(name) = self.workers.take().await {
+            // The object as it is now: what a reconcile wrote while this one waited (a
+            // status, a finalizer) is in it. Gone from the store: nothing to reconcile, as
+            // kube-runtime would say.
+            let again = match self.store.get(&name) {
+                Some(obj) => self.reconcile(obj).await,
+                None => {
+                    self.probe.progressed();
+                    None
+                }
+            };
+            self.workers.done(&name);
+            if let Some(after) = again {
+                // Closed only once every worker has ended.
+                let _ = retries.send((name, Instant::now() + after));
+            }
+        }
+    }
+
+    /// Runs one reconcile of `obj`; answers when to run it again, if at all.
+    async fn reconcile(&self, obj: Arc<R::Object>) -> Option<Duration> {
+        let span = crate::logfields::object_span(R::NAME, &*obj);
+        let reconcile = self.ctx.clone().reconcile(obj.clone()).instrument(span);
+        match Box::pin(self.probe.reconcile(reconcile)).await {
+            Ok(action) => action.requeue_after(),
+            Err(err) => Some(error_policy::<R>(&obj, &err, &self.ctx)),
+        }
+    }
+
+    /// Queues each name of `retries` again once its time comes, in the lane its object is
+    /// in then (gone from the store by then: not queued). One time per name, the earliest:
+    /// a name queued meanwhile by a trigger keeps its retry.
+    async fn retries(
+        &self,
+        mut retries: mpsc::UnboundedReceiver<(QueuedName<R::Object>, Instant)>,
+    ) {
+        let mut due: DelayQueue<QueuedName<R::Object>> = DelayQueue::new();
+        let mut keys: HashMap<QueuedName<R::Object>, (delay_queue::Key, Instant)> = HashMap::new();
+        loop {
+            tokio::select! {
+                next = retries.recv() => {
+                    let Some((name, at)) = next else { return };
+                    match keys.get_mut(&name) {
+                        Some((_, when)) if *when <= at => {}
+                        Some((key, when)) => {
+                            due.reset_at(key, tokio::time::Instant::from_std(at));
+                            *when = at;
+                        }
+                        None => {
+                            let key = due.insert_at(name.clone(), tokio::time::Instant::from_std(at));
+                            keys.insert(name, (key, at));
+                        }
+                    }
+                }
+                Some(expired) = futures::future::poll_fn(|cx| due.poll_expired(cx)) => {
+                    let name = expired.into_inner();
+                    keys.remove(&name);
+                    if let Some(obj) = self.store.get(&name) {
+                        self.probe.queued();
+                        self.workers.add(name, self.ctx.lane(&obj));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A reconcile of `obj` failed with `err`: logs it and answers when to retry.
+fn error_policy<R: Reconciler>(obj: &R::Object, err: &R::Error, ctx: &R) -> Duration {
+    let retry = ctx.failed(obj, err);
     // Outside the reconcile's span: name the object here.
-    let span = crate::logfields::object_span(R::NAME, &*obj);
+    let span = crate::logfields::object_span(R::NAME, obj);
     let _entered = span.enter();
     let denied = retry
         .refused
@@ -249,7 +365,34 @@ fn error_policy<R: Reconciler>(obj: Arc<R::Object>, err: &R::Error, ctx: Arc<R>)
     } else {
         tracing::warn!(error = %err, failures = retry.failures, retry_in = ?retry.after, "reconcile failed; retrying");
     }
-    Action::requeue(retry.after)
+    retry.after
+}
+
+/// What a successful reconcile asks for next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action {
+    requeue_after: Option<Duration>,
+}
+
+impl Action {
+    /// Reconcile the object again after `after`, unless a change brings it earlier.
+    pub const fn requeue(after: Duration) -> Self {
+        Action {
+            requeue_after: Some(after),
+        }
+    }
+
+    /// Reconcile the object again when it, or what it depends on, changes.
+    pub const fn await_change() -> Self {
+        Action {
+            requeue_after: None,
+        }
+    }
+
+    /// When to reconcile the object again without a change, if at all.
+    pub const fn requeue_after(&self) -> Option<Duration> {
+        self.requeue_after
+    }
 }
 
 /// When a pass loop passes next: after a successful pass, when it asked to (`Some`) or at
@@ -309,46 +452,116 @@ impl Drop for OwnedTask {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn reconciles_wait_for_a_worker_first_come_first_served_and_not_past_shutdown() {
-        let gate = Gate::default();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let closing = tokio::spawn(gate.open(1, async move {
-            let _ = stop_rx.await;
-        }));
-        let busy = gate.worker(Lane::Now).await.expect("a worker");
-        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut waiting = Vec::new();
-        for n in 0..20 {
-            let (gate, order) = (gate.clone(), order.clone());
-            waiting.push(tokio::spawn(async move {
-                let worker = gate.worker(Lane::Now).await;
-                crate::locks::lock(&order).push(n);
-                worker.is_some()
-            }));
-            // Each is queued before the next comes.
-            tokio::task::yield_now().await;
-        }
-        drop(busy);
-        for w in waiting.drain(..) {
-            assert!(w.await.expect("task"), "every one got a worker");
-        }
-        assert_eq!(*crate::locks::lock(&order), (0..20).collect::<Vec<_>>());
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::watcher::Event;
+    use std::sync::Mutex;
 
-        let busy = gate.worker(Lane::Now).await.expect("a worker");
-        let late = tokio::spawn({
-            let gate = gate.clone();
-            async move { gate.worker(Lane::Now).await.is_some() }
+    /// Records the names it reconciles; `again` asks for a second run after 50 ms, `fail`
+    /// fails its first, `slow` takes 200 ms.
+    struct Recorder {
+        seen: Mutex<Vec<String>>,
+        authz: Authz,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("refused on purpose")]
+    struct Refused;
+
+    impl Reconciler for Recorder {
+        type Object = ConfigMap;
+        type Error = Refused;
+        const NAME: &'static str = "test";
+
+        async fn reconcile(self: Arc<Self>, obj: Arc<ConfigMap>) -> Result<Action, Refused> {
+            let name = obj.name_any();
+            let runs = {
+                let mut seen = crate::locks::lock(&self.seen);
+                seen.push(name.clone());
+                seen.iter().filter(|n| **n == name).count()
+            };
+            match name.as_str() {
+                "slow" => tokio::time::sleep(Duration::from_millis(200)).await,
+                "again" if runs == 1 => return Ok(Action::requeue(Duration::from_millis(50))),
+                "fail" if runs == 1 => return Err(Refused),
+                _ => {}
+            }
+            Ok(Action::await_change())
+        }
+
+        fn failed<'a>(&'a self, _: &'a ConfigMap, _: &'a Refused) -> Retry<'a> {
+            Retry {
+                after: Duration::from_millis(50),
+                refused: None,
+                failures: None,
+            }
+        }
+
+        fn authz(&self) -> &Authz {
+            &self.authz
+        }
+    }
+
+    fn config_map(name: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("ns".into());
+        cm
+    }
+
+    async fn wait_for(what: &str, done: impl Fn() -> bool) {
+        for _ in 0..200 {
+            if done() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+
+    #[tokio::test]
+    async fn objects_are_reconciled_in_arrival_order_retried_when_asked_and_not_past_shutdown() {
+        let names = ["slow", "b", "again", "fail", "c", "b"];
+        let (store, mut writer) = kube::runtime::reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Init);
+        for n in names {
+            writer.apply_watcher_event(&Event::InitApply(config_map(n)));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        let (objects_tx, objects_rx) = mpsc::unbounded_channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let health = Health::new();
+        let scaffold = Scaffold::<Recorder>::register(&health);
+        let objects = crate::streams::unbounded(objects_rx);
+        let controller = scaffold.controller(objects, store, 1, async move {
+            let _ = stop_rx.await;
         });
-        tokio::task::yield_now().await;
+        let ctx = Arc::new(Recorder {
+            seen: Mutex::new(Vec::new()),
+            authz: Authz::new(&prometheus::Registry::new()).expect("metrics"),
+        });
+        let running = tokio::spawn(scaffold.run(controller, ctx.clone()));
+        for n in names {
+            objects_tx.send(Ok(config_map(n))).expect("sent");
+            // kube-runtime's scheduler hands out what comes due in the same millisecond in
+            // any order: arrivals are apart, as a steady stream's are.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let seen = || crate::locks::lock(&ctx.seen).clone();
+        wait_for("every object, the retries too", || seen().len() == 7).await;
+        // One worker: in arrival order, "b" once (it waited while queued), then the
+        // retries.
+        assert_eq!(seen(), ["slow", "b", "again", "fail", "c", "again", "fail"]);
+
+        // At shutdown the reconcile in flight finishes; what waited is not run.
+        objects_tx.send(Ok(config_map("slow"))).expect("sent");
+        objects_tx.send(Ok(config_map("c"))).expect("sent");
+        wait_for("the slow one started", || seen().len() == 8).await;
         let _ = stop_tx.send(());
-        closing.await.expect("closed");
-        assert!(!late.await.expect("task"), "no worker once shutting down");
-        drop(busy);
-        assert!(
-            Gate::default().worker(Lane::Now).await.is_none(),
-            "no workers unless opened"
-        );
+        tokio::time::timeout(Duration::from_secs(5), running)
+            .await
+            .expect("run returns at shutdown")
+            .expect("task");
+        assert_eq!(seen().len(), 8, "nothing started after the shutdown");
     }
 
     #[test]

@@ -1,35 +1,42 @@
-//! A controller's workers: how many reconciles run at once, and which waiting one goes
-//! next.
+//! A controller's work queue and its workers: which objects wait to be reconciled, in
+//! which order, and how many reconciles run at once.
 //!
 //! kube-runtime's own bound keeps the objects it cannot start yet in a hash set and starts
 //! them in hash order: under a steady backlog some wait until the backlog is gone while
-//! later ones go first. The scaffold
-//! (`crate::scaffold`) therefore lets kube-runtime start every due reconcile at once and
-//! makes each wait here for a [`Worker`].
+//! later ones go first. Without its bound, it holds every due reconcile as a future in one
+//! table (hundreds of bytes each, the table never shrinking) and polls them all each time
+//! one of them wakes: a backlog of an initial sync, thousands, costs memory and the
+//! runtime's one thread. So the scaffold (`crate::scaffold`) hands each due object's name
+//! to this queue at once, and its workers take the names from here.
 //!
 //! **Guaranteed**:
-//! - at most `workers` [`Worker`]s exist at once; one is handed on the moment the previous
-//!   holder drops it;
-//! - the waiters of a lane are served first come, first served; a [`Lane::Now`] waiter
-//!   goes before a [`Lane::Deferrable`] one, unless that one has waited [`MAX_DEFER`]
-//!   ([`next_lane`]): a deferrable reconcile waits for the urgent ones, never for ever;
-//! - once [`Workers::close`]d (the controller is shutting down), every waiter, and every
-//!   later request, gets no worker;
-//! - while a [`Pause`] is held, no waiter gets a worker (the reconciles in flight finish,
-//!   [`Pause::idle`] says when they all have); once the last one is dropped, the free
-//!   workers go to the waiters in the order above. For work that must not share the
-//!   process with the controller's reconciles while it runs (a version bump's cutover).
+//! - *one entry per object*: a name added while it waits is not queued twice (added to
+//!   the urgent lane while it waits in the deferrable one, it moves to the urgent one);
+//!   a name added while a worker holds it is queued again once that worker is
+//!   [`Workers::done`] with it, so an object is never reconciled by two workers at once and
+//!   what changed during a reconcile is looked at again;
+//! - *order*: the names of a lane are taken first come, first served; a [`Lane::Now`]
+//!   name goes before a [`Lane::Deferrable`] one, unless that one has waited
+//!   [`MAX_DEFER`] ([`next_lane`]): a deferrable reconcile waits for the urgent ones, never
+//!   for ever;
+//! - *workers*: at most `workers` names are held (taken and not done) at once;
+//! - *pause*: while a [`Pause`] is held, no name is taken ([`Pause::idle`] says when every
+//!   held one is done); for work that must not share the process with the controller's
+//!   reconciles while it runs (a version bump's cutover);
+//! - *shutdown*: once [`Workers::close`]d, the waiting names are dropped, later ones are
+//!   not queued and [`Workers::take`] answers `None`.
 //!
-//! **Assumed**: the caller holds the worker for the whole reconcile and decides its lane
-//! (see [`crate::scaffold::Reconciler::lane`]); a waiter that gives up (its future dropped)
-//! is skipped when its turn comes; a [`Pause`] is held for a short piece of work, since
-//! every reconcile due meanwhile waits for it.
+//! **Assumed**: whoever takes a name calls [`Workers::done`] with it, once, whatever the
+//! reconcile's outcome; a [`Pause`] is held for a short piece of work, since every
+//! reconcile due meanwhile waits for it. Retries after a delay are the caller's (it adds
+//! the name again when the delay is over).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 
 use crate::locks::lock;
 
@@ -45,6 +52,17 @@ pub enum Lane {
     Now,
     /// Nobody waits for it (the deletion of what nothing needs any more).
     Deferrable,
+}
+
+impl Lane {
+    /// The more urgent of the two.
+    fn or(self, other: Lane) -> Lane {
+        if self == Lane::Now || other == Lane::Now {
+            Lane::Now
+        } else {
+            Lane::Deferrable
+        }
+    }
 }
 
 /// Which lane the next free worker goes to: the oldest deferrable waiter once it has
@@ -63,180 +81,202 @@ pub fn next_lane(
     }
 }
 
-/// The right to run one reconcile; handed on to the next waiter when dropped.
-pub struct Worker {
-    workers: Option<Arc<Workers>>,
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        if let Some(workers) = self.workers.take() {
-            workers.release();
-        }
-    }
-}
-
-/// A controller's workers and the reconciles waiting for one.
-pub struct Workers {
-    state: Mutex<State>,
-    /// Told when the last worker in use comes back during a pause.
+/// A controller's queue of names (`T`, an object's reference) and its workers.
+pub struct Workers<T> {
+    state: Mutex<State<T>>,
+    /// Told when a name is queued, a pause ends or the queue closes.
+    ready: Notify,
+    /// Told when the last held name is done during a pause.
     idle: Notify,
 }
 
-struct State {
-    count: usize,
-    free: usize,
+struct State<T> {
+    workers: usize,
     closed: bool,
     /// The [`Pause`]s held.
     paused: usize,
-    now: VecDeque<oneshot::Sender<Worker>>,
-    deferrable: VecDeque<(Instant, oneshot::Sender<Worker>)>,
+    /// The lanes, in order. An entry whose name `queued` puts in the other lane (it moved
+    /// to the urgent one) or not at all (taken already) is stale and skipped.
+    now: VecDeque<T>,
+    deferrable: VecDeque<(Instant, T)>,
+    /// The names waiting, and their lane.
+    queued: HashMap<T, Lane>,
+    /// The names held by a worker; `Some` once added again meanwhile, with its lane.
+    held: HashMap<T, Option<Lane>>,
 }
 
-impl Workers {
-    /// `count` workers (at least one).
-    pub fn new(count: usize) -> Arc<Workers> {
-        let count = count.max(1);
+impl<T: Clone + Eq + Hash> Workers<T> {
+    /// A queue served by `workers` workers (at least one).
+    pub fn new(workers: usize) -> Arc<Self> {
         Arc::new(Workers {
-            idle: Notify::new(),
             state: Mutex::new(State {
-                count,
-                free: count,
+                workers: workers.max(1),
                 closed: false,
                 paused: 0,
                 now: VecDeque::new(),
                 deferrable: VecDeque::new(),
+                queued: HashMap::new(),
+                held: HashMap::new(),
             }),
+            ready: Notify::new(),
+            idle: Notify::new(),
         })
     }
 
-    /// A worker, once `lane`'s turn comes; `None` once closed.
-    pub async fn acquire(self: &Arc<Self>, lane: Lane) -> Option<Worker> {
-        let waiting = {
+    /// Queues `name` in `lane` (see the module doc for a name already there).
+    pub fn add(&self, name: T, lane: Lane) {
+        let queued = lock(&self.state).add(name, lane);
+        if queued {
+            self.ready.notify_one();
+        }
+    }
+
+    /// The next name to reconcile, once a worker is free and its turn comes; `None` once
+    /// closed. The caller is [`Self::done`] with it after its reconcile.
+    pub async fn take(&self) -> Option<T> {
+        loop {
+            // Registered before the check: a notification between the two still wakes it.
+            let notified = self.ready.notified();
+            {
+                let mut state = lock(&self.state);
+                if state.closed {
+                    return None;
+                }
+                if let Some(name) = state.take() {
+                    return Some(name);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// The worker holding `name` is done with it: queued again if it was added meanwhile.
+    pub fn done(&self, name: &T) {
+        let (requeued, idle) = {
             let mut state = lock(&self.state);
-            if state.closed {
-                return None;
-            }
-            if state.free > 0 && state.paused == 0 {
-                state.free -= 1;
-                return Some(self.worker());
-            }
-            let (tx, rx) = oneshot::channel();
-            match lane {
-                Lane::Now => state.now.push_back(tx),
-                Lane::Deferrable => state.deferrable.push_back((Instant::now(), tx)),
-            }
-            rx
+            let again = state.held.remove(name).flatten();
+            let requeued = again.is_some_and(|lane| state.add(name.clone(), lane));
+            (requeued, state.paused > 0 && state.held.is_empty())
         };
-        waiting.await.ok()
+        if idle {
+            self.idle.notify_waiters();
+        }
+        // A worker's slot is free: whoever waits may take the next name.
+        self.ready.notify_one();
+        if requeued {
+            self.ready.notify_one();
+        }
     }
 
-    /// Turns every waiter away, and every later request.
+    /// Drops every waiting name and every later one; [`Self::take`] answers `None`.
     pub fn close(&self) {
-        let mut state = lock(&self.state);
-        state.closed = true;
-        state.now.clear();
-        state.deferrable.clear();
+        {
+            let mut state = lock(&self.state);
+            state.closed = true;
+            state.now.clear();
+            state.deferrable.clear();
+            state.queued.clear();
+        }
+        self.ready.notify_waiters();
     }
 
-    /// Holds every waiter back until the returned [`Pause`] is dropped (see the module doc).
-    pub fn pause(self: &Arc<Self>) -> Pause {
+    /// Holds every waiting name back until the returned [`Pause`] is dropped.
+    pub fn pause(self: &Arc<Self>) -> Pause<T> {
         lock(&self.state).paused += 1;
         Pause {
             workers: self.clone(),
         }
     }
 
-    fn worker(self: &Arc<Self>) -> Worker {
-        Worker {
-            workers: Some(self.clone()),
-        }
+    /// How many workers take names.
+    pub fn count(&self) -> usize {
+        lock(&self.state).workers
     }
 
-    /// A worker was dropped: hands it to the next waiter, or frees it.
-    fn release(self: Arc<Self>) {
-        let next = {
-            let mut state = lock(&self.state);
-            if state.paused > 0 {
-                state.free += 1;
-                if state.free == state.count {
-                    self.idle.notify_waiters();
+    /// How many names wait.
+    pub fn waiting(&self) -> usize {
+        lock(&self.state).queued.len()
+    }
+}
+
+impl<T: Clone + Eq + Hash> State<T> {
+    /// Queues `name` in `lane`; answers whether a worker may now take it.
+    fn add(&mut self, name: T, lane: Lane) -> bool {
+        if self.closed {
+            return false;
+        }
+        if let Some(again) = self.held.get_mut(&name) {
+            *again = Some(again.map_or(lane, |l| l.or(lane)));
+            return false;
+        }
+        match self.queued.get_mut(&name) {
+            Some(waiting) if *waiting == Lane::Deferrable && lane == Lane::Now => {
+                *waiting = Lane::Now;
+                self.now.push_back(name);
+                true
+            }
+            Some(_) => false,
+            None => {
+                self.queued.insert(name.clone(), lane);
+                match lane {
+                    Lane::Now => self.now.push_back(name),
+                    Lane::Deferrable => self.deferrable.push_back((Instant::now(), name)),
                 }
-                return;
+                true
             }
-            match state.next_waiter() {
-                Some(tx) => tx,
-                None => {
-                    state.free += 1;
-                    return;
-                }
-            }
-        };
-        self.hand_over(next);
+        }
     }
 
-    /// Sent outside the lock: a waiter that gave up hands the worker back, and its drop
-    /// releases it to the next one.
-    fn hand_over(self: &Arc<Self>, to: oneshot::Sender<Worker>) {
-        drop(to.send(self.worker()));
+    /// The next name, if a worker is free and nothing pauses them; it is then held.
+    fn take(&mut self) -> Option<T> {
+        if self.paused > 0 || self.held.len() >= self.workers {
+            return None;
+        }
+        let name = self.next_waiting()?;
+        self.held.insert(name.clone(), None);
+        Some(name)
     }
 
-    /// A pause was dropped: the free workers go to the waiters once none is held.
-    fn resume(self: &Arc<Self>) {
-        let next: Vec<oneshot::Sender<Worker>> = {
-            let mut state = lock(&self.state);
-            state.paused -= 1;
-            let mut next = Vec::new();
-            while state.paused == 0 && state.free > 0 {
-                let Some(tx) = state.next_waiter() else { break };
-                state.free -= 1;
-                next.push(tx);
+    /// The next waiting name in [`next_lane`]'s order, taken from its lane.
+    fn next_waiting(&mut self) -> Option<T> {
+        loop {
+            let oldest = self.deferrable.front().map(|(since, _)| *since);
+            let (lane, name) = match next_lane(!self.now.is_empty(), oldest, Instant::now())? {
+                Lane::Now => (Lane::Now, self.now.pop_front()?),
+                Lane::Deferrable => (Lane::Deferrable, self.deferrable.pop_front()?.1),
+            };
+            if self.queued.get(&name) == Some(&lane) {
+                self.queued.remove(&name);
+                return Some(name);
             }
-            next
-        };
-        for tx in next {
-            self.hand_over(tx);
         }
     }
 }
 
-impl State {
-    /// The waiter the next free worker goes to ([`next_lane`]), taken from its lane.
-    fn next_waiter(&mut self) -> Option<oneshot::Sender<Worker>> {
-        let oldest = self.deferrable.front().map(|(since, _)| *since);
-        match next_lane(!self.now.is_empty(), oldest, Instant::now())? {
-            Lane::Now => self.now.pop_front(),
-            Lane::Deferrable => self.deferrable.pop_front().map(|(_, tx)| tx),
-        }
-    }
+/// No name is taken while this is held ([`Workers::pause`]).
+pub struct Pause<T: Clone + Eq + Hash> {
+    workers: Arc<Workers<T>>,
 }
 
-/// No waiter gets a worker while this is held ([`Workers::pause`]).
-pub struct Pause {
-    workers: Arc<Workers>,
-}
-
-impl Pause {
-    /// Resolves once no worker is in use: the reconciles in flight when the pause began
-    /// have all finished.
+impl<T: Clone + Eq + Hash> Pause<T> {
+    /// Resolves once no name is held: the reconciles in flight when the pause began have
+    /// all finished.
     pub async fn idle(&self) {
         loop {
-            // Registered before the check: a release between the two still wakes it.
+            // Registered before the check: a `done` between the two still wakes it.
             let notified = self.workers.idle.notified();
-            {
-                let state = lock(&self.workers.state);
-                if state.free == state.count {
-                    return;
-                }
+            if lock(&self.workers.state).held.is_empty() {
+                return;
             }
             notified.await;
         }
     }
 }
 
-impl Drop for Pause {
+impl<T: Clone + Eq + Hash> Drop for Pause<T> {
     fn drop(&mut self) {
-        self.workers.resume();
+        lock(&self.workers.state).paused -= 1;
+        self.workers.ready.notify_waiters();
     }
 }
 
@@ -255,90 +295,102 @@ mod tests {
         assert_eq!(next_lane(true, Some(old), now), Some(Lane::Deferrable));
     }
 
-    /// Queues `lane` waiters named `names` on `workers`, each recording its name when it
-    /// gets a worker, then handing it on; each says whether it got one.
-    fn queue(
-        workers: &Arc<Workers>,
-        lane: Lane,
-        names: &[&'static str],
-        order: &Arc<Mutex<Vec<&'static str>>>,
-    ) -> Vec<tokio::task::JoinHandle<bool>> {
-        names
-            .iter()
-            .map(|name| {
-                let (workers, order, name) = (workers.clone(), order.clone(), *name);
-                tokio::spawn(async move {
-                    let worker = workers.acquire(lane).await;
-                    lock(&order).push(name);
-                    worker.is_some()
-                })
-            })
-            .collect()
+    /// The names taken now, one after the other, each done at once.
+    fn drain(workers: &Workers<&'static str>) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        loop {
+            let Some(name) = lock(&workers.state).take() else {
+                return out;
+            };
+            workers.done(&name);
+            out.push(name);
+        }
+    }
+
+    #[test]
+    fn urgent_names_go_first_each_lane_in_order_and_a_name_waits_once() {
+        let workers = Workers::new(1);
+        workers.add("d1", Lane::Deferrable);
+        workers.add("d2", Lane::Deferrable);
+        workers.add("n1", Lane::Now);
+        workers.add("d1", Lane::Deferrable);
+        workers.add("n2", Lane::Now);
+        workers.add("n1", Lane::Now);
+        // Promoted: it goes with the urgent ones, and only once.
+        workers.add("d2", Lane::Now);
+        assert_eq!(workers.waiting(), 4);
+        assert_eq!(drain(&workers), ["n1", "n2", "d2", "d1"]);
+        assert_eq!(workers.waiting(), 0);
+    }
+
+    #[test]
+    fn a_held_name_is_not_taken_twice_and_comes_back_if_added_meanwhile() {
+        let workers = Workers::new(2);
+        workers.add("a", Lane::Deferrable);
+        workers.add("b", Lane::Now);
+        let first = lock(&workers.state).take().expect("b");
+        assert_eq!(first, "b");
+        workers.add("b", Lane::Deferrable);
+        assert_eq!(lock(&workers.state).take(), Some("a"), "b is held");
+        assert_eq!(lock(&workers.state).take(), None, "two workers, both busy");
+        workers.add("b", Lane::Now);
+        workers.done(&"b");
+        assert_eq!(
+            lock(&workers.state).take(),
+            Some("b"),
+            "queued again, urgent"
+        );
+        workers.done(&"a");
+        workers.done(&"b");
+        assert_eq!(drain(&workers), Vec::<&str>::new(), "once only");
     }
 
     #[tokio::test]
-    async fn a_freed_worker_goes_to_the_urgent_lane_first_each_lane_in_order() {
-        let workers = Workers::new(1);
-        let busy = workers.acquire(Lane::Now).await.expect("a worker");
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut waiting = queue(&workers, Lane::Deferrable, &["d1", "d2"], &order);
-        for _ in 0..5 {
-            tokio::task::yield_now().await;
-        }
-        waiting.extend(queue(&workers, Lane::Now, &["n1", "n2"], &order));
-        for _ in 0..5 {
-            tokio::task::yield_now().await;
-        }
-        // Each takes the worker in turn and hands it on when its task ends.
-        drop(busy);
-        for w in waiting {
-            assert!(w.await.expect("task"), "every one got a worker");
-        }
-        assert_eq!(*lock(&order), ["n1", "n2", "d1", "d2"]);
-    }
-
-    #[tokio::test]
-    async fn a_waiter_that_gave_up_is_skipped_and_none_get_workers_once_closed() {
-        let workers = Workers::new(1);
-        let busy = workers.acquire(Lane::Now).await.expect("a worker");
-        let gave_up = tokio::spawn({
+    async fn workers_wait_for_names_and_none_is_taken_once_closed() {
+        let workers: Arc<Workers<&'static str>> = Workers::new(1);
+        let waiting = tokio::spawn({
             let workers = workers.clone();
-            async move { workers.acquire(Lane::Now).await.is_some() }
+            async move { workers.take().await }
         });
         tokio::task::yield_now().await;
-        gave_up.abort();
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let next = queue(&workers, Lane::Now, &["next"], &order);
+        workers.add("x", Lane::Now);
+        assert_eq!(waiting.await.expect("task"), Some("x"));
+        workers.add("y", Lane::Now);
+        let blocked = tokio::spawn({
+            let workers = workers.clone();
+            async move { workers.take().await }
+        });
         tokio::task::yield_now().await;
-        drop(busy);
-        let got = next.into_iter().next().expect("one").await.expect("task");
-        assert!(got, "the worker skipped the waiter that gave up");
-        let held = workers
-            .acquire(Lane::Now)
-            .await
-            .expect("the worker is free again");
-
-        let late = queue(&workers, Lane::Now, &["late"], &order);
-        tokio::task::yield_now().await;
+        assert!(!blocked.is_finished(), "its one worker holds x");
+        workers.done(&"x");
+        assert_eq!(blocked.await.expect("task"), Some("y"));
+        workers.done(&"y");
+        workers.add("z", Lane::Now);
         workers.close();
-        let late = late.into_iter().next().expect("one").await.expect("task");
-        assert!(!late, "no worker once closed");
-        assert!(workers.acquire(Lane::Deferrable).await.is_none());
-        drop(held);
+        assert_eq!(workers.take().await, None, "nothing once closed");
+        workers.add("late", Lane::Now);
+        assert_eq!(workers.waiting(), 0);
     }
 
     #[tokio::test]
-    async fn a_pause_holds_every_waiter_back_and_is_idle_once_the_ones_in_flight_end() {
-        let workers = Workers::new(2);
-        let busy = workers.acquire(Lane::Now).await.expect("a worker");
+    async fn a_pause_holds_every_name_back_and_is_idle_once_the_ones_in_flight_end() {
+        let workers: Arc<Workers<&'static str>> = Workers::new(2);
+        workers.add("busy", Lane::Now);
+        let busy = workers.take().await.expect("busy");
         let pause = workers.pause();
-        let order = Arc::new(Mutex::new(Vec::new()));
-        // A worker is free, yet nobody gets it while the pause is held.
-        let waiting = queue(&workers, Lane::Now, &["n1", "n2"], &order);
+        workers.add("n1", Lane::Now);
+        workers.add("n2", Lane::Now);
+        let taker = tokio::spawn({
+            let workers = workers.clone();
+            async move { workers.take().await }
+        });
         for _ in 0..5 {
             tokio::task::yield_now().await;
         }
-        assert!(lock(&order).is_empty(), "nobody started during the pause");
+        assert!(
+            !taker.is_finished(),
+            "a worker is free, yet nothing is taken"
+        );
         {
             let idle = pause.idle();
             futures::pin_mut!(idle);
@@ -346,15 +398,15 @@ mod tests {
                 futures::poll!(idle.as_mut()).is_pending(),
                 "a reconcile is still in flight"
             );
-            drop(busy);
+            workers.done(&busy);
             idle.await;
         }
-        assert!(lock(&order).is_empty(), "nobody took the worker given back");
-        drop(pause);
-        for w in waiting {
-            assert!(w.await.expect("task"), "every one got a worker");
+        for _ in 0..5 {
+            tokio::task::yield_now().await;
         }
-        assert_eq!(*lock(&order), ["n1", "n2"]);
-        assert!(workers.acquire(Lane::Now).await.is_some(), "free again");
+        assert!(!taker.is_finished(), "still paused");
+        drop(pause);
+        assert_eq!(taker.await.expect("task"), Some("n1"));
+        assert_eq!(workers.take().await, Some("n2"));
     }
 }

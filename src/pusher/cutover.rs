@@ -44,9 +44,10 @@ use uuid::Uuid;
 
 use super::deps::{interface_of, Interface};
 use super::steps::{self, Desired};
-use super::{CutoverOrder, PusherContext};
+use super::{CutoverOrder, PusherContext, PusherWorkers};
 use crate::crd::{PushedResource, Translation};
-use crate::workers::{Pause, Workers};
+use crate::scaffold::QueuedName;
+use crate::workers::Pause;
 
 type Key = ObjectRef<Translation>;
 
@@ -159,7 +160,7 @@ pub(super) fn moves<'a>(
 pub(super) async fn cut_over_all(
     awaiting: &[Arc<Translation>],
     ctx: &Arc<PusherContext>,
-    workers: Option<&Arc<Workers>>,
+    workers: Option<&Arc<PusherWorkers>>,
 ) -> Vec<Key> {
     let pending = || {
         moves(
@@ -209,7 +210,9 @@ pub(super) async fn cut_over_all(
 }
 
 /// Pauses the reconciles of `workers` and waits for those in flight, up to [`DRAIN`].
-async fn pause_reconciles(workers: Option<&Arc<Workers>>) -> Option<Pause> {
+async fn pause_reconciles(
+    workers: Option<&Arc<PusherWorkers>>,
+) -> Option<Pause<QueuedName<Translation>>> {
     let pause = workers?.pause();
     let start = Instant::now();
     if tokio::time::timeout(DRAIN, pause.idle()).await.is_err() {

@@ -56,8 +56,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::scaffold::Action;
 use futures::StreamExt;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
@@ -71,6 +71,9 @@ use crate::informer::TranslationInformer;
 use crate::retry::RetryPolicy;
 use crate::scaffold::{OwnedTask, Reconciler, Retry, Scaffold};
 use crate::workers::{Lane, Workers};
+
+/// The pusher's queue and workers (a bump's cutover pauses them).
+pub(crate) type PusherWorkers = Workers<crate::scaffold::QueuedName<Translation>>;
 pub use metrics::PusherMetrics;
 
 /// The controller's name, as in `--controllers`.
@@ -440,7 +443,7 @@ impl Background {
     fn start(
         store: &Store<Translation>,
         ctx: &Arc<PusherContext>,
-        workers: Option<Arc<Workers>>,
+        workers: Option<Arc<PusherWorkers>>,
     ) -> Self {
         let mut loops = vec![
             OwnedTask::spawn(gauge_loop(store.clone(), ctx.clone())),

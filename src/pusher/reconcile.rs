@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::scaffold::Action;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use midonet_translators::meta::FINALIZER;

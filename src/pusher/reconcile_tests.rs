@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::scaffold::Action;
 use http::Method;
-use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::Client;
 use midonet_translators::meta::FINALIZER;

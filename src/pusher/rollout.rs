@@ -45,10 +45,9 @@ use midonet_translators::meta::{GLOBAL_LABEL, OWNER_UID_LABEL};
 use uuid::Uuid;
 
 use super::status::{ready_condition, ReadyReason};
-use super::{cutover, PusherContext};
+use super::{cutover, PusherContext, PusherWorkers};
 use crate::crd::{Translation, TranslationKey};
 use crate::events::reason;
-use crate::workers::Workers;
 
 /// Where a bump stands.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -498,7 +497,7 @@ const ROLLOUT_TICK: Duration = Duration::from_millis(500);
 pub(super) async fn rollout_loop(
     store: Store<Translation>,
     ctx: Arc<PusherContext>,
-    workers: Option<Arc<Workers>>,
+    workers: Option<Arc<PusherWorkers>>,
 ) {
     let mut last = Phase::Steady;
     // The UIDs of old Translations already asked to be deleted in this phase.
@@ -582,7 +581,7 @@ async fn report(
 async fn cut_over(
     store: &Store<Translation>,
     ctx: &Arc<PusherContext>,
-    workers: Option<&Arc<Workers>>,
+    workers: Option<&Arc<PusherWorkers>>,
     wake_all: bool,
 ) {
     let awaiting: Vec<Arc<Translation>> = store
