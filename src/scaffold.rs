@@ -33,6 +33,9 @@
 //!   most that many reconciles run at once and never two of one object. A worker reads the
 //!   object from the store when it takes its name (what was written while it waited is in
 //!   it; an object gone from the store is not reconciled);
+//! - *resync*: with [`Scaffold::resync_every`], every object of the store is queued once
+//!   per period in the deferrable lane: nobody waits for a resync, so what changed
+//!   meanwhile goes first (its name moves to the urgent lane if the resync queued it);
 //! - *shutdown*: once the `shutdown` future handed to the builder resolves, the controller
 //!   takes no new work (the names still waiting are dropped) and [`Scaffold::run`]
 //!   returns when the reconciles in flight are done.
@@ -119,6 +122,7 @@ pub struct Retry<'a> {
 pub struct Scaffold<R: Reconciler> {
     probe: LoopProbe,
     gate: Gate<R::Object>,
+    resync: Option<Duration>,
     reconciler: PhantomData<fn() -> R>,
 }
 
@@ -185,8 +189,16 @@ impl<R: Reconciler> Scaffold<R> {
         Scaffold {
             probe,
             gate: Gate::default(),
+            resync: None,
             reconciler: PhantomData,
         }
+    }
+
+    /// Queues every object of the store in the deferrable lane once per `period` (the
+    /// first after one period): a full resync, which nobody waits for.
+    pub fn resync_every(mut self, period: Duration) -> Self {
+        self.resync = Some(period);
+        self
     }
 
     /// A kube-runtime controller of `workers` concurrent reconciles over `objects` (its main
@@ -265,8 +277,12 @@ impl<R: Reconciler> Scaffold<R> {
             })
             // Ended at shutdown, which closed the queue already, or with its triggers.
             .map(move |()| closing.close());
-        // The workers end with their reconciles in flight, and the retries with them.
-        futures::join!(dispatch, reconciles, delayed);
+        // The workers end with their reconciles in flight, and the retries with them; the
+        // resync goes with them.
+        let work = futures::future::join3(dispatch, reconciles, delayed);
+        let resync = shell.resync(self.resync);
+        futures::pin_mut!(work, resync);
+        futures::future::select(work, resync).await;
     }
 }
 
@@ -300,6 +316,26 @@ impl<R: Reconciler> Shell<R> {
                 let _ = retries.send((name, Instant::now() + after));
             }
         }
+    }
+
+    /// Queues every object of the store in the deferrable lane once per `period`, if
+    /// any; never ends.
+    async fn resync(&self, period: Option<Duration>) {
+        let Some(period) = period else {
+            return std::future::pending().await;
+        };
+        let ticks = crate::streams::every(period);
+        futures::pin_mut!(ticks);
+        while ticks.next().await.is_some() {
+            let all = self.store.state();
+            if !all.is_empty() {
+                self.probe.queued();
+            }
+            for obj in &all {
+                self.workers.add(queued_name(&**obj), Lane::Deferrable);
+            }
+        }
+        std::future::pending().await
     }
 
     /// Runs one reconcile of `obj`; answers when to run it again, if at all.
@@ -457,7 +493,7 @@ mod tests {
     use std::sync::Mutex;
 
     /// Records the names it reconciles; `again` asks for a second run after 50 ms, `fail`
-    /// fails its first, `slow` takes 200 ms.
+    /// fails its first, `slow` takes 200 ms and the other names beginning with `s` 10 ms.
     struct Recorder {
         seen: Mutex<Vec<String>>,
         authz: Authz,
@@ -481,6 +517,9 @@ mod tests {
             };
             match name.as_str() {
                 "slow" => tokio::time::sleep(Duration::from_millis(200)).await,
+                paced if paced.starts_with('s') => {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
                 "again" if runs == 1 => return Ok(Action::requeue(Duration::from_millis(50))),
                 "fail" if runs == 1 => return Err(Refused),
                 _ => {}
@@ -562,6 +601,52 @@ mod tests {
             .expect("run returns at shutdown")
             .expect("task");
         assert_eq!(seen().len(), 8, "nothing started after the shutdown");
+    }
+
+    #[tokio::test]
+    async fn a_resync_queues_every_object_behind_what_changes_meanwhile() {
+        let names: Vec<String> = (0..20).map(|n| format!("s{n}")).collect();
+        let (store, mut writer) = kube::runtime::reflector::store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Init);
+        for n in &names {
+            writer.apply_watcher_event(&Event::InitApply(config_map(n)));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        let (objects_tx, objects_rx) = mpsc::unbounded_channel();
+        let health = Health::new();
+        let scaffold =
+            Scaffold::<Recorder>::register(&health).resync_every(Duration::from_millis(300));
+        // The resync queues the store's objects in the order the store lists them.
+        let last = store
+            .state()
+            .last()
+            .map(|cm| cm.name_any())
+            .expect("objects");
+        let controller = scaffold.controller(
+            crate::streams::unbounded(objects_rx),
+            store,
+            1,
+            std::future::pending(),
+        );
+        let ctx = Arc::new(Recorder {
+            seen: Mutex::new(Vec::new()),
+            authz: Authz::new(&prometheus::Registry::new()).expect("metrics"),
+        });
+        let running = tokio::spawn(scaffold.run(controller, ctx.clone()));
+        let seen = || crate::locks::lock(&ctx.seen).clone();
+        wait_for("the resync began", || !seen().is_empty()).await;
+        // Each reconcile takes 10 ms: what changes now, the last of the pass, goes before
+        // the rest of it.
+        objects_tx.send(Ok(config_map(&last))).expect("sent");
+        wait_for("the whole pass", || {
+            let seen = seen();
+            names.iter().all(|n| seen.contains(n))
+        })
+        .await;
+        let pass = seen();
+        let at = pass.iter().position(|n| *n == last).expect("reconciled");
+        assert!(at <= 5, "the change went before the pass: {pass:?}");
+        running.abort();
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub const MAX_DEFER: Duration = Duration::from_secs(10);
 pub enum Lane {
     /// Somebody waits for what it does (a push of a new pod's network).
     Now,
-    /// Nobody waits for it (the deletion of what nothing needs any more).
+    /// Nobody waits for it (the deletion of what nothing needs any more, a full resync).
     Deferrable,
 }
 

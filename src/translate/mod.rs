@@ -472,14 +472,13 @@ pub async fn run<K: TranslatorKind>(
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let scaffold = Scaffold::<KindContext<K>>::register(&health);
+    let scaffold = Scaffold::<KindContext<K>>::register(&health).resync_every(config.resync);
     let (cache, own_watch) = object_cache::<K>(&shared);
     let objects = cache.store();
     let (applied, deleted) = applied_objects(&cache, &health, format!("{}-cache", K::NAME));
     let _cleanup = OwnedTask::spawn(delete_orphans::<K>(shared.clone(), deleted, config.workers));
     let controller = scaffold
         .shared_controller(applied, objects.clone(), config.workers, shutdown)
-        .reconcile_all_on(crate::streams::every(config.resync))
         .reconcile_on(owners_of_gone_translations::<K>(&shared));
     let (controller, dependencies) = with_dependencies::<K>(controller, &shared, &health, objects);
     // Decisions read the Translation cache: wait for it before the first reconcile.

@@ -380,7 +380,7 @@ pub async fn run(
     health: Health,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let scaffold = Scaffold::<PolicyContext>::register(&health);
+    let scaffold = Scaffold::<PolicyContext>::register(&health).resync_every(config.resync);
     // Whatever may change the groups wakes the group pass.
     let wake = Arc::new(Notify::new());
     let gone = policies_of_gone_translations(&shared, &wake);
@@ -425,7 +425,6 @@ pub async fn run(
     let by_pod = policies.clone();
     let controller = scaffold
         .controller(policy_events, policies, config.workers, shutdown)
-        .reconcile_all_on(crate::streams::every(config.resync))
         .reconcile_on(gone)
         .watches_shared_stream(pod_events, move |pod: Arc<CachedPod>| {
             // Every stored Pod has a namespace.
