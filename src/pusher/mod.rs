@@ -11,8 +11,8 @@
 //! of the Translation's consecutive failures, a [`crate::retry`] policy), its liveness probe
 //! is registered by the caller ([`Scaffold::with_probe`]), and it adds the triggers only it
 //! has: at each resync tick, every Translation a reconcile would change something for
-//! ([`steps::needs_reconcile`]: the in-sync ones, nearly all, would only take the workers'
-//! turns from fresh work); after a re-list, every Translation; one Translation when a
+//! ([`steps::needs_reconcile`]: the in-sync ones, nearly all, and those only awaiting a
+//! bump's cutover would only take the workers' turns from fresh work); after a re-list, every Translation; one Translation when a
 //! dependency wakes it. A guarded deletion that no other Translation's binding waits for
 //! waits for a worker in the deferrable lane ([`crate::workers`]): nobody waits for it, and
 //! the pushes of a rolling update go first. Its background loops (gauges, the bump's driver

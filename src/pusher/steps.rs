@@ -226,15 +226,37 @@ pub fn in_sync(
 
 /// Whether a reconcile of `tr` would do anything, given the status last recorded for it
 /// and its pushed paths found missing: a deletion the finalizer guards, a Translation
-/// without the finalizer (it gets it), or a live one not [`in_sync`]. What a full resync
-/// queues; the others would be reconciled to no effect.
+/// without the finalizer (it gets it), or a live one not [`in_sync`] unless it only
+/// [`awaits_cutover`]. What a full resync queues; the others would be reconciled to no
+/// effect.
 pub fn needs_reconcile(tr: &Translation, before: &TranslationStatus, missing: &Missing) -> bool {
     let guarded = guarded(tr);
     if tr.metadata.deletion_timestamp.is_some() {
         return guarded;
     }
+    let generation = tr.metadata.generation;
     let hash = resources_hash(tr.desired_resources());
-    !guarded || !in_sync(&hash, before, missing, tr.metadata.generation)
+    !guarded
+        || !(in_sync(&hash, before, missing, generation)
+            || awaits_cutover(before, missing, generation))
+}
+
+/// Whether a Translation whose last recorded status is `before` has pushed all of its
+/// spec's `generation` but the bindings a version bump's cutover moves, and lost none of
+/// it since: until the cutover, a reconcile would withhold them again and change
+/// nothing. The cutover wakes every such Translation itself (`super::rollout`), and one
+/// whose binding's old holder goes is woken by the dependency index.
+pub fn awaits_cutover(
+    before: &TranslationStatus,
+    missing: &Missing,
+    generation: Option<i64>,
+) -> bool {
+    missing.is_empty()
+        && generation.is_some()
+        && super::status::ready_condition(before).is_some_and(|c| {
+            c.reason == super::status::ReadyReason::AwaitingCutover.as_str()
+                && c.observed_generation == generation
+        })
 }
 
 /// Decides a reconcile of a live Translation from its spec (`entries`, whose hash is
@@ -449,6 +471,27 @@ mod tests {
         assert!(needs_reconcile(&deleting, &pushed, &none));
         bare.metadata.deletion_timestamp = Some(stamp);
         assert!(!needs_reconcile(&bare, &pushed, &none));
+
+        // Pushed but for the bindings a bump's cutover moves: nothing to do until it
+        // wakes it, unless its spec changed or a pushed path went missing since.
+        let mut awaiting = TranslationStatus {
+            pushed_hash: None,
+            observed_generation: Some(2),
+            ..pushed.clone()
+        };
+        super::super::status::set_ready(
+            &mut awaiting,
+            false,
+            super::super::status::ReadyReason::AwaitingCutover,
+            String::new(),
+            Some(2),
+            "2026-11-28T00:00:00Z",
+        );
+        assert!(!needs_reconcile(&tr, &awaiting, &none));
+        assert!(needs_reconcile(&tr, &awaiting, &missing));
+        let mut changed = tr.clone();
+        changed.metadata.generation = Some(3);
+        assert!(needs_reconcile(&changed, &awaiting, &none));
     }
 
     const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
