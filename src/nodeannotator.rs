@@ -16,7 +16,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::scaffold::Action;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource, ResourceExt};
@@ -30,7 +29,7 @@ use crate::events::{reason, EventPublisher, Events};
 use crate::health::Health;
 use crate::locks::lock;
 use crate::retry::RetryPolicy;
-use crate::scaffold::{Reconciler, Retry, Scaffold};
+use crate::scaffold::{Action, Reconciler, Retry, Scaffold};
 
 /// The controller's name, as in `--controllers`.
 pub const CONTROLLER: &str = "nodeannotator";

@@ -356,20 +356,18 @@ impl<R: Reconciler> Shell<R> {
         mut retries: mpsc::UnboundedReceiver<(QueuedName<R::Object>, Instant)>,
     ) {
         let mut due: DelayQueue<QueuedName<R::Object>> = DelayQueue::new();
-        let mut keys: HashMap<QueuedName<R::Object>, (delay_queue::Key, Instant)> = HashMap::new();
+        let mut keys: HashMap<QueuedName<R::Object>, delay_queue::Key> = HashMap::new();
         loop {
             tokio::select! {
                 next = retries.recv() => {
                     let Some((name, at)) = next else { return };
-                    match keys.get_mut(&name) {
-                        Some((_, when)) if *when <= at => {}
-                        Some((key, when)) => {
-                            due.reset_at(key, tokio::time::Instant::from_std(at));
-                            *when = at;
-                        }
+                    let at = tokio::time::Instant::from_std(at);
+                    match keys.get(&name) {
+                        Some(key) if due.deadline(key) <= at => {}
+                        Some(key) => due.reset_at(key, at),
                         None => {
-                            let key = due.insert_at(name.clone(), tokio::time::Instant::from_std(at));
-                            keys.insert(name, (key, at));
+                            let key = due.insert_at(name.clone(), at);
+                            keys.insert(name, key);
                         }
                     }
                 }

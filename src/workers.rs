@@ -192,11 +192,6 @@ impl<T: Clone + Eq + Hash> Workers<T> {
     pub fn count(&self) -> usize {
         lock(&self.state).workers
     }
-
-    /// How many names wait.
-    pub fn waiting(&self) -> usize {
-        lock(&self.state).queued.len()
-    }
 }
 
 impl<T: Clone + Eq + Hash> State<T> {
@@ -318,9 +313,9 @@ mod tests {
         workers.add("n1", Lane::Now);
         // Promoted: it goes with the urgent ones, and only once.
         workers.add("d2", Lane::Now);
-        assert_eq!(workers.waiting(), 4);
+        assert_eq!(lock(&workers.state).queued.len(), 4);
         assert_eq!(drain(&workers), ["n1", "n2", "d2", "d1"]);
-        assert_eq!(workers.waiting(), 0);
+        assert_eq!(lock(&workers.state).queued.len(), 0);
     }
 
     #[test]
@@ -369,7 +364,7 @@ mod tests {
         workers.close();
         assert_eq!(workers.take().await, None, "nothing once closed");
         workers.add("late", Lane::Now);
-        assert_eq!(workers.waiting(), 0);
+        assert_eq!(lock(&workers.state).queued.len(), 0);
     }
 
     #[tokio::test]

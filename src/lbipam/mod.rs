@@ -35,7 +35,6 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::scaffold::Action;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, Patch, PatchParams};
@@ -49,7 +48,7 @@ use crate::events::{reason, EventPublisher, Events};
 use crate::health::Health;
 use crate::locks::lock;
 use crate::retry::RetryPolicy;
-use crate::scaffold::{Reconciler, Retry, Scaffold};
+use crate::scaffold::{Action, Reconciler, Retry, Scaffold};
 use decide::{Claims, Decision, Ledger, Pools};
 
 /// The controller's name, as in `--controllers`.

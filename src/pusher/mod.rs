@@ -12,8 +12,8 @@
 //! is registered by the caller ([`Scaffold::with_probe`]), and it adds the triggers only it
 //! has: at each resync tick, every Translation a reconcile would change something for
 //! ([`steps::needs_reconcile`]: the in-sync ones, nearly all, and those only awaiting a
-//! bump's cutover would only take the workers' turns from fresh work); after a re-list, every Translation; one Translation when a
-//! dependency wakes it. A guarded deletion that no other Translation's binding waits for
+//! bump's cutover would only take the workers' turns from fresh work); after a re-list,
+//! every Translation; one Translation when a dependency wakes it. A guarded deletion that no other Translation's binding waits for
 //! waits for a worker in the deferrable lane ([`crate::workers`]): nobody waits for it, and
 //! the pushes of a rolling update go first. Its background loops (gauges, the bump's driver
 //! in [`rollout`], drift verification, the managedFields [`compaction`]) and the
@@ -56,7 +56,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::scaffold::Action;
 use futures::StreamExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
@@ -69,12 +68,12 @@ use crate::crd::{Translation, TranslationStatus};
 use crate::events::{EventPublisher, Events};
 use crate::informer::TranslationInformer;
 use crate::retry::RetryPolicy;
-use crate::scaffold::{OwnedTask, Reconciler, Retry, Scaffold};
+use crate::scaffold::{Action, OwnedTask, Reconciler, Retry, Scaffold};
 use crate::workers::{Lane, Workers};
+pub use metrics::PusherMetrics;
 
 /// The pusher's queue and workers (a bump's cutover pauses them).
 pub(crate) type PusherWorkers = Workers<crate::scaffold::QueuedName<Translation>>;
-pub use metrics::PusherMetrics;
 
 /// The controller's name, as in `--controllers`.
 pub const CONTROLLER: &str = "pusher";

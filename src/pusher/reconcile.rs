@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::scaffold::Action;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::ObjectRef;
@@ -23,6 +22,7 @@ use crate::backend::BackendError;
 use crate::crd::{PushedResource, Translation, TranslationKey, TranslationStatus};
 use crate::events::reason;
 use crate::retry::RetryPolicy;
+use crate::scaffold::Action;
 
 fn patch_params() -> PatchParams {
     PatchParams {

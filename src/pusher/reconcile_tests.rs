@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::scaffold::Action;
 use http::Method;
 use kube::runtime::watcher;
 use kube::Client;
@@ -20,7 +19,7 @@ use crate::events::{reason, EventLimits, EventPublisher};
 use crate::fixtures::{answer_all, mock_apiserver, translations_path, ApiServer, Exchange};
 use crate::health::Health;
 use crate::informer::TranslationInformer;
-use crate::scaffold::Reconciler;
+use crate::scaffold::{Action, Reconciler};
 
 const BRIDGE: &str = "11111111-1111-4111-8111-111111111111";
 

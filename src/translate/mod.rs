@@ -40,7 +40,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::scaffold::Action;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::Api;
@@ -58,7 +57,7 @@ use crate::crd::{Translation, TranslationKey};
 use crate::events::{EventPublisher, Events};
 use crate::health::Health;
 use crate::retry::RetryPolicy;
-use crate::scaffold::{OwnedTask, Reconciler, Retry, Scaffold};
+use crate::scaffold::{Action, OwnedTask, Reconciler, Retry, Scaffold};
 pub use metrics::TranslatorMetrics;
 pub use sync::{
     build as translation_object, sync_translations, up_to_date, update_patch, SyncOutcome,

@@ -39,7 +39,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::scaffold::Action;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
@@ -61,7 +60,7 @@ use crate::authz::Authz;
 use crate::crd::{Translation, TranslationKey};
 use crate::health::Health;
 use crate::retry::RetryPolicy;
-use crate::scaffold::{NextPass, Reconciler, Retry, Scaffold};
+use crate::scaffold::{Action, NextPass, Reconciler, Retry, Scaffold};
 
 /// Controller name as used in `--controllers`.
 pub const NAME: &str = "networkpolicy";
