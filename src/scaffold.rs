@@ -545,8 +545,10 @@ mod tests {
         cm
     }
 
+    /// Polls `done` every 10 ms, for at most 30 s: a generous ceiling, so that a loaded
+    /// machine slows the test down without failing it.
     async fn wait_for(what: &str, done: impl Fn() -> bool) {
-        for _ in 0..200 {
+        for _ in 0..3000 {
             if done() {
                 return;
             }
