@@ -253,6 +253,129 @@ fn next_hop_gateway_and_the_bridge_arp_table() {
     assert!(reason(&t).contains("nobody took it"), "{}", reason(&t));
 }
 
+const R2: u128 = 2;
+const B3: u128 = 50;
+const LINK_A: u128 = 51;
+const LINK_B: u128 = 52;
+const RP3: u128 = 53;
+const BP3: u128 = 54;
+const PD: u128 = 55;
+const TO_R2: u128 = 56;
+const TO_R: u128 = 57;
+const R2_LAN: u128 = 58;
+
+/// `Net` plus a second router R2 linked port to port with R over 169.254.0.0/30 (R's
+/// link port LINK_A at .1, R2's LINK_B at .2), with bridge B3 (10.0.3.0/24, pod d .10) behind
+/// R2. Each router routes the other's LAN via the peer link address.
+fn linked_routers() -> Net {
+    let mut net = Net::new();
+    let mut r2_link = Route::normal(id(R2), id(TO_R), "10.0.1.0/24".parse().unwrap(), id(LINK_B));
+    r2_link.next_hop_gateway = Some(ip("169.254.0.1"));
+    let mut r_link = Route::normal(id(R), id(TO_R2), "10.0.3.0/24".parse().unwrap(), id(LINK_A));
+    r_link.next_hop_gateway = Some(ip("169.254.0.2"));
+    net.res.extend([
+        Router::new(id(R2)).into(),
+        Bridge::new(id(B3)).into(),
+        router_port(R, LINK_A, "169.254.0.1", "169.254.0.0", 0xa1),
+        router_port(R2, LINK_B, "169.254.0.2", "169.254.0.0", 0xa2),
+        router_port(R2, RP3, "10.0.3.1", "10.0.3.0", 0xf3),
+        Port::bridge_port(id(B3), id(BP3)).into(),
+        Port::bridge_port(id(B3), id(PD)).into(),
+        PortLink::new(id(LINK_A), id(LINK_B)).into(),
+        PortLink::new(id(BP3), id(RP3)).into(),
+        Route::normal(id(R2), id(R2_LAN), "10.0.3.0/24".parse().unwrap(), id(RP3)).into(),
+        r_link.into(),
+        r2_link.into(),
+    ]);
+    net.port_mut(LINK_A).network_length = Some(30);
+    net.port_mut(LINK_B).network_length = Some(30);
+    let (r, a) = workload("d", PD, 0xd, &["10.0.3.10"], "10.0.3.0/24", "10.0.3.1");
+    net.res.push(r);
+    net.atts.push(a);
+    net
+}
+
+fn has_hop(hops: &[Hop], step: Step, device: u128, detail: &str) -> bool {
+    hops.iter()
+        .any(|h| h.step == step && h.device == Some(id(device)) && h.detail.contains(detail))
+}
+
+#[test]
+fn two_routers_linked_port_to_port_forward_both_ways() {
+    // Router.getNextHopMac: behind an interior port linked to a router port, the next hop
+    // is the peer port's MAC (no ARP); Port.emitCommon: the frame leaving the interior
+    // port enters its peer, and the peer's router routes it (RouterBase.process).
+    // midolman: PingRouterWithNat, IcmpErrorNatTest, NatLeaserExpirationTest.
+    let net = linked_routers();
+    let t = net.tcp("a", "10.0.3.10", 80);
+    assert!(t.all_work(), "{t:#?}");
+    let p = &t.paths[0];
+    assert_eq!(p.forward.delivered_to.as_deref(), Some("d"));
+    let fwd = &p.forward.hops;
+    assert!(has_hop(
+        fwd,
+        Step::Arp,
+        LINK_A,
+        "169.254.0.2 is at 0a:00:00:00:00:a2"
+    ));
+    assert!(has_hop(fwd, Step::PortIngress, LINK_B, "enters port"));
+    assert!(fwd
+        .iter()
+        .any(|h| h.step == Step::Route && h.route == Some(id(R2_LAN))));
+    let back = &p.reply.as_ref().unwrap().hops;
+    assert!(has_hop(
+        back,
+        Step::Arp,
+        LINK_B,
+        "169.254.0.1 is at 0a:00:00:00:00:a1"
+    ));
+    assert!(has_hop(back, Step::PortIngress, LINK_A, "enters port"));
+    // And from d's side.
+    let t = net.trace("d", "10.0.1.10", 0, Protocol::Icmp);
+    assert!(t.all_work(), "{t:#?}");
+    assert_eq!(t.paths[0].forward.delivered_to.as_deref(), Some("a"));
+}
+
+#[test]
+fn a_broken_link_between_two_routers_fails_the_oracle() {
+    // Without the port link, LINK_A and LINK_B are neither linked nor bound: their routes are not
+    // published (RouterMapper), so R has no route to d: ICMP net unreachable.
+    let mut net = linked_routers();
+    net.res
+        .retain(|r| !matches!(r, Resource::PortLink(l) if l.parent == id(LINK_A)));
+    let t = net.tcp("a", "10.0.3.10", 80);
+    assert!(!t.delivered(), "{t:#?}");
+    assert_eq!(t.paths[0].forward.verdict, Verdict::Rejected);
+    let icmp = t.paths[0].forward.answered_with.unwrap();
+    assert_eq!(icmp.src.ip, ip("10.0.1.1"), "{t:#?}");
+    assert!(
+        reason(&t).contains("no route to 10.0.3.10"),
+        "{}",
+        reason(&t)
+    );
+    // Without R2's route back, d receives the packet but its reply has no route home.
+    let mut net = linked_routers();
+    net.res
+        .retain(|r| !matches!(r, Resource::Route(x) if x.id == id(TO_R)));
+    let t = net.tcp("a", "10.0.3.10", 80);
+    assert!(t.delivered(), "{t:#?}");
+    assert!(!t.all_work(), "{t:#?}");
+    // A route that sends d's LAN back over the link makes a loop: dropped after 12 port
+    // ingresses (Simulator.MaxDevicesTraversed), not an endless walk.
+    let mut net = linked_routers();
+    for r in &mut net.res {
+        if let Resource::Route(x) = r {
+            if x.id == id(R2_LAN) {
+                x.next_hop_port = Some(id(LINK_B));
+                x.next_hop_gateway = Some(ip("169.254.0.1"));
+            }
+        }
+    }
+    let t = net.tcp("a", "10.0.3.10", 80);
+    assert_eq!(t.paths[0].forward.verdict, Verdict::Dropped, "{t:#?}");
+    assert!(reason(&t).contains("too many devices"), "{}", reason(&t));
+}
+
 #[test]
 fn admin_state_down_drops() {
     // Port.scala / Bridge.scala: a port or device that is administratively down drops.

@@ -11,7 +11,16 @@
 //!   (exterior port), where a forward flow's connection is tracked. A port that is
 //!   administratively down drops (a router port sends an ICMP admin-prohibited error).
 //!   A bridge port never sends a frame back out the port it came in through. More than
-//!   12 port ingresses is a loop (`Simulator.MaxDevicesTraversed`).
+//!   12 port ingresses is a loop (`Simulator.MaxDevicesTraversed`), dropped without an
+//!   answer. An interior router port linked to another router's port hands the frame to
+//!   that router like any peer (`Port.emitCommon`).
+//! - TTL is not modelled. midolman decrements it at each router hop and answers ICMP
+//!   time exceeded at 1 (`RouterBase.applyTimeToLive`), but every packet a walk carries
+//!   starts at 64 (a workload's default; `IPv4`'s for what a device sends), and a walk
+//!   meets at most 12 routers before the loop limit: TTL never expires first, so a
+//!   routing loop (two linked routers routing a prefix at each other) ends in the loop
+//!   drop, as in midolman (`TopologyWithLoop`, `NatLeaserExpirationTest`). Hops do not
+//!   show the TTL.
 //! - A bridge: see [`bridge`]. A router: see [`router`]. Chains and NAT: see [`chain`];
 //!   conditions: see [`condition`]; ARP: see [`arp`].
 //!
