@@ -133,7 +133,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     eprintln!("bench: version bump probe: {}", probe.summary());
     let (backend_requests, _, _) = bench.backend_counts().await?;
     let breakdown = admin.requests().await?;
-    ctl.stop().await?;
+    ctl.stop(&bench.client).await?;
     eprintln!("bench: check after the bump");
     let checked = initial::check(bench).await?;
     initial::report_failures(&checked);

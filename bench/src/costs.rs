@@ -102,7 +102,9 @@ fn pushed_status(t: &Translation) -> TranslationStatus {
     }
 }
 
-/// Writes `t`'s status as the pusher would after a complete push.
+/// Writes `t`'s status as the pusher would after a complete push. A 409 (the Translation
+/// changed since `t` was read) is an error naming it: the bench is its only writer here, so
+/// another one competes (a pusher still running), which a retry would hide.
 pub async fn write_pushed_status(
     api: &Api<Translation>,
     mut t: Translation,
@@ -111,8 +113,18 @@ pub async fn write_pushed_status(
     t.status = Some(pushed_status(&t));
     // Sent without them, the apiserver keeps the stored ones, as for the pusher.
     t.metadata.managed_fields = None;
-    api.replace_status(&t.name_any(), params, &t).await?;
-    Ok(())
+    let name = t.name_any();
+    match api.replace_status(&name, params, &t).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Err(format!(
+            "the status write of Translation {}/{name} met 409 Conflict ({}): another writer \
+             changed it since the bench wrote it; is a pusher still running?",
+            t.namespace().unwrap_or_default(),
+            e.message
+        )
+        .into()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Removes every finalizer of Translation `name`, so that deleting it needs no pusher.

@@ -114,7 +114,7 @@ pub async fn sync(bench: &Bench, want: &Want<'_>) -> Res<Sync> {
     };
     let apiserver_requests = apirequests::growth(&requests0, &apirequests::read(client).await?);
     let controllers = ControllersAfter::read(&ctl).await?;
-    ctl.stop().await?;
+    ctl.stop(&bench.client).await?;
     Ok(Sync {
         time,
         timeline,

@@ -230,7 +230,7 @@ async fn later_phases(
     report::progress("network readiness", &ready.rows());
     let policies = later::policies(bench, tracker, ready.translations).await?;
     report::progress("NetworkPolicies", &policies.rows());
-    ctl.stop().await?;
+    ctl.stop(&bench.client).await?;
     let mut rows = restart.rows();
     rows.extend(resync.rows());
     rows.extend(churn.rows());
