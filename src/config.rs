@@ -332,13 +332,15 @@ pub struct RunArgs {
         value_parser = setting(parse_translation_version)
     )]
     pub translation_version: Option<String>,
-    /// How a version bump moves the host-interface bindings to the new version: all at
-    /// once (the shortest window) or host by host (see docs/operations.md).
+    /// How a version bump moves the host-interface bindings to the new version: host by
+    /// host over a link between the two versions' cluster routers (pods apart for one
+    /// host's batch at most), all at once, or host by host without the link (see
+    /// docs/operations.md).
     #[arg(
         long,
         env = "MIDONETKUBE_BUMP_CUTOVER",
         value_enum,
-        default_value_t = crate::pusher::CutoverOrder::AllAtOnce
+        default_value_t = crate::pusher::CutoverOrder::Linked
     )]
     pub bump_cutover: crate::pusher::CutoverOrder,
     /// An address pool of the LB IPAM (an IPv4 CIDR; repeat the flag, or separate them by

@@ -122,8 +122,18 @@ async fn upgrading_a_live_deployment_of_the_original_controller() {
     }
     assert_eq!(plan.rebinds.by_kind.get("pod"), Some(&SCALE.pods));
     assert_eq!(plan.rebinds.by_kind.get("node"), Some(&SCALE.nodes));
-    // Every interface is freed by deleting its old node bridge, one per node.
-    assert_eq!(plan.backend.deletes_cutover, SCALE.nodes);
+    // Every interface is freed by deleting its old node bridge, one per node; the rest of
+    // the cutover's DELETEs are the new router's mirrors of the link to the original's
+    // router, each node's deleted before its batch.
+    let link = plan
+        .link
+        .clone()
+        .expect("the original's cluster router linked to the new one");
+    assert!(link.mirrors_deleted >= SCALE.nodes, "{link:?}");
+    assert_eq!(
+        plan.backend.deletes_cutover,
+        SCALE.nodes + link.mirrors_deleted
+    );
 
     // The migration, under the probe.
     let probe = support::probe::start(&sim, EVERY_FLOW, SAMPLE).await;

@@ -180,7 +180,11 @@ async fn the_plan_of_a_bump_is_what_the_bump_does() {
     );
     // Every pod's and node's old port is on its node's old bridge: the cutover frees the
     // interfaces with one DELETE per node (MidoNet takes the ports and bindings along).
-    assert_eq!(p.backend.deletes_cutover, nodes);
+    // It also deletes the new router's mirror routes of the link between the versions, at
+    // least one per node, before the node's batch.
+    let link = p.link.clone().expect("a linked cutover");
+    assert!(link.mirrors_deleted >= nodes, "{link:?}");
+    assert_eq!(p.backend.deletes_cutover, nodes + link.mirrors_deleted);
     let old_resources: usize = admin.state().await.unwrap().translation_paths().len();
     assert!(
         p.backend.deletes_retired < old_resources,

@@ -90,7 +90,14 @@ pub async fn compute(cfg: &Config, request_rate: f64) -> Result<Plan, PlanError>
         edge: cfg.edge.clone(),
     };
     let (want, scope) = desired(&tcfg, &cluster, &enabled(cfg));
-    Ok(plan(&version, &want, &existing, &scope, request_rate))
+    Ok(plan(
+        &version,
+        &want,
+        &existing,
+        &scope,
+        request_rate,
+        cfg.bump_cutover,
+    ))
 }
 
 /// `plan`: prints the plan; answers it for the exit code.

@@ -44,11 +44,11 @@ use serde::Serialize;
 
 use crate::config::Controller;
 use crate::crd::{PushedResource, Translation, TranslationKey};
-use crate::pusher::cutover;
 use crate::pusher::rollout::owner_of;
 use crate::pusher::steps::{
     parse_all, parse_lenient, plan_apply, plan_delete, ApplyPlan, Desired, Step,
 };
+use crate::pusher::{cutover, link, CutoverOrder};
 use crate::translate::dispatch::{for_each_translator, translate_object, Translators};
 use crate::translate::pods::CachedPod;
 use crate::translate::slices::EndpointsSource;
@@ -416,7 +416,23 @@ pub struct Plan {
     pub translations: TranslationChanges,
     pub backend: BackendRequests,
     pub rebinds: Rebinds,
+    /// What a linked cutover adds (`--bump-cutover linked`, when the versions can be
+    /// linked); counted in `backend` too.
+    pub link: Option<LinkCost>,
     pub estimate: Estimate,
+}
+
+/// The link between the versions' cluster routers a linked cutover makes
+/// ([`crate::pusher::link`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LinkCost {
+    /// Resources the cutover creates: the two link ports, their link, the mirror routes.
+    pub creates: usize,
+    /// The new router's mirror routes, each deleted before its host's batch.
+    pub mirrors_deleted: usize,
+    /// DELETEs of the link when the bump retires it.
+    pub retire_deletes: usize,
 }
 
 /// The kind segment of a Translation's name (`pod.1.ns-a` → `pod`).
@@ -465,6 +481,7 @@ pub fn plan(
     existing: &[Translation],
     scope: &Scope,
     rate: f64,
+    cutover: CutoverOrder,
 ) -> Plan {
     let now = Existing::of(existing, version);
     let Pushes {
@@ -472,7 +489,16 @@ pub fn plan(
         mut backend,
         rebinds,
         cutover_bridges,
+        cutover_hosts,
     } = pushes(desired, &now);
+    let link = (cutover == CutoverOrder::Linked)
+        .then(|| link_cost(desired, &now, &cutover_hosts))
+        .flatten();
+    if let Some(l) = &link {
+        backend.creates += l.creates;
+        backend.deletes_cutover += l.mirrors_deleted;
+        backend.deletes_retired += l.retire_deletes;
+    }
     backend.deletes_cutover += cutover_bridges.len();
     let cutover_bridge_paths: HashSet<String> = cutover_bridges
         .iter()
@@ -495,6 +521,7 @@ pub fn plan(
         translations: changes,
         backend,
         rebinds,
+        link,
         estimate: Estimate {
             requests,
             requests_per_second: rate,
@@ -650,6 +677,46 @@ struct Pushes {
     rebinds: Rebinds,
     /// The old bridges the cutover deletes to free the interfaces on them.
     cutover_bridges: HashSet<uuid::Uuid>,
+    /// The hosts whose interfaces the cutover frees.
+    cutover_hosts: BTreeSet<uuid::Uuid>,
+}
+
+/// What a linked cutover adds, as the pusher plans it ([`link::plan`]) for the hosts it
+/// moves; `None` if nothing moves or the versions cannot be linked (the cutover then moves
+/// every binding at once).
+fn link_cost(
+    desired: &[Translation],
+    now: &Existing,
+    hosts: &BTreeSet<uuid::Uuid>,
+) -> Option<LinkCost> {
+    if hosts.is_empty() {
+        return None;
+    }
+    let old: Vec<link::NodeRoutes> = now
+        .old_resources
+        .values()
+        .filter_map(|r| link::node_routes(r))
+        .collect();
+    let new: Vec<link::NodeRoutes> = desired
+        .iter()
+        .filter_map(|t| link::node_routes(&parse_lenient(t.desired_resources())))
+        .collect();
+    let planned = link::plan(&old, &new, hosts).ok()?;
+    let claimed = parse_lenient(&planned.translation(now.version).resources);
+    let pushed: Vec<PushedResource> = claimed
+        .iter()
+        .map(|d| PushedResource {
+            kind: d.resource.kind().name().to_string(),
+            path: d.path.clone(),
+            body_hash: d.body_hash.clone(),
+        })
+        .collect();
+    let retired = plan_delete(&pushed, &claimed, &HashSet::new(), |_| false);
+    Some(LinkCost {
+        creates: planned.resources.len(),
+        mirrors_deleted: planned.new_mirrors.values().map(Vec::len).sum(),
+        retire_deletes: retired.requests.len(),
+    })
 }
 
 /// The Translation changes and backend requests of writing and pushing `desired`.
@@ -729,7 +796,11 @@ impl Pushes {
             self.rebinds.total += 1;
             *self.rebinds.by_kind.entry(kind.to_string()).or_default() += 1;
         }
-        for freed in now.freed_by_cutover(interface, port) {
+        let freed = now.freed_by_cutover(interface, port);
+        if !freed.is_empty() {
+            self.cutover_hosts.insert(interface.0);
+        }
+        for freed in freed {
             match freed {
                 Ok(bridge) => {
                     self.cutover_bridges.insert(bridge);
@@ -941,6 +1012,14 @@ impl Plan {
             "  delete  {:>7}  (cutover {}, removed {}, retired {}; {} more deleted by MidoNet's cascades)",
             b.deletes, b.deletes_cutover, b.deletes_removed, b.deletes_retired, b.cascaded
         );
+        if let Some(l) = &self.link {
+            let _ = writeln!(
+                s,
+                "  of which the link between the versions: create {}, delete {} mirror routes \
+                 host by host and {} when retired",
+                l.creates, l.mirrors_deleted, l.retire_deletes
+            );
+        }
         if b.immutable > 0 {
             let _ = writeln!(
                 s,

@@ -174,7 +174,14 @@ fn counts(pairs: &[(&str, Reason, usize)]) -> Counts {
 
 #[test]
 fn in_sync_there_is_nothing_to_do() {
-    let p = plan("1", &cluster("1"), &existing_v1(), &scope(), 100.0);
+    let p = plan(
+        "1",
+        &cluster("1"),
+        &existing_v1(),
+        &scope(),
+        100.0,
+        CutoverOrder::default(),
+    );
     assert!(p.nothing_to_do(), "{p:#?}");
     assert_eq!(p.translations.unchanged, 4);
     assert_eq!(p.backend.total(), 0);
@@ -191,7 +198,14 @@ fn a_changed_object_is_an_update_of_what_differs() {
         Some(("Pod", "uid-a")),
         vec![port("1", 1, 3), chain("1", 11)],
     );
-    let p = plan("1", &want, &existing_v1(), &scope(), 100.0);
+    let p = plan(
+        "1",
+        &want,
+        &existing_v1(),
+        &scope(),
+        100.0,
+        CutoverOrder::default(),
+    );
     assert_eq!(
         p.translations.update,
         counts(&[("pod", Reason::ChangedObject, 1)])
@@ -215,7 +229,14 @@ fn a_changed_object_is_an_update_of_what_differs() {
 fn a_deleted_object_makes_a_stale_delete_and_a_new_one_a_create() {
     // Pod b is gone, pod c is new.
     let want = vec![node("1"), pod("1", "a", 3), pod("1", "c", 5), global("1")];
-    let p = plan("1", &want, &existing_v1(), &scope(), 100.0);
+    let p = plan(
+        "1",
+        &want,
+        &existing_v1(),
+        &scope(),
+        100.0,
+        CutoverOrder::default(),
+    );
     assert_eq!(p.translations.delete, counts(&[("pod", Reason::Stale, 1)]));
     assert_eq!(
         p.translations.create,
@@ -239,12 +260,27 @@ fn translations_out_of_scope_are_left_alone_unless_of_another_version() {
     ));
     let mut existing = existing_v1();
     existing.push(policy.clone());
-    assert!(plan("1", &cluster("1"), &existing, &scope(), 100.0).nothing_to_do());
+    assert!(plan(
+        "1",
+        &cluster("1"),
+        &existing,
+        &scope(),
+        100.0,
+        CutoverOrder::default()
+    )
+    .nothing_to_do());
     // Another version's goes whatever its kind: the bump's retirement deletes them all.
     policy.metadata.labels = Some([(VERSION_LABEL.to_string(), "0".to_string())].into());
     existing.pop();
     existing.push(policy);
-    let p = plan("1", &cluster("1"), &existing, &scope(), 100.0);
+    let p = plan(
+        "1",
+        &cluster("1"),
+        &existing,
+        &scope(),
+        100.0,
+        CutoverOrder::default(),
+    );
     assert_eq!(
         p.translations.delete,
         counts(&[("networkpolicy", Reason::VersionBump, 1)])
@@ -254,7 +290,14 @@ fn translations_out_of_scope_are_left_alone_unless_of_another_version() {
 
 #[test]
 fn a_bump_replaces_everything_rebinds_every_interface_and_lets_cascades_delete() {
-    let p = plan("2", &cluster("2"), &existing_v1(), &scope(), 7.0);
+    let p = plan(
+        "2",
+        &cluster("2"),
+        &existing_v1(),
+        &scope(),
+        7.0,
+        CutoverOrder::default(),
+    );
     let all = counts(&[
         ("global", Reason::VersionBump, 1),
         ("node", Reason::VersionBump, 1),
@@ -331,13 +374,20 @@ fn the_translators_output_is_planned_as_the_runner_writes_it() {
     };
     let (want, scope) = desired(&v1, &cluster, &Enabled::ALL);
     let existing: Vec<Translation> = want.iter().map(pushed).collect();
-    assert!(plan("1", &want, &existing, &scope, 1.0).nothing_to_do());
+    assert!(plan("1", &want, &existing, &scope, 1.0, CutoverOrder::default()).nothing_to_do());
     let v2 = TranslatorConfig {
         version: "2".into(),
         ..v1
     };
     let (want2, scope2) = desired(&v2, &cluster, &Enabled::ALL);
-    let p = plan("2", &want2, &existing, &scope2, 1.0);
+    let p = plan(
+        "2",
+        &want2,
+        &existing,
+        &scope2,
+        1.0,
+        CutoverOrder::default(),
+    );
     let (created, updated, deleted) = p.translation_totals();
     assert_eq!(
         (created, updated, deleted),
@@ -393,4 +443,96 @@ fn plan_lists_what_every_translator_reads() {
         &mut unlisted,
     );
     assert_eq!(unlisted.0, ["service"]);
+}
+
+/// A node routed by a cluster router (serial 20, the global's): its router port (21)
+/// linked to its bridge's port (2) and the route to its pod subnet through it (22).
+fn routed_node(v: &str) -> Translation {
+    let mut resources = node(v).desired_resources().to_vec();
+    resources.extend([
+        TranslationResource::new(
+            "Port",
+            id(v, 20),
+            format!(
+                r#"{{"id":"{}","type":"Router","portAddress":"10.1.0.1","networkAddress":"10.1.0.0","networkLength":24}}"#,
+                id(v, 21)
+            ),
+        ),
+        TranslationResource::new(
+            "PortLink",
+            id(v, 2),
+            format!(r#"{{"portId":"{}","peerId":"{}"}}"#, id(v, 2), id(v, 21)),
+        ),
+        TranslationResource::new(
+            "Route",
+            id(v, 20),
+            format!(
+                r#"{{"id":"{}","dstNetworkAddr":"10.1.0.0","dstNetworkLength":24,"srcNetworkAddr":"0.0.0.0","srcNetworkLength":0,"nextHopPort":"{}","weight":100,"type":"Normal"}}"#,
+                id(v, 22),
+                id(v, 21)
+            ),
+        ),
+    ]);
+    desired_tr(
+        &format!("node.{v}.n1"),
+        v,
+        Some(("Node", "uid-n1")),
+        resources,
+    )
+}
+
+fn routed_cluster(v: &str) -> Vec<Translation> {
+    vec![routed_node(v), pod(v, "a", 3), pod(v, "b", 4), global(v)]
+}
+
+#[test]
+fn a_linked_bump_adds_the_link_its_mirrors_and_their_deletions() {
+    let existing: Vec<Translation> = routed_cluster("1").iter().map(pushed).collect();
+    let want = routed_cluster("2");
+    let at_once = plan(
+        "2",
+        &want,
+        &existing,
+        &scope(),
+        1.0,
+        CutoverOrder::AllAtOnce,
+    );
+    assert_eq!(at_once.link, None);
+    let linked = plan("2", &want, &existing, &scope(), 1.0, CutoverOrder::Linked);
+    // Two link ports, their link, one mirror on the old router (both versions route the
+    // same subnet), one on the new router for the one host that moves; the new router's
+    // mirror deleted before the host's batch; the two ports deleted when the link retires
+    // (their routes and link go with them).
+    let cost = LinkCost {
+        creates: 5,
+        mirrors_deleted: 1,
+        retire_deletes: 2,
+    };
+    assert_eq!(linked.link, Some(cost.clone()));
+    assert_eq!(
+        linked.backend.creates,
+        at_once.backend.creates + cost.creates
+    );
+    assert_eq!(
+        linked.backend.deletes_cutover,
+        at_once.backend.deletes_cutover + cost.mirrors_deleted
+    );
+    assert_eq!(
+        linked.backend.deletes_retired,
+        at_once.backend.deletes_retired + cost.retire_deletes
+    );
+    assert_eq!(linked.estimate.requests, at_once.estimate.requests + 8);
+    assert!(linked
+        .render_text()
+        .contains("the link between the versions"));
+    // Nothing moves: no link.
+    let steady = plan(
+        "1",
+        &routed_cluster("1"),
+        &existing,
+        &scope(),
+        1.0,
+        CutoverOrder::Linked,
+    );
+    assert_eq!(steady.link, None);
 }

@@ -24,25 +24,40 @@
 //!
 //! [`CutoverOrder::HostByHost`] moves one host's bindings after another's instead: the
 //! pods of one host then reach each other throughout, but two hosts' pods are apart from
-//! the first host's batch to the second's. All at once is the default: it keeps the
-//! window in which any two pods may be apart shortest.
+//! the first host's batch to the second's. All at once keeps the window in which any two
+//! pods may be apart shortest without a path between the versions.
+//!
+//! [`CutoverOrder::Linked`] makes that path first ([`super::link`]): it writes the link's
+//! Translation, pushes the link and the mirror routes, then goes host by host, each
+//! host's batch beginning by deleting the new router's mirrors of that host's routes
+//! (alongside its old bridge). Two pods are then apart only during one of their hosts'
+//! batches, however many hosts there are. The new router's mirrors are the cutover's
+//! alone: no Translation claims them (a Translation would push them again once the cutover
+//! had deleted them), so a pusher that restarts in the middle deletes the mirrors of the
+//! hosts already moved before it goes on; the link's Translation claims the rest, and
+//! deleting its port on the new router takes any mirror left with it. Versions that
+//! cannot be linked ([`super::link::Unlinkable`]) are cut over all at once, with a
+//! warning. The longest batch is the metric `rollout_cutover_longest_batch_seconds`.
 //!
 //! A move that fails is left to its Translation's reconcile, which deletes the old binding
 //! and creates the new one itself (see `bindings_in_bump` in the reconcile). Every step is
 //! idempotent: a missing old bridge or binding counts as deleted, and an existing new
 //! binding as created, so a restart in the middle of the batch repeats it harmlessly.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::ResourceExt;
 use midonet_translators::model::{Kind, Referent, Resource};
+use midonet_translators::DesiredTranslation;
 use uuid::Uuid;
 
 use super::deps::{interface_of, Interface};
+use super::link::{self, LinkPlan, NodeRoutes};
 use super::steps::{self, Desired};
 use super::{CutoverOrder, PusherContext, PusherWorkers};
 use crate::crd::{PushedResource, Translation};
@@ -156,11 +171,13 @@ pub(super) fn moves<'a>(
 
 /// Moves every binding that waits for the cutover, with the pusher's reconciles (their
 /// `workers`) paused; answers the Translations to wake (whose bindings moved, to record
-/// them; or failed to, to move them themselves).
+/// them; or failed to, to move them themselves). `linked` is what this pusher did to link
+/// the versions in this phase (see [`super::link`]).
 pub(super) async fn cut_over_all(
     awaiting: &[Arc<Translation>],
     ctx: &Arc<PusherContext>,
     workers: Option<&Arc<PusherWorkers>>,
+    linked: &mut LinkState,
 ) -> Vec<Key> {
     let pending = || {
         moves(
@@ -176,12 +193,27 @@ pub(super) async fn cut_over_all(
     let _paused = pause_reconciles(workers).await;
     // What the reconciles that finished meanwhile pushed is in their recorded status.
     let todo = pending();
+    if todo.is_empty() {
+        return Vec::new();
+    }
     let start = Instant::now();
     let total = todo.len();
+    let (order, link) = match ctx.config.cutover {
+        CutoverOrder::Linked => match link_versions(ctx, &todo, linked).await {
+            Some(link) => (CutoverOrder::HostByHost, Some(link)),
+            None => (CutoverOrder::AllAtOnce, None),
+        },
+        order => (order, None),
+    };
     let mut results: Vec<(Key, bool)> = Vec::with_capacity(total);
     let mut bridges_deleted = 0;
-    for batch in batches(todo, ctx.config.cutover) {
-        let freed = delete_bridges(&batch, ctx).await;
+    let mut longest = Duration::ZERO;
+    for batch in batches(todo, order) {
+        let batch_start = Instant::now();
+        let (freed, ()) = futures::join!(
+            delete_bridges(&batch, ctx),
+            unlink_host(ctx, link.as_ref(), &batch, &mut linked.unlinked)
+        );
         bridges_deleted += freed.len();
         let freed = &freed;
         let done: Vec<(Key, bool)> = futures::stream::iter(batch)
@@ -193,13 +225,17 @@ pub(super) async fn cut_over_all(
             .collect()
             .await;
         results.extend(done);
+        longest = longest.max(batch_start.elapsed());
     }
+    ctx.metrics.cutover_longest_batch.set(longest.as_secs_f64());
     let moved = results.iter().filter(|(_, ok)| *ok).count();
     tracing::info!(
         bindings = total,
         moved,
         failed = total - moved,
         bridges_deleted,
+        linked = link.is_some(),
+        longest_batch_ms = longest.as_millis() as u64,
         took_ms = start.elapsed().as_millis() as u64,
         "version bump: bindings cut over"
     );
@@ -207,6 +243,222 @@ pub(super) async fn cut_over_all(
     woken.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     woken.dedup();
     woken
+}
+
+/// What a pusher did to link the versions during one cutover phase.
+#[derive(Debug, Default)]
+pub(super) struct LinkState {
+    /// The link's Translation as last written, and its UID.
+    written: Option<(DesiredTranslation, String)>,
+    /// The link's resources pushed.
+    pushed: HashSet<Uuid>,
+    /// The new router's mirrors deleted (or found gone): never pushed again in the phase.
+    unlinked: HashSet<Uuid>,
+}
+
+/// Links the old and the new version for the moves `todo` ([`super::link`]): writes the
+/// link's Translation, pushes the link and the new router's mirrors of the hosts `todo`
+/// moves, and, if another pusher wrote the link's Translation first (a restart in the
+/// middle of the cutover), deletes those of the hosts it no longer moves; what `state`
+/// says was done is not done again. `None` when the versions cannot be linked or
+/// the Translation cannot be written: the cutover then moves every binding at once.
+async fn link_versions(
+    ctx: &PusherContext,
+    todo: &[Move],
+    state: &mut LinkState,
+) -> Option<LinkPlan> {
+    let pending: BTreeSet<Uuid> = todo.iter().map(|m| m.interface.0).collect();
+    let (old, new) = node_routes_by_side(ctx);
+    let all_new: BTreeSet<Uuid> = new.iter().map(|n| n.host).collect();
+    let plan = match link::plan(&old, &new, &all_new) {
+        Ok(plan) => plan,
+        Err(err) => {
+            tracing::warn!(error = %err, "version bump: cannot link the two versions; cutting over all at once");
+            return None;
+        }
+    };
+    let desired = plan.translation(&ctx.config.version);
+    // A link's Translation this pusher has not written: another pusher's (a restart in the
+    // middle of the cutover), which may have pushed mirrors of hosts moved since.
+    let resumed = state.written.is_none()
+        && ctx
+            .deps
+            .store()
+            .get(&ObjectRef::new(&desired.name).within(&desired.namespace))
+            .is_some();
+    let uid = match &state.written {
+        Some((written, uid)) if *written == desired => uid.clone(),
+        _ => match write_link(ctx, &desired).await {
+            Ok(uid) => {
+                state.written = Some((desired, uid.clone()));
+                uid
+            }
+            Err(err) => {
+                tracing::warn!(translation = %desired.name, error = %err, "version bump: cannot write the link's Translation; cutting over all at once");
+                return None;
+            }
+        },
+    };
+    if resumed {
+        let done_hosts: Vec<Uuid> = all_new.difference(&pending).copied().collect();
+        unlink_hosts(ctx, &plan, &done_hosts, &mut state.unlinked).await;
+    }
+    let started = Instant::now();
+    let to_push: Vec<&Resource> = plan
+        .resources
+        .iter()
+        .filter(|r| {
+            r.own_id().is_none_or(|id| {
+                !state.pushed.contains(&id)
+                    && !state.unlinked.contains(&id)
+                    && !is_new_mirror_of(&plan, id, |h| !pending.contains(h))
+            })
+        })
+        .collect();
+    // The ports and their link first, one after the other; then the routes through them.
+    let (link, routes): (Vec<&Resource>, Vec<&Resource>) = to_push
+        .iter()
+        .partition(|r| !matches!(r, Resource::Route(_)));
+    // Its reconcile records what the Translation claims (not the new router's mirrors).
+    let record = |r: &Resource| {
+        r.own_id()
+            .is_none_or(|id| !is_new_mirror_of(&plan, id, |_| true))
+            .then_some(uid.as_str())
+    };
+    let mut pushed = Vec::new();
+    for r in link {
+        pushed.push(push_link_part(ctx, r, record(r)).await);
+    }
+    if pushed.iter().all(Result::is_ok) {
+        let routes: Vec<(Resource, Option<String>)> = routes
+            .into_iter()
+            .map(|r| (r.clone(), record(r).map(str::to_string)))
+            .collect();
+        pushed.extend(
+            futures::stream::iter(routes)
+                .map(|(r, uid)| async move { push_link_part(ctx, &r, uid.as_deref()).await })
+                .buffer_unordered(IN_FLIGHT)
+                .collect::<Vec<_>>()
+                .await,
+        );
+    }
+    let failed = to_push.len() - pushed.iter().filter(|p| p.is_ok()).count();
+    state.pushed.extend(pushed.into_iter().flatten().flatten());
+    tracing::info!(
+        pushed = to_push.len(),
+        failed,
+        took_ms = started.elapsed().as_millis() as u64,
+        "version bump: the two versions' cluster routers linked"
+    );
+    Some(plan)
+}
+
+/// Pushes `r`, part of the link; answers whether it is there, with its ID if it has one.
+/// With `record`, the UID of the link's Translation, whose next push then records it.
+async fn push_link_part(
+    ctx: &PusherContext,
+    r: &Resource,
+    record: Option<&str>,
+) -> Result<Option<Uuid>, ()> {
+    match ctx.backend.apply(r).await {
+        Ok(()) => {
+            if let Some(uid) = record {
+                ctx.tracker.cut_over(uid, &r.item_path());
+            }
+            Ok(r.own_id())
+        }
+        Err(err) => {
+            tracing::warn!(backend_path = %r.item_path(), error = %err, "version bump: cannot push part of the link; pods on the two versions may be apart longer");
+            Err(())
+        }
+    }
+}
+
+/// Whether `id` is one of the new router's mirrors of a host `of` says.
+fn is_new_mirror_of(plan: &LinkPlan, id: Uuid, of: impl Fn(&Uuid) -> bool) -> bool {
+    plan.new_mirrors
+        .iter()
+        .any(|(host, routes)| of(host) && routes.iter().any(|r| r.id == id))
+}
+
+/// The node routes of the old versions' and of the current version's Translations.
+fn node_routes_by_side(ctx: &PusherContext) -> (Vec<NodeRoutes>, Vec<NodeRoutes>) {
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    for t in ctx.deps.store().state() {
+        if t.metadata.deletion_timestamp.is_some() || t.has_label(link::LINK_LABEL) {
+            continue;
+        }
+        let Some(routes) = link::node_routes(&steps::parse_lenient(t.desired_resources())) else {
+            continue;
+        };
+        if ctx.rollout.is_old(&t) {
+            old.push(routes);
+        } else {
+            new.push(routes);
+        }
+    }
+    (old, new)
+}
+
+/// Writes the link's Translation (server-side apply, as the translators write theirs);
+/// answers its UID.
+async fn write_link(ctx: &PusherContext, desired: &DesiredTranslation) -> Result<String, String> {
+    let api: Api<Translation> = Api::namespaced(ctx.kube.clone(), &desired.namespace);
+    let object = crate::translate::translation_object(desired, None);
+    let params = PatchParams::apply(crate::translate::FIELD_MANAGER).force();
+    let written = api
+        .patch(&desired.name, &params, &Patch::Apply(&object))
+        .await
+        .map_err(|e| e.to_string())?;
+    written
+        .uid()
+        .ok_or_else(|| "the apiserver answered it without a UID".to_string())
+}
+
+/// Before a host's batch: deletes the new router's mirrors of its routes, so that the new
+/// router routes to the node's new bridge again.
+async fn unlink_host(
+    ctx: &PusherContext,
+    link: Option<&LinkPlan>,
+    batch: &[Move],
+    unlinked: &mut HashSet<Uuid>,
+) {
+    let (Some(plan), Some(first)) = (link, batch.first()) else {
+        return;
+    };
+    unlink_hosts(ctx, plan, &[first.interface.0], unlinked).await;
+}
+
+/// Deletes the new router's mirrors of `hosts`' routes not in `unlinked`; adds those
+/// deleted (or already gone) to it.
+async fn unlink_hosts(
+    ctx: &PusherContext,
+    plan: &LinkPlan,
+    hosts: &[Uuid],
+    unlinked: &mut HashSet<Uuid>,
+) {
+    let routes: Vec<(Uuid, String)> = hosts
+        .iter()
+        .filter_map(|h| plan.new_mirrors.get(h))
+        .flatten()
+        .filter(|r| !unlinked.contains(&r.id))
+        .map(|r| (r.id, Resource::from(r.clone()).item_path()))
+        .collect();
+    let gone: Vec<Uuid> = futures::stream::iter(routes)
+        .map(|(id, path)| async move {
+            match ctx.backend.delete_path(Kind::Route, &path).await {
+                Ok(()) => Some(id),
+                Err(err) => {
+                    tracing::warn!(backend_path = %path, error = %err, "version bump: cannot delete a mirror route of the link; the next pass retries");
+                    None
+                }
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .filter_map(|id| async move { id })
+        .collect()
+        .await;
+    unlinked.extend(gone);
 }
 
 /// Pauses the reconciles of `workers` and waits for those in flight, up to [`DRAIN`].
@@ -288,7 +540,7 @@ async fn delete_bridges(batch: &[Move], ctx: &PusherContext) -> HashSet<Uuid> {
 fn batches(moves: Vec<Move>, order: CutoverOrder) -> Vec<Vec<Move>> {
     match order {
         CutoverOrder::AllAtOnce => vec![moves],
-        CutoverOrder::HostByHost => {
+        CutoverOrder::HostByHost | CutoverOrder::Linked => {
             let mut by_host: BTreeMap<Uuid, Vec<Move>> = BTreeMap::new();
             for m in moves {
                 by_host.entry(m.interface.0).or_default().push(m);

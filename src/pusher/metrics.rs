@@ -1,7 +1,8 @@
 //! Prometheus metrics of the pusher.
 
 use prometheus::{
-    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    Gauge, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
+    Registry,
 };
 
 const NS: &str = "midonet_kube_controllers";
@@ -33,6 +34,9 @@ pub struct PusherMetrics {
     pub rollout_translations: IntGaugeVec,
     /// Host interface bindings moved to a new Translation version's port.
     pub bindings_cut_over: IntCounter,
+    /// The longest batch of the last cutover, in seconds: with a linked cutover, the
+    /// longest any two pods were apart.
+    pub cutover_longest_batch: Gauge,
     /// managedFields resets of settled Translations, by result (see [`super::compaction`]).
     pub managed_fields_compactions: IntCounterVec,
 }
@@ -108,6 +112,11 @@ impl PusherMetrics {
             bindings_cut_over: r.add(IntCounter::with_opts(opts(
                 "rollout_bindings_cut_over_total",
                 "Host interface bindings moved to a new Translation version's port.",
+            ))?)?,
+            cutover_longest_batch: r.add(Gauge::with_opts(opts(
+                "rollout_cutover_longest_batch_seconds",
+                "The longest batch of the last version bump's cutover (one host's with \
+                 --bump-cutover linked or host-by-host, every binding's with all-at-once).",
             ))?)?,
             managed_fields_compactions: r.add(IntCounterVec::new(
                 opts(

@@ -42,6 +42,7 @@
 pub mod compaction;
 pub(crate) mod cutover;
 mod deps;
+pub mod link;
 pub mod metrics;
 mod reconcile;
 #[cfg(test)]
@@ -107,12 +108,17 @@ pub struct PusherConfig {
 /// How a version bump's cutover moves the host-interface bindings.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum CutoverOrder {
-    /// Every binding in one batch: the shortest window in which pods on the two versions
-    /// cannot reach each other.
-    #[default]
+    /// Every binding in one batch: without a path between the versions, the shortest
+    /// window in which pods on the two versions cannot reach each other.
     AllAtOnce,
     /// One host's bindings after another's, each host's in one batch.
     HostByHost,
+    /// Host by host over a link between the two versions' cluster routers
+    /// ([`link`]): a pod on the new topology reaches one still on the old through it, so
+    /// two pods are apart only during one of their hosts' batches. Falls back to all at
+    /// once, with a warning, when the versions cannot be linked.
+    #[default]
+    Linked,
 }
 
 impl Default for PusherConfig {

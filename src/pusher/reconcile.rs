@@ -355,7 +355,8 @@ impl<'a> Reconciling<'a> {
 
     /// A version bump's bindings (see [`super::rollout`]): a binding of an interface an
     /// older version's Translation binds is withheld until the cutover; from then on, the
-    /// old binding is deleted right before the new one is created.
+    /// old binding is deleted right before the new one is created. What the cutover
+    /// created (bindings, the link between the versions) is recorded without a request.
     async fn bindings_in_bump(&self, plan: &mut ApplyPlan) -> Result<(), Stopped> {
         let ctx = self.ctx;
         if ctx.rollout.is_old(self.tr) {
@@ -368,13 +369,13 @@ impl<'a> Reconciling<'a> {
             if *step != Step::Create {
                 continue;
             }
-            let Some(interface) = super::deps::interface_of(&desired.resource) else {
-                continue;
-            };
             if ctx.tracker.is_cut_over(self.uid, &desired.path) {
                 cut_over.insert(desired.path.clone());
                 continue;
             }
+            let Some(interface) = super::deps::interface_of(&desired.resource) else {
+                continue;
+            };
             let old = ctx.old_binders(&self.key, &interface);
             if old.is_empty() {
                 continue;

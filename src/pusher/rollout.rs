@@ -12,10 +12,13 @@
 //!    version is deleted.
 //! 2. [`Phase::CuttingOver`]: every new-version Translation is pushed (Ready, awaiting the
 //!    cutover, or invalid). Each withheld binding now replaces the old one: delete the old
-//!    binding, create the new one, a request apart.
-//! 3. [`Phase::Retiring`]: every new-version Translation is Ready. The old version's
-//!    Translations are deleted; their deletion sends only the DELETEs MidoNet's cascades do
-//!    not already do (see [`super::steps::plan_delete`]).
+//!    binding, create the new one, a request apart; by default host by host over a link
+//!    between the two versions ([`super::link`], [`super::cutover`]).
+//! 3. [`Phase::Retiring`]: every new-version Translation is Ready. The link's Translation
+//!    goes first (and until it is gone, nothing else), so that its deletion finds both
+//!    of its ports; then the old version's Translations are deleted; their deletion sends
+//!    only the DELETEs MidoNet's cascades do not already do (see
+//!    [`super::steps::plan_delete`]).
 //!
 //! Once reached, the cutover is not undone by a Translation that appears later (a pod
 //! created meanwhile): its binding conflicts with nobody's. Bumping back to the previous
@@ -502,6 +505,8 @@ pub(super) async fn rollout_loop(
     let mut last = Phase::Steady;
     // The UIDs of old Translations already asked to be deleted in this phase.
     let mut retired: HashSet<String> = HashSet::new();
+    // What a linked cutover did in this phase.
+    let mut linked = cutover::LinkState::default();
     let mut ticks = 0u64;
     loop {
         tokio::time::sleep(ROLLOUT_TICK).await;
@@ -513,15 +518,20 @@ pub(super) async fn rollout_loop(
         if entered {
             last = phase;
             retired.clear();
+            linked = cutover::LinkState::default();
         }
         match phase {
             // A wake lost to a restart of the queue costs a few ticks, not the bump.
             Phase::CuttingOver => {
                 let wake_all = entered || ticks % 10 == 0;
-                cut_over(&store, &ctx, workers.as_ref(), wake_all).await
+                cut_over(&store, &ctx, workers.as_ref(), wake_all, &mut linked).await
             }
             Phase::Retiring if cut_back(&store, &ctx) == 0 => {
-                retire(&store, &ctx, &mut retired).await
+                unlink_then_retire(&store, &ctx, &mut retired).await
+            }
+            // A link left by a pusher that stopped while retiring.
+            Phase::Steady if entered || ticks % 20 == 0 => {
+                unlink(&store, &ctx, &mut retired).await;
             }
             _ => {}
         }
@@ -583,13 +593,14 @@ async fn cut_over(
     ctx: &Arc<PusherContext>,
     workers: Option<&Arc<PusherWorkers>>,
     wake_all: bool,
+    linked: &mut cutover::LinkState,
 ) {
     let awaiting: Vec<Arc<Translation>> = store
         .state()
         .into_iter()
         .filter(|t| !ctx.rollout.is_old(t) && Member::of(t).settled == Settled::AwaitingCutover)
         .collect();
-    let moved = cutover::cut_over_all(&awaiting, ctx, workers).await;
+    let moved = cutover::cut_over_all(&awaiting, ctx, workers, linked).await;
     ctx.wake(moved);
     if wake_all {
         ctx.wake(awaiting.iter().map(|t| ObjectRef::from_obj(&**t)));
@@ -634,6 +645,42 @@ fn cut_back(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> usize {
     held
 }
 
+/// Deletes the link between the versions first, so that its deletion finds both its ends,
+/// then the old versions' Translations.
+async fn unlink_then_retire(
+    store: &Store<Translation>,
+    ctx: &PusherContext,
+    asked: &mut HashSet<String>,
+) {
+    if !unlink(store, ctx, asked).await {
+        retire(store, ctx, asked).await
+    }
+}
+
+/// Once every binding has moved: deletes the link between the versions' cluster routers,
+/// if a linked cutover made one ([`super::link`]); answers whether one is left. `asked`
+/// holds the UIDs already asked to be deleted.
+async fn unlink(
+    store: &Store<Translation>,
+    ctx: &PusherContext,
+    asked: &mut HashSet<String>,
+) -> bool {
+    let links: Vec<Arc<Translation>> = store
+        .state()
+        .into_iter()
+        .filter(|t| t.has_label(super::link::LINK_LABEL))
+        .collect();
+    let left = !links.is_empty();
+    let undeleted: Vec<Arc<Translation>> = links
+        .into_iter()
+        .filter(|t| {
+            t.metadata.deletion_timestamp.is_none() && t.uid().is_some_and(|u| !asked.contains(&u))
+        })
+        .collect();
+    delete_all(undeleted, ctx, asked).await;
+    left
+}
+
 /// Deletes the old versions' Translations, parents first: a Translation once none of the
 /// old Translations it builds on is left undeleted (global, then Node, then Pod, then its
 /// MAC and ARP entries), so that each deletion finds its parents going and leaves their
@@ -641,16 +688,26 @@ fn cut_back(store: &Store<Translation>, ctx: &Arc<PusherContext>) -> usize {
 /// `asked` holds the UIDs already asked to be deleted in this phase.
 async fn retire(store: &Store<Translation>, ctx: &PusherContext, asked: &mut HashSet<String>) {
     let batch = retiring_batch(store, ctx, asked);
+    delete_all(batch, ctx, asked).await;
+}
+
+/// Deletes `batch`, the Translations of a bump that is over; adds the UIDs asked to be
+/// deleted to `asked`.
+async fn delete_all(
+    batch: Vec<Arc<Translation>>,
+    ctx: &PusherContext,
+    asked: &mut HashSet<String>,
+) {
     let deletes = batch.into_iter().map(|t| async move {
         let (Some((namespace, name)), Some(uid)) = (t.key(), t.uid()) else {
-            tracing::error!(translation = ?t.metadata.name, namespace = ?t.metadata.namespace, "an old version's Translation without a namespace, name or UID cannot be deleted");
+            tracing::error!(translation = ?t.metadata.name, namespace = ?t.metadata.namespace, "a bump's Translation without a namespace, name or UID cannot be deleted");
             return None;
         };
         // Deleted or replaced meanwhile (404, 409): done all the same.
         match crate::crd::delete_translation(&ctx.kube, &namespace, &name, &uid, None).await {
             Ok(_) => Some(uid),
             Err(err) => {
-                tracing::warn!(translation = %name, namespace = %namespace, error = %err, "cannot delete an old version's Translation; retrying");
+                tracing::warn!(translation = %name, namespace = %namespace, error = %err, "cannot delete a finished bump's Translation; retrying");
                 None
             }
         }

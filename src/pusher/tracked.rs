@@ -285,7 +285,8 @@ impl Tracker {
         state.tidy(uid);
     }
 
-    /// The cutover created this binding of the Translation's: its next push records it.
+    /// The cutover created this resource of the Translation's (a binding, or part of the
+    /// link between two versions): its next push records it.
     pub fn cut_over(&self, uid: &str, path: &str) {
         lock(&self.state)
             .entry(uid)
