@@ -347,9 +347,15 @@ enum MemberKey {
     Name(TranslationKey),
 }
 
-/// `tr`'s key; `None` (logged) for a Translation with neither a UID nor a namespace and
-/// name, which no apiserver sends: the census cannot tell it from another.
+/// `tr`'s key; `None` for the link between two versions, which the census leaves out, and
+/// (logged) for a Translation with neither a UID nor a namespace and name, which no
+/// apiserver sends: the census cannot tell it from another.
 fn member_key(tr: &Translation) -> Option<MemberKey> {
+    // The link between two versions is the bump's own: it never holds a phase back (its
+    // old end may be gone, with a wiped backend) and goes when the bump retires.
+    if tr.has_label(super::link::LINK_LABEL) {
+        return None;
+    }
     let key = match tr.metadata.uid.as_deref().map(Uuid::try_parse) {
         Some(Ok(uid)) => Some(MemberKey::Uid(uid)),
         _ => tr.key().map(MemberKey::Name),
@@ -987,6 +993,45 @@ mod tests {
         let mut independent = labelled("x", "u", "1", POD_UID);
         independent.metadata.labels = None;
         assert!(!rollout.is_old(&independent));
+    }
+
+    #[test]
+    fn the_link_between_versions_never_holds_the_bump_back() {
+        let rollout = Rollout::new("2");
+        let ready = |mut tr: Translation| {
+            tr.status = Some(crate::crd::TranslationStatus {
+                conditions: vec![crate::crd::Condition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            });
+            tr
+        };
+        rollout.observe(&watcher::Event::Apply(ready(labelled(
+            "pod.2.a",
+            "00000000-0000-0000-0000-000000000002",
+            "2",
+            POD_UID,
+        ))));
+        assert_eq!(rollout.assess().phase, Phase::Steady);
+        // Not pushed (its old end gone with a wiped backend), and of either version.
+        for (uid, version) in [
+            ("00000000-0000-0000-0000-00000000000a", "2"),
+            ("00000000-0000-0000-0000-00000000000b", "1"),
+        ] {
+            let mut link = labelled(&format!("version-link.{version}"), uid, version, POD_UID);
+            link.metadata.labels = Some(BTreeMap::from([
+                (VERSION_LABEL.to_string(), version.to_string()),
+                (
+                    super::super::link::LINK_LABEL.to_string(),
+                    "true".to_string(),
+                ),
+            ]));
+            rollout.observe(&watcher::Event::Apply(link));
+            assert_eq!(rollout.assess().phase, Phase::Steady, "version {version}");
+        }
     }
 
     #[test]
