@@ -164,6 +164,23 @@ fn existing_v1() -> Vec<Translation> {
     cluster("1").iter().map(pushed).collect()
 }
 
+/// The plan of `want` over `existing` for the owners of [`scope`], with the default cutover.
+fn plan_with_defaults(
+    version: &str,
+    want: &[Translation],
+    existing: &[Translation],
+    rate: f64,
+) -> Plan {
+    plan(
+        version,
+        want,
+        existing,
+        &scope(),
+        rate,
+        CutoverOrder::default(),
+    )
+}
+
 fn counts(pairs: &[(&str, Reason, usize)]) -> Counts {
     let mut c = Counts::new();
     for (kind, reason, n) in pairs {
@@ -174,14 +191,7 @@ fn counts(pairs: &[(&str, Reason, usize)]) -> Counts {
 
 #[test]
 fn in_sync_there_is_nothing_to_do() {
-    let p = plan(
-        "1",
-        &cluster("1"),
-        &existing_v1(),
-        &scope(),
-        100.0,
-        CutoverOrder::default(),
-    );
+    let p = plan_with_defaults("1", &cluster("1"), &existing_v1(), 100.0);
     assert!(p.nothing_to_do(), "{p:#?}");
     assert_eq!(p.translations.unchanged, 4);
     assert_eq!(p.backend.total(), 0);
@@ -198,14 +208,7 @@ fn a_changed_object_is_an_update_of_what_differs() {
         Some(("Pod", "uid-a")),
         vec![port("1", 1, 3), chain("1", 11)],
     );
-    let p = plan(
-        "1",
-        &want,
-        &existing_v1(),
-        &scope(),
-        100.0,
-        CutoverOrder::default(),
-    );
+    let p = plan_with_defaults("1", &want, &existing_v1(), 100.0);
     assert_eq!(
         p.translations.update,
         counts(&[("pod", Reason::ChangedObject, 1)])
@@ -229,14 +232,7 @@ fn a_changed_object_is_an_update_of_what_differs() {
 fn a_deleted_object_makes_a_stale_delete_and_a_new_one_a_create() {
     // Pod b is gone, pod c is new.
     let want = vec![node("1"), pod("1", "a", 3), pod("1", "c", 5), global("1")];
-    let p = plan(
-        "1",
-        &want,
-        &existing_v1(),
-        &scope(),
-        100.0,
-        CutoverOrder::default(),
-    );
+    let p = plan_with_defaults("1", &want, &existing_v1(), 100.0);
     assert_eq!(p.translations.delete, counts(&[("pod", Reason::Stale, 1)]));
     assert_eq!(
         p.translations.create,
@@ -260,27 +256,12 @@ fn translations_out_of_scope_are_left_alone_unless_of_another_version() {
     ));
     let mut existing = existing_v1();
     existing.push(policy.clone());
-    assert!(plan(
-        "1",
-        &cluster("1"),
-        &existing,
-        &scope(),
-        100.0,
-        CutoverOrder::default()
-    )
-    .nothing_to_do());
+    assert!(plan_with_defaults("1", &cluster("1"), &existing, 100.0).nothing_to_do());
     // Another version's goes whatever its kind: the bump's retirement deletes them all.
     policy.metadata.labels = Some([(VERSION_LABEL.to_string(), "0".to_string())].into());
     existing.pop();
     existing.push(policy);
-    let p = plan(
-        "1",
-        &cluster("1"),
-        &existing,
-        &scope(),
-        100.0,
-        CutoverOrder::default(),
-    );
+    let p = plan_with_defaults("1", &cluster("1"), &existing, 100.0);
     assert_eq!(
         p.translations.delete,
         counts(&[("networkpolicy", Reason::VersionBump, 1)])
@@ -290,14 +271,7 @@ fn translations_out_of_scope_are_left_alone_unless_of_another_version() {
 
 #[test]
 fn a_bump_replaces_everything_rebinds_every_interface_and_lets_cascades_delete() {
-    let p = plan(
-        "2",
-        &cluster("2"),
-        &existing_v1(),
-        &scope(),
-        7.0,
-        CutoverOrder::default(),
-    );
+    let p = plan_with_defaults("2", &cluster("2"), &existing_v1(), 7.0);
     let all = counts(&[
         ("global", Reason::VersionBump, 1),
         ("node", Reason::VersionBump, 1),
@@ -380,13 +354,15 @@ fn the_translators_output_is_planned_as_the_runner_writes_it() {
         ..v1
     };
     let (want2, scope2) = desired(&v2, &cluster, &Enabled::ALL);
+    // Without the link between the versions: what the cutover and the retirement delete
+    // is exactly version 1.
     let p = plan(
         "2",
         &want2,
         &existing,
         &scope2,
         1.0,
-        CutoverOrder::default(),
+        CutoverOrder::AllAtOnce,
     );
     let (created, updated, deleted) = p.translation_totals();
     assert_eq!(
@@ -405,6 +381,25 @@ fn the_translators_output_is_planned_as_the_runner_writes_it() {
     assert_eq!(
         p.backend.deletes_cutover + p.backend.deletes_retired + p.backend.cascaded,
         resources
+    );
+    // The default links the versions' cluster routers: the link adds its own requests.
+    let linked = plan(
+        "2",
+        &want2,
+        &existing,
+        &scope2,
+        1.0,
+        CutoverOrder::default(),
+    );
+    let link = linked
+        .link
+        .clone()
+        .expect("the translators' node routes can be linked");
+    assert!(link.mirrors_deleted >= 1, "{link:?}");
+    assert_eq!(linked.backend.deletes_cutover, 1 + link.mirrors_deleted);
+    assert_eq!(
+        linked.estimate.requests,
+        p.estimate.requests + link.creates + link.mirrors_deleted + link.retire_deletes
     );
 }
 
