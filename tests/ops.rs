@@ -11,7 +11,7 @@ use kube::api::{Api, PostParams};
 use midonet_kube_controllers::crd::Translation;
 use serde_json::{json, Value};
 use support::child::{ChildControllers, BIN};
-use support::stack::{free_port, start_sim};
+use support::stack::start_sim;
 use support::*;
 use uuid::Uuid;
 
@@ -98,7 +98,7 @@ async fn health_readiness_metrics_and_sigterm() {
 #[tokio::test]
 async fn readyz_is_not_ready_before_the_backend_answers() {
     // A backend that is not there: alive, but never ready.
-    let dead = format!("http://127.0.0.1:{}/midonet-api", free_port());
+    let dead = dead_backend();
     let proc = start_pusher(&dead, &["--leader-elect", "false"]);
     wait_until("healthz", CEILING, || async {
         (proc.get("/healthz").await?.0 == 200).then_some(())
@@ -119,6 +119,20 @@ async fn readyz_is_not_ready_before_the_backend_answers() {
     .await;
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("[-] backend"), "{body}");
+}
+
+/// The URL of a backend that answers nothing: a listener of this test's own, which closes
+/// every connection at once. A port merely found free could be taken meanwhile by another
+/// process's server, which would then answer.
+fn dead_backend() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
+    let port = listener.local_addr().expect("its address").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            drop(conn);
+        }
+    });
+    format!("http://127.0.0.1:{port}/midonet-api")
 }
 
 /// A Translation of one new bridge.
