@@ -26,8 +26,11 @@
 //! **Guaranteed**: [`plan`] is deterministic in its input (IDs are derived from the two
 //! routers and each route's content), so a restart in the middle of a cutover plans the
 //! same resources again; its resources are in push order; the Translation it describes
-//! (named [`translation_name`], labelled [`LINK_LABEL`]) claims every resource the link
-//! adds, so neither the orphan sweep nor a crash loses track of one.
+//! (named [`translation_name`], labelled [`LINK_LABEL`]) claims everything the link adds
+//! but the new router's mirrors, so neither the orphan sweep nor a crash loses track of
+//! it. The new router's mirrors live only during the cutover, which deletes them host by
+//! host (a Translation claiming them would push them again); deleting the new router's
+//! link port, which the Translation claims, takes any left with it.
 //!
 //! **Assumed**: a node's Translation holds its bridge, the bridge's port, the router port
 //! linked to it, the routes through that router port, and the binding of the node's own
