@@ -703,14 +703,7 @@ fn link_cost(
         .collect();
     let planned = link::plan(&old, &new, hosts).ok()?;
     let claimed = parse_lenient(&planned.translation(now.version).resources);
-    let pushed: Vec<PushedResource> = claimed
-        .iter()
-        .map(|d| PushedResource {
-            kind: d.resource.kind().name().to_string(),
-            path: d.path.clone(),
-            body_hash: d.body_hash.clone(),
-        })
-        .collect();
+    let pushed: Vec<PushedResource> = claimed.iter().map(Desired::record).collect();
     let retired = plan_delete(&pushed, &claimed, &HashSet::new(), |_| false);
     Some(LinkCost {
         creates: planned.resources.len(),

@@ -124,12 +124,8 @@ pub fn adopted(
     generation: Option<i64>,
 ) -> TranslationStatus {
     let pushed = super::steps::parse_lenient(entries)
-        .into_iter()
-        .map(|d| PushedResource {
-            kind: d.resource.kind().name().to_string(),
-            path: d.path,
-            body_hash: d.body_hash,
-        })
+        .iter()
+        .map(super::steps::Desired::record)
         .collect();
     TranslationStatus {
         pushed,
@@ -263,14 +259,7 @@ mod tests {
     }
 
     fn record_of(plan: &ApplyPlan) -> Vec<PushedResource> {
-        plan.steps
-            .iter()
-            .map(|(d, _)| PushedResource {
-                kind: d.resource.kind().name().into(),
-                path: d.path.clone(),
-                body_hash: d.body_hash.clone(),
-            })
-            .collect()
+        plan.steps.iter().map(|(d, _)| d.record()).collect()
     }
 
     #[test]

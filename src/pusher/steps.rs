@@ -47,6 +47,17 @@ pub struct Desired {
     pub body_hash: String,
 }
 
+impl Desired {
+    /// Its entry in a status's pushed record, once pushed.
+    pub fn record(&self) -> PushedResource {
+        PushedResource {
+            kind: self.resource.kind().name().to_string(),
+            path: self.path.clone(),
+            body_hash: self.body_hash.clone(),
+        }
+    }
+}
+
 /// Why a Translation cannot be pushed at all.
 #[derive(Debug, thiserror::Error)]
 pub enum InvalidTranslation {
@@ -530,12 +541,8 @@ mod tests {
     fn pushed_of(entries: &[TranslationResource]) -> Vec<PushedResource> {
         parse_all(entries)
             .unwrap()
-            .into_iter()
-            .map(|d| PushedResource {
-                kind: d.resource.kind().name().into(),
-                path: d.path,
-                body_hash: d.body_hash,
-            })
+            .iter()
+            .map(Desired::record)
             .collect()
     }
 
