@@ -1,44 +1,85 @@
-//! A chain's rules in evaluation order, with an index from a destination address to the
-//! rules that can match only packets sent to it.
+//! A chain's rules in evaluation order, with an index from what a packet carries (its
+//! destination, the address groups that destination is in, the port groups of the port it
+//! entered through) to the rules that can match it.
 //!
-//! Why: the walk evaluates a chain rule by rule, and a cluster's Service chain holds a jump
-//! per Service port, each matching one cluster IP. Scanned, a packet to one Service tests
-//! every other Service's rule, at every hop through the chain and on every path a NAT
-//! choice explores; that scan was most of the time `check` and the flow probe spend.
+//! Why: the walk evaluates a chain rule by rule. A cluster's Service chain holds a jump
+//! per Service port, each matching one cluster IP, and the NetworkPolicy chains hold a
+//! rule or a jump per policy, each for the pods one group holds. Scanned, a packet tests
+//! every other Service's and every other policy's rule, at every hop through the chain and
+//! on every path a NAT choice explores; that scan was most of the time `check` and the
+//! flow probe spend.
 //!
-//! A rule whose condition requires one destination address (`nwDstAddress` with a /32
-//! length, neither that field nor the whole condition inverted) cannot match a packet to
-//! any other address: for such a packet it is skipped without being tested. Every other
-//! rule is a candidate for every packet. Candidates are visited in the chain's order, and
-//! the caller asks for the next one with the packet's destination *now* (a NAT rule that
-//! lets the evaluation continue may have rewritten it), so the rules that match, and the
-//! first of them, are those a scan finds.
+//! **The rule's own condition.** A rule whose condition requires one destination address
+//! (`nwDstAddress` with a /32 length), a destination in one IP address group
+//! (`ipAddrGroupIdDst`) or an entry through a port of one port group (`portGroup`), that
+//! field not inverted and the condition not inverted (`condInvert`), cannot match a packet
+//! without it: for such a packet it is skipped without being tested (the condition is a
+//! conjunction; whatever else it says, even a field the model refuses, cannot make it
+//! hold). Every other rule is a candidate for every packet. Candidates are visited in the
+//! chain's order, and the caller asks for the next one with the packet as it is *now* (a
+//! NAT rule that lets the evaluation continue may have rewritten its destination), so the
+//! rules that match, and the first of them, are those a scan finds.
 //!
-//! A chain may also start with a guard: a `return` whose only condition is an inverted
-//! membership (not a destination of an IP address group; not entered through a port of a
-//! port group), as each NetworkPolicy's chain does for the pods it does not select. A
-//! jump to it comes straight back for a packet that is not a member, so a walk that
-//! records neither hops nor the chains it consulted may skip that jump (`Guard`).
+//! **Guards.** A chain may also start with a guard: a `return` whose only condition is an
+//! inverted membership (not a destination of an IP address group; not entered through a
+//! port of a port group), as each NetworkPolicy's chain does for the pods it does not
+//! select. A jump to it comes straight back for a packet that is not a member, so a walk
+//! that records neither hops nor the chains it consulted may skip that jump. Where nothing
+//! could tell the target was not traversed (no other jump names it, so "already
+//! traversed" is never asked of it, and no `traversedDevice` condition names it), the
+//! jump is skipped without being visited at all: [`guarded_jumps`] indexes a chain's
+//! jumps by their target's guard, for the topology as it is
+//! (`Topology::guarded_jumps` memoises it and forgets it at every change).
 
+use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use midonet_translators::model::{Rule, RuleType};
 use rustc_hash::FxHashMap;
 use uuid::Uuid;
 
-/// A chain's rules and the destination index over them.
+/// A chain's rules and the index of their own conditions over them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ChainRules {
     rules: Vec<Rule>,
-    /// Destination → positions of the rules that match only packets to it, ascending.
-    by_dst: FxHashMap<Ipv4Addr, Vec<usize>>,
-    /// Positions of every other rule, ascending.
-    unindexed: Vec<usize>,
+    /// Positions by what their own conditions require.
+    own: Positions,
+    /// Positions of the jumps among `own.rest`, ascending.
+    jumps: Vec<usize>,
     /// What the first rule returns on, if it is a guard.
     guard: Option<Guard>,
     /// Why the model cannot evaluate a rule, by position (see
     /// `engine::condition::rule_refusal`).
     refused: FxHashMap<usize, String>,
+}
+
+/// Rule positions by what a packet needs for them to be candidates, each list ascending.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Positions {
+    by_dst: FxHashMap<Ipv4Addr, Vec<usize>>,
+    by_dst_group: FxHashMap<Uuid, Vec<usize>>,
+    by_port_group: FxHashMap<Uuid, Vec<usize>>,
+    /// Candidates for every packet.
+    rest: Vec<usize>,
+}
+
+/// What a packet must carry for a rule to be a candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Needs {
+    Dst(Ipv4Addr),
+    DstInGroup(Uuid),
+    EnteredThroughPortGroup(Uuid),
+    Nothing,
+}
+
+/// What the index reads of the packet at a step of a chain's evaluation.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PacketKeys<'a> {
+    pub dst: Ipv4Addr,
+    /// The IP address groups `dst` is in.
+    pub dst_groups: Option<&'a BTreeSet<Uuid>>,
+    /// The port groups of the port the packet entered the network through.
+    pub port_groups: Option<&'a BTreeSet<Uuid>>,
 }
 
 /// A chain's first rule when it is `return` unless one membership holds (and nothing
@@ -116,40 +157,47 @@ impl ChainRules {
         }
     }
 
-    /// The position of the first rule at or after `from` that can match a packet to
-    /// `dst`.
-    pub(crate) fn next_candidate(&self, from: usize, dst: Ipv4Addr) -> Option<usize> {
+    /// The position of the first rule at or after `from` that can match `pkt`. With
+    /// `guarded` (the chain's [`guarded_jumps`], for a walk that may skip them), the
+    /// jumps to a guard `pkt` does not pass are skipped too.
+    pub(crate) fn next_candidate(
+        &self,
+        from: usize,
+        pkt: &PacketKeys<'_>,
+        guarded: Option<&Positions>,
+    ) -> Option<usize> {
         // Nothing indexed (most chains are short): every rule is a candidate, and the
         // look-ups below would cost more than the tests they save.
-        if self.by_dst.is_empty() {
+        if self.own.is_flat() && guarded.is_none_or(Positions::is_flat) {
             return (from < self.rules.len()).then_some(from);
         }
-        let first_from = |positions: &[usize]| {
-            positions
-                .get(positions.partition_point(|&p| p < from))
-                .copied()
+        let own = self.own.first_indexed(from, pkt);
+        let rest = match guarded {
+            Some(g) => earliest(g.first_indexed(from, pkt), first_from(&g.rest, from)),
+            None => first_from(&self.own.rest, from),
         };
-        let for_dst = self.by_dst.get(&dst).and_then(|p| first_from(p));
-        let any = first_from(&self.unindexed);
-        match (for_dst, any) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        earliest(own, rest)
+    }
+
+    /// The positions of the jumps that need nothing of a packet by their own condition.
+    pub(crate) fn jumps(&self) -> &[usize] {
+        &self.jumps
     }
 
     fn index(&mut self, at: usize, rule: &Rule) {
         if let Some(why) = crate::engine::rule_refusal(rule) {
             self.refused.insert(at, why);
         }
-        match only_destination(rule) {
-            Some(dst) => self.by_dst.entry(dst).or_default().push(at),
-            None => self.unindexed.push(at),
+        let needs = needs(rule);
+        if needs == Needs::Nothing && rule.rule_type == RuleType::Jump {
+            self.jumps.push(at);
         }
+        self.own.put(at, needs);
     }
 
     fn reindex(&mut self) {
-        self.by_dst.clear();
-        self.unindexed.clear();
+        self.own = Positions::default();
+        self.jumps.clear();
         self.refused.clear();
         self.guard = self.rules.first().and_then(guard_of);
         let rules = std::mem::take(&mut self.rules);
@@ -157,6 +205,107 @@ impl ChainRules {
             self.index(at, rule);
         }
         self.rules = rules;
+    }
+}
+
+impl Positions {
+    fn put(&mut self, at: usize, needs: Needs) {
+        match needs {
+            Needs::Dst(ip) => self.by_dst.entry(ip).or_default().push(at),
+            Needs::DstInGroup(g) => self.by_dst_group.entry(g).or_default().push(at),
+            Needs::EnteredThroughPortGroup(g) => self.by_port_group.entry(g).or_default().push(at),
+            Needs::Nothing => self.rest.push(at),
+        }
+    }
+
+    /// Every position a packet may not be a candidate for, in no particular order.
+    pub(crate) fn indexed(&self) -> impl Iterator<Item = usize> + '_ {
+        let dst = self.by_dst.values().flatten();
+        let groups = self.by_dst_group.values().flatten();
+        dst.chain(groups)
+            .chain(self.by_port_group.values().flatten())
+            .copied()
+    }
+
+    /// Whether every position is a candidate for every packet.
+    fn is_flat(&self) -> bool {
+        self.by_dst.is_empty() && self.by_dst_group.is_empty() && self.by_port_group.is_empty()
+    }
+
+    /// The first position at or after `from` among those `pkt` carries what they need.
+    fn first_indexed(&self, from: usize, pkt: &PacketKeys<'_>) -> Option<usize> {
+        let mut best = self.by_dst.get(&pkt.dst).and_then(|p| first_from(p, from));
+        if !self.by_dst_group.is_empty() {
+            for g in pkt.dst_groups.into_iter().flatten() {
+                let at = self.by_dst_group.get(g).and_then(|p| first_from(p, from));
+                best = earliest(best, at);
+            }
+        }
+        if !self.by_port_group.is_empty() {
+            for g in pkt.port_groups.into_iter().flatten() {
+                let at = self.by_port_group.get(g).and_then(|p| first_from(p, from));
+                best = earliest(best, at);
+            }
+        }
+        best
+    }
+}
+
+fn first_from(positions: &[usize], from: usize) -> Option<usize> {
+    positions
+        .get(positions.partition_point(|&p| p < from))
+        .copied()
+}
+
+fn earliest(a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// `chain`'s jumps indexed by their target's guard: `rules`' positions by the membership a
+/// packet needs for the jump to do anything. Only jumps that need nothing by their own
+/// condition, that the model does not refuse, and whose target exists, starts with a
+/// guard and is named by no other jump (`jumps_to`) are indexed; every other position of
+/// `rules.own.rest` stays a candidate for every packet.
+pub(crate) fn guarded_jumps(
+    rules: &ChainRules,
+    target_guard: impl Fn(Uuid) -> Option<Guard>,
+    jumps_to: impl Fn(Uuid) -> usize,
+) -> Positions {
+    let mut out = Positions::default();
+    let mut jumps = rules.jumps.iter().peekable();
+    for &at in &rules.own.rest {
+        let is_jump = jumps.next_if_eq(&&at).is_some();
+        let rule = &rules.rules[at];
+        let target = rule
+            .jump_chain_id
+            .filter(|_| is_jump && !rules.refused.contains_key(&at));
+        let needs = match target.filter(|t| jumps_to(*t) == 1).and_then(&target_guard) {
+            Some(Guard::DstInAddrGroup(g)) => Needs::DstInGroup(g),
+            Some(Guard::EnteredThroughPortGroup(g)) => Needs::EnteredThroughPortGroup(g),
+            None => Needs::Nothing,
+        };
+        out.put(at, needs);
+    }
+    out
+}
+
+/// What a rule's own condition requires of a packet (see the module docs): one
+/// requirement is enough to skip it, the most selective taken.
+fn needs(rule: &Rule) -> Needs {
+    let c = &rule.condition;
+    if c.cond_invert.unwrap_or(false) {
+        return Needs::Nothing;
+    }
+    if let Some(dst) = only_destination(rule) {
+        return Needs::Dst(dst);
+    }
+    match (c.ip_addr_group_dst, c.port_group) {
+        (Some(g), _) if !c.inv_ip_addr_group_dst.unwrap_or(false) => Needs::DstInGroup(g),
+        (_, Some(g)) if !c.inv_port_group.unwrap_or(false) => Needs::EnteredThroughPortGroup(g),
+        _ => Needs::Nothing,
     }
 }
 
@@ -239,10 +388,22 @@ mod tests {
         }
     }
 
+    fn to_dst(dst: Ipv4Addr) -> PacketKeys<'static> {
+        PacketKeys {
+            dst,
+            dst_groups: None,
+            port_groups: None,
+        }
+    }
+
     fn visited(chain: &ChainRules, dst: Ipv4Addr) -> Vec<usize> {
+        visited_by(chain, &to_dst(dst), None)
+    }
+
+    fn visited_by(chain: &ChainRules, pkt: &PacketKeys, guarded: Option<&Positions>) -> Vec<usize> {
         let mut out = Vec::new();
         let mut from = 0;
-        while let Some(i) = chain.next_candidate(from, dst) {
+        while let Some(i) = chain.next_candidate(from, pkt, guarded) {
             out.push(i);
             from = i + 1;
         }
@@ -290,11 +451,12 @@ mod tests {
         let chain = mixed();
         // After a rewrite to 10.96.0.2 past position 0, the rules for the new address
         // from there on, and nothing before.
-        assert_eq!(chain.next_candidate(1, ip("10.96.0.2")), Some(1));
-        assert_eq!(chain.next_candidate(5, ip("10.96.0.2")), Some(6));
-        assert_eq!(chain.next_candidate(5, ip("10.96.0.1")), Some(5));
-        assert_eq!(chain.next_candidate(6, ip("10.96.0.1")), None);
-        assert_eq!(chain.next_candidate(7, ip("10.96.0.2")), None);
+        let next = |from, dst| chain.next_candidate(from, &to_dst(ip(dst)), None);
+        assert_eq!(next(1, "10.96.0.2"), Some(1));
+        assert_eq!(next(5, "10.96.0.2"), Some(6));
+        assert_eq!(next(5, "10.96.0.1"), Some(5));
+        assert_eq!(next(6, "10.96.0.1"), None);
+        assert_eq!(next(7, "10.96.0.2"), None);
     }
 
     #[test]
@@ -363,5 +525,108 @@ mod tests {
         for r in [not_inverted, more, neutral_but_set, both, accept] {
             assert_eq!(guard_of(&r), None, "{r:?}");
         }
+    }
+
+    fn group(n: u128) -> Uuid {
+        Uuid::from_u128(50 + n)
+    }
+
+    fn set(ids: &[Uuid]) -> BTreeSet<Uuid> {
+        ids.iter().copied().collect()
+    }
+
+    /// A drop to the pods of group 1 (as an isolation rule), one from the ports of group
+    /// 2, the same with the field inverted, the same with the condition inverted, and an
+    /// unconditional accept.
+    fn memberships() -> ChainRules {
+        let mut chain = ChainRules::default();
+        let mut to_group = rule(1);
+        to_group.condition.ip_addr_group_dst = Some(group(1));
+        chain.push(to_group.clone());
+        let mut from_group = rule(2);
+        from_group.condition.port_group = Some(group(2));
+        chain.push(from_group.clone());
+        let mut inv_field = to_group.clone();
+        inv_field.id = Uuid::from_u128(103);
+        inv_field.condition.inv_ip_addr_group_dst = Some(true);
+        chain.push(inv_field);
+        let mut inv_all = from_group;
+        inv_all.id = Uuid::from_u128(104);
+        inv_all.condition.cond_invert = Some(true);
+        chain.push(inv_all);
+        chain.push(rule(5));
+        chain
+    }
+
+    #[test]
+    fn a_rule_needing_a_membership_is_visited_only_for_a_member() {
+        let chain = memberships();
+        let (g1, g2) = (set(&[group(1)]), set(&[group(2)]));
+        let keys = |dst_groups, port_groups| PacketKeys {
+            dst: ip("10.200.0.10"),
+            dst_groups,
+            port_groups,
+        };
+        assert_eq!(visited_by(&chain, &keys(None, None), None), [2, 3, 4]);
+        assert_eq!(
+            visited_by(&chain, &keys(Some(&g1), None), None),
+            [0, 2, 3, 4]
+        );
+        assert_eq!(
+            visited_by(&chain, &keys(None, Some(&g2)), None),
+            [1, 2, 3, 4]
+        );
+        assert_eq!(
+            visited_by(&chain, &keys(Some(&g2), Some(&g1)), None),
+            [2, 3, 4]
+        );
+    }
+
+    /// An ALLOW chain as the translators write it: a jump per policy. Chain 11 is guarded
+    /// by group 1's addresses, 12 by group 2's ports, 13 has no guard, 14 is guarded but
+    /// named by a second jump elsewhere, 15 does not exist (no guard); the jump at 5, to
+    /// 16 guarded by group 1's addresses, has a condition of its own (which needs no
+    /// membership: the jump does nothing without the target's).
+    #[test]
+    fn jumps_are_indexed_by_their_targets_guards_when_nothing_else_can_tell() {
+        let jump = |n: u128, target: u128| {
+            let mut r = rule(n);
+            r.rule_type = RuleType::Jump;
+            r.jump_chain_id = Some(Uuid::from_u128(target));
+            r
+        };
+        let mut chain = ChainRules::default();
+        for (n, t) in [(0, 11), (1, 12), (2, 13), (3, 14), (4, 15)] {
+            chain.push(jump(n, t));
+        }
+        let mut conditioned = jump(5, 16);
+        conditioned.nw_proto = Some(6);
+        chain.push(conditioned);
+        assert_eq!(chain.jumps(), [0, 1, 2, 3, 4, 5]);
+        let guard = |t: Uuid| match t.as_u128() {
+            11 | 14 | 16 => Some(Guard::DstInAddrGroup(group(1))),
+            12 => Some(Guard::EnteredThroughPortGroup(group(2))),
+            _ => None,
+        };
+        let jumps_to = |t: Uuid| if t.as_u128() == 14 { 2 } else { 1 };
+        let guarded = guarded_jumps(&chain, guard, jumps_to);
+        let (g1, g2) = (set(&[group(1)]), set(&[group(2)]));
+        let keys = |dst_groups, port_groups| PacketKeys {
+            dst: ip("10.200.0.10"),
+            dst_groups,
+            port_groups,
+        };
+        let none = keys(None, None);
+        assert_eq!(visited_by(&chain, &none, Some(&guarded)), [2, 3, 4]);
+        assert_eq!(
+            visited_by(&chain, &keys(Some(&g1), None), Some(&guarded)),
+            [0, 2, 3, 4, 5]
+        );
+        assert_eq!(
+            visited_by(&chain, &keys(None, Some(&g2)), Some(&guarded)),
+            [1, 2, 3, 4]
+        );
+        // Without the guarded index every jump is a candidate.
+        assert_eq!(visited_by(&chain, &none, None), [0, 1, 2, 3, 4, 5]);
     }
 }

@@ -48,12 +48,13 @@
 //!    NetworkPolicies the expectations differ too: the class also holds everything the
 //!    policies read of a client (`policy::Policies::client_key`: namespace, labels, node,
 //!    the `ipBlock` peers its address falls in).
-//! 2. **Per flow**, the representative's trace records the chains it ran and the routers
-//!    it routed through (`engine::Consulted`). A member is split off and traced itself
-//!    if any rule of those chains or any route of those routers treats it differently:
-//!    an address prefix, address group, NAT target range, in/out port set, traversed
-//!    device or MAC condition that holds it but not the representative, or the other way
-//!    round (`told_apart`). A prefix
+//! 2. **Per flow**, the representative's trace records the chains it ran, the guards their
+//!    index let it skip (`chainrules`: a jump to a policy's chain whose guard returns at
+//!    once is not run), and the routers it routed through (`engine::Consulted`). A member
+//!    is split off and traced itself if any rule of those chains, any of those guards or
+//!    any route of those routers treats it differently: an address prefix, address group,
+//!    NAT target range, in/out port set, traversed device or MAC condition that holds it
+//!    but not the representative, or the other way round (`told_apart`). A prefix
 //!    holding every member or none is skipped at once; results are memoised per class and
 //!    chain or router, since most flows consult the same few chains. E.g. an endpoint of
 //!    a Service is split off for the flows to that Service (its hairpin SNAT rule names
@@ -283,17 +284,19 @@ pub fn check(topo: &Topology, cluster: &Cluster, progress: &mut dyn FnMut(usize,
         .clamp(1, 16);
     let batch = 256 * threads;
     let mut done = 0;
+    // Each thread keeps its memo from batch to batch: the same few chains come back.
+    let mut memos: Vec<Memo> = (0..threads).map(|_| Memo::default()).collect();
     for chunk in flows.chunks(batch) {
         let per_thread = chunk.len().div_ceil(threads).max(1);
         let outcomes: Vec<Outcome> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .chunks(per_thread)
-                .map(|part| {
+                .zip(memos.iter_mut())
+                .map(|(part, memo)| {
                     let classes = &classes;
                     scope.spawn(move || {
-                        let mut memo = Memo::default();
                         part.iter()
-                            .flat_map(|f| evaluate(topo, classes, f.clone(), &mut memo))
+                            .flat_map(|f| evaluate(topo, classes, f.clone(), memo))
                             .collect::<Vec<_>>()
                     })
                 })
@@ -951,9 +954,19 @@ fn sticky_problem(flow: &Flow, one: &Path, two: &Path) -> Result<bool, String> {
     }
 }
 
-/// What [`told_apart`] found per (class, chain or router): the members (by index) that
-/// the chain's rules or the router's routes treat differently from the representative.
-type Memo = HashMap<(usize, Uuid), Vec<usize>>;
+/// What [`told_apart`] found per (class, what was consulted): the members (by index)
+/// that a chain's rules, the guards its index skipped, or a router's routes treat
+/// differently from the representative.
+type Memo = rustc_hash::FxHashMap<(usize, Consulting), Vec<usize>>;
+
+/// What a walk consulted, as [`told_apart`] weighs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Consulting {
+    Chain(Uuid),
+    /// The guards of the jumps a chain's index skipped (`chainrules`).
+    GuardsOf(Uuid),
+    Router(Uuid),
+}
 
 /// The members of class `c` (besides its representative, the first) that something the
 /// representative's trace consulted may treat differently from it: a condition on an
@@ -976,13 +989,21 @@ fn told_apart<'c>(
     let mut apart = BTreeSet::new();
     for chain in &consulted.chains {
         let found = memo
-            .entry((c, *chain))
+            .entry((c, Consulting::Chain(*chain)))
             .or_insert_with(|| differ_by_rules(topo, class, topo.rules_of(*chain)));
+        apart.extend(found.iter().copied());
+    }
+    // A guard that returned for the representative may not for a member: its condition
+    // is weighed as a rule run.
+    for chain in &consulted.guarded {
+        let found = memo
+            .entry((c, Consulting::GuardsOf(*chain)))
+            .or_insert_with(|| differ_by_rules(topo, class, &topo.indexed_guards(*chain)));
         apart.extend(found.iter().copied());
     }
     for router in &consulted.routers {
         let found = memo
-            .entry((c, *router))
+            .entry((c, Consulting::Router(*router)))
             .or_insert_with(|| differ_by_routes(topo, class, *router));
         apart.extend(found.iter().copied());
     }
@@ -1486,5 +1507,39 @@ mod tests {
             crate::RuleOrder::Listed,
         );
         assert_eq!(names(&differ_by_routes(&topo, &c, router), &c), ["b"]);
+    }
+
+    /// A chain whose one jump goes to a chain guarded by an address group holding `.12`:
+    /// a walk that skipped the jump (the representative is not in the group) leaves `c`
+    /// to be traced itself, and nothing is told apart without the skip noted.
+    #[test]
+    fn a_guard_the_index_skipped_tells_apart_a_member_it_would_let_in() {
+        use midonet_translators::model::{Chain, Resource};
+        let (allow, policy, group) = (
+            Uuid::from_u128(60),
+            Uuid::from_u128(61),
+            Uuid::from_u128(77),
+        );
+        let mut jump = Rule::new(allow, Uuid::from_u128(62), RuleType::Jump);
+        jump.jump_chain_id = Some(policy);
+        let mut guard = Rule::new(policy, Uuid::from_u128(63), RuleType::Return);
+        guard.condition.ip_addr_group_dst = Some(group);
+        guard.condition.inv_ip_addr_group_dst = Some(true);
+        let resources = [
+            Resource::Chain(Chain::new(allow)),
+            Resource::Chain(Chain::new(policy)),
+            Resource::Rule(jump),
+            Resource::Rule(guard),
+        ];
+        let mut topo = Topology::new(resources, crate::RuleOrder::Listed, Vec::new());
+        topo.add_ip_addr_group_member(group, "10.0.0.12".parse().unwrap());
+        let classes = [three()];
+        let mut consulted = Consulted::default();
+        let mut memo = Memo::default();
+        assert!(told_apart(&topo, &classes, 0, &consulted, &mut memo).is_empty());
+        consulted.guarded.push(allow);
+        let apart = told_apart(&topo, &classes, 0, &consulted, &mut memo);
+        let names: Vec<&str> = apart.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["c"]);
     }
 }

@@ -13,8 +13,8 @@
 //! address (its linked router ports', its ARP table), where it floods (its bound ports).
 //! A VLAN-tagged port is a build problem (not modelled); tagged MAC-table entries do not
 //! serve the untagged frames the model sends. Values worked out on first use (ARP
-//! exchanges, `Local` routes) are kept per topology, shared by the threads that read it,
-//! and emptied by every change.
+//! exchanges, `Local` routes, the chains' jumps indexed by their targets' guards) are kept
+//! per topology, shared by the threads that read it, and emptied by every change.
 //!
 //! Load balancers, pools, members and VIPs are kept by id; the router that names a load
 //! balancer runs it (`engine/l4lb.rs`), which finds the VIPs and members below it by
@@ -24,10 +24,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, RwLock};
 
-use crate::chainrules::ChainRules;
+use crate::chainrules::{guarded_jumps, ChainRules, Positions};
 use midonet_translators::model::{
     Bridge, Chain, Ipv4Cidr, LoadBalancer, MacAddr, Pool, PoolMember, Port, PortType, Resource,
-    Route, RouteType, Router, Rule, Vip,
+    Route, RouteType, Router, Rule, RuleType, Vip,
 };
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
@@ -156,6 +156,11 @@ pub struct Topology {
     pub(crate) arp_memo: crate::engine::ArpMemo,
     /// Each router's implicit `Local` routes (emptied by every change).
     pub(crate) local_routes: Memo<Uuid, Arc<Vec<Route>>>,
+    /// Each chain's jumps indexed by their targets' guards (`chainrules::guarded_jumps`;
+    /// emptied by every change).
+    pub(crate) guarded_jumps: Memo<Uuid, Arc<Positions>>,
+    /// What `guarded_jumps` reads of every rule (emptied by every change).
+    pub(crate) jump_facts: Memo<(), Arc<JumpFacts>>,
     // Indexes derived from the maps above, kept in step by every change: what the walk
     // looks up on every hop would otherwise be a scan of every port or attachment.
     /// Device (bridge or router) → its ports, in id order (a stable flood order).
@@ -169,6 +174,8 @@ pub struct Topology {
     pub(crate) by_ip: FxHashMap<Ipv4Addr, BTreeSet<(Uuid, String)>>,
     /// MAC → the (host, interface) of the attachments that use it.
     pub(crate) by_mac: FxHashMap<MacAddr, BTreeSet<(Uuid, String)>>,
+    /// Address → the IP address groups it is in.
+    pub(crate) addr_groups_of: FxHashMap<Ipv4Addr, BTreeSet<Uuid>>,
 }
 
 impl Topology {
@@ -191,8 +198,7 @@ impl Topology {
 
     /// Adds one resource.
     pub fn add(&mut self, resource: Resource, order: RuleOrder) {
-        self.arp_memo.clear();
-        self.local_routes.clear();
+        self.forget_derived();
         match resource {
             Resource::Bridge(b) => {
                 self.bridges.insert(b.id, b);
@@ -323,8 +329,7 @@ impl Topology {
     /// without it would hold (rules keep the order of the others; re-adding a chain's
     /// rules in listed order restores it).
     pub fn remove(&mut self, resource: &Resource) {
-        self.arp_memo.clear();
-        self.local_routes.clear();
+        self.forget_derived();
         match resource {
             Resource::Bridge(b) => {
                 self.bridges.remove(&b.id);
@@ -443,6 +448,12 @@ impl Topology {
                         self.ip_addr_groups.remove(&a.parent);
                     }
                 }
+                if let Some(groups) = self.addr_groups_of.get_mut(&a.addr) {
+                    groups.remove(&a.parent);
+                    if groups.is_empty() {
+                        self.addr_groups_of.remove(&a.addr);
+                    }
+                }
             }
             // `remove` sends only the four kinds above.
             _ => {}
@@ -480,8 +491,7 @@ impl Topology {
 
     /// Plugs a workload in behind the interface `(host, interface)`.
     pub fn attach(&mut self, a: Attachment) {
-        self.arp_memo.clear();
-        self.local_routes.clear();
+        self.forget_derived();
         let key = (a.host, a.interface.clone());
         if let Some(old) = self.attachments.insert(key.clone(), a) {
             if self.by_name.get(&old.name) == Some(&key) {
@@ -512,16 +522,79 @@ impl Topology {
 
     /// Makes `port` a member of `group` (MidoNet's port groups).
     pub fn add_port_group_member(&mut self, group: Uuid, port: Uuid) {
-        self.arp_memo.clear();
-        self.local_routes.clear();
+        self.forget_derived();
         self.port_groups.entry(port).or_default().insert(group);
     }
 
     /// Adds `ip` to the IP address group `group`.
     pub fn add_ip_addr_group_member(&mut self, group: Uuid, ip: Ipv4Addr) {
+        self.forget_derived();
+        self.ip_addr_groups.entry(group).or_default().insert(ip);
+        self.addr_groups_of.entry(ip).or_default().insert(group);
+    }
+
+    /// Empties what is derived on first use: every change may alter it.
+    fn forget_derived(&mut self) {
         self.arp_memo.clear();
         self.local_routes.clear();
-        self.ip_addr_groups.entry(group).or_default().insert(ip);
+        self.guarded_jumps.clear();
+        self.jump_facts.clear();
+    }
+
+    /// `chain`'s jumps indexed by their targets' guards, for a walk that may skip a jump
+    /// to a guard the packet does not pass (`chainrules`); `None` for a chain without
+    /// such a jump.
+    pub(crate) fn guarded_jumps(&self, chain: Uuid) -> Option<Arc<Positions>> {
+        let rules = self.rules.get(&chain)?;
+        if rules.jumps().is_empty() {
+            return None;
+        }
+        if let Some(p) = self.guarded_jumps.get(&chain) {
+            return Some(p);
+        }
+        let facts = self.jump_facts();
+        // A target a `traversedDevice` condition names must be traversed to be seen.
+        let target_guard = |t: Uuid| {
+            (self.chains.contains_key(&t) && !facts.traversal_named.contains(&t)).then_some(())?;
+            self.rules.get(&t)?.guard()
+        };
+        let jumps_to = |t: Uuid| facts.jumps_to.get(&t).copied().unwrap_or(0);
+        let p = Arc::new(guarded_jumps(rules, target_guard, jumps_to));
+        self.guarded_jumps.put(chain, p.clone());
+        Some(p)
+    }
+
+    /// The guards (first rules) of the targets of `chain`'s jumps that its guard index
+    /// may skip: what a walk that skipped them let decide unseen.
+    pub(crate) fn indexed_guards(&self, chain: Uuid) -> Vec<Rule> {
+        let (Some(rules), Some(index)) = (self.rules.get(&chain), self.guarded_jumps(chain)) else {
+            return Vec::new();
+        };
+        index
+            .indexed()
+            .filter_map(|at| rules.rules().get(at)?.jump_chain_id)
+            .filter_map(|target| self.rules.get(&target)?.rules().first().cloned())
+            .collect()
+    }
+
+    /// How many jump rules name each chain (whatever their conditions), and the ids the
+    /// `traversedDevice` conditions name.
+    fn jump_facts(&self) -> Arc<JumpFacts> {
+        if let Some(c) = self.jump_facts.get(&()) {
+            return c;
+        }
+        let mut facts = JumpFacts::default();
+        for r in self.rules.values().flat_map(|c| c.rules()) {
+            if let Some(t) = r.jump_chain_id.filter(|_| r.rule_type == RuleType::Jump) {
+                *facts.jumps_to.entry(t).or_default() += 1;
+            }
+            if let Some(d) = r.condition.traversed_device {
+                facts.traversal_named.insert(d);
+            }
+        }
+        let facts = Arc::new(facts);
+        self.jump_facts.put((), facts.clone());
+        facts
     }
 
     /// Resources that could not be placed as given.
@@ -796,6 +869,13 @@ impl Topology {
             .map(|p| p.id)
             .collect()
     }
+}
+
+/// How many jump rules name each chain, and the ids `traversedDevice` conditions name.
+#[derive(Debug, Default)]
+pub(crate) struct JumpFacts {
+    jumps_to: FxHashMap<Uuid, usize>,
+    traversal_named: FxHashSet<Uuid>,
 }
 
 /// Values derived from a topology on first use, shared by the threads that read it and

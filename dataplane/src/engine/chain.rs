@@ -23,7 +23,7 @@ use rustc_hash::FxHashSet;
 use uuid::Uuid;
 
 use super::{End, Step, Walk};
-use crate::chainrules::{ChainRules, Guard};
+use crate::chainrules::{ChainRules, Guard, PacketKeys};
 use crate::packet::{Protocol, Quoted, SocketV4};
 use crate::state::{NatKey, NatKeyType};
 
@@ -106,10 +106,30 @@ impl Walk<'_, '_, '_> {
         let Some(rules) = topo.chain_rules(chain) else {
             return Ok((Decision::Continue, None));
         };
-        // Only the rules that can match the packet's destination (as it is at each step:
-        // a NAT rule that continues may rewrite it), in order (`chainrules`).
+        // Only the rules that can match the packet (as it is at each step: a NAT rule
+        // that continues may rewrite its destination), in order (`chainrules`).
+        let guarded = self
+            .may_skip_guarded_jumps()
+            .then(|| topo.guarded_jumps(chain))
+            .flatten();
+        if guarded.is_some() {
+            self.sh.consulted.guarded(chain);
+        }
+        let port_groups = self.port_groups;
+        let keys_now = |dst: Ipv4Addr| PacketKeys {
+            dst,
+            dst_groups: topo.addr_groups_of.get(&dst),
+            port_groups,
+        };
+        let mut keys = keys_now(self.pkt.tuple.dst.ip);
         let mut from = 0;
-        while let Some(at) = rules.next_candidate(from, self.pkt.tuple.dst.ip) {
+        loop {
+            if keys.dst != self.pkt.tuple.dst.ip {
+                keys = keys_now(self.pkt.tuple.dst.ip);
+            }
+            let Some(at) = rules.next_candidate(from, &keys, guarded.as_deref()) else {
+                break;
+            };
             from = at + 1;
             let rule = &rules.rules()[at];
             if let Some(why) = rules.refusal(at) {
@@ -200,6 +220,14 @@ impl Walk<'_, '_, '_> {
             }
             other => Ok(other),
         }
+    }
+
+    /// Whether a jump to a guard the packet does not pass may be skipped unvisited: nobody
+    /// sees the hops (`Topology::guarded_jumps` indexes only the jumps whose skipping
+    /// nothing else could tell; the chains consulted note the chain, so that `check`
+    /// weighs the skipped guards).
+    fn may_skip_guarded_jumps(&self) -> bool {
+        !self.sh.record
     }
 
     /// Whether `chain` starts with a guard that returns this packet.

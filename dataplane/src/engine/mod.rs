@@ -178,14 +178,18 @@ impl Choices {
 }
 
 /// What walks looked at that an address or a port can make a difference to: the chains
-/// they ran (each once, in the order first run) and the routers whose routes they looked
-/// up. `check` uses it to decide which sources one trace stands for. A walk runs hundreds
-/// of chains (one per jump), so membership is a hash look-up, not a scan.
+/// they ran (each once, in the order first run), the chains whose jumps to guards were
+/// skipped by the index (`chainrules`: the guards of every jump indexed there decided for
+/// this packet without being run) and the routers whose routes they looked up. `check`
+/// uses it to decide which sources one trace stands for. A walk runs hundreds of chains
+/// (one per jump), so membership is a hash look-up, not a scan.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Consulted {
     pub(crate) chains: Vec<Uuid>,
+    pub(crate) guarded: Vec<Uuid>,
     pub(crate) routers: Vec<Uuid>,
     seen_chains: FxHashSet<Uuid>,
+    seen_guarded: FxHashSet<Uuid>,
     seen_routers: FxHashSet<Uuid>,
     /// Notes nothing: the caller does not ask what was consulted.
     pub(crate) off: bool,
@@ -195,6 +199,12 @@ impl Consulted {
     fn chain(&mut self, id: Uuid) {
         if !self.off && self.seen_chains.insert(id) {
             self.chains.push(id);
+        }
+    }
+
+    fn guarded(&mut self, id: Uuid) {
+        if !self.off && self.seen_guarded.insert(id) {
+            self.guarded.push(id);
         }
     }
 
