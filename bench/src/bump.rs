@@ -192,6 +192,11 @@ impl Bump {
                 "max <= 1 s",
             ),
             row(
+                "version bump: longest outage at most (last seen ok to ok again)",
+                format!("{:.2} s", p.max_bound_seconds),
+                "<= 1 s",
+            ),
+            row(
                 "version bump: longest outages began (first / last)",
                 self.outages_began(),
                 "-",

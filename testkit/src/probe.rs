@@ -23,7 +23,10 @@
 //!   delivery elsewhere or a reply that does not come back is an interruption.
 //! - **How long** ([`Interruptions`]): an outage of a flow starts at the first sample that
 //!   finds it not ok and ends at the next sample that finds it ok; one still open at the end
-//!   lasts until the last sample. The real outage is within one sample period of that.
+//!   lasts until the last sample. The real outage is within one sample period of that, and
+//!   lasted at most from the last sample that found the flow ok before it to the first that
+//!   found it ok again: the report gives that bound too (`max_bound_seconds`), which holds
+//!   however far apart the samples were.
 //!
 //! The pure parts (selection, judgement, accounting) are unit-tested here; [`FlowProbe`]
 //! runs them on a thread over any source of the backend's changed records (the simulator's
@@ -313,7 +316,13 @@ pub fn topology(resources: Vec<Resource>, attachments: &[Attachment]) -> Topolog
 struct FlowOutages {
     /// When the current outage started (the first sample that found the flow not ok).
     open_since: Option<Duration>,
+    /// The last sample that found the flow ok, and the one before the current outage.
+    last_ok: Option<Duration>,
+    ok_before: Option<Duration>,
     longest: Duration,
+    /// The longest span from the last sample that found the flow ok before an outage to
+    /// the first that found it ok again: what the outage lasted at most.
+    longest_bound: Duration,
     /// When the longest outage started.
     longest_since: Duration,
     total: Duration,
@@ -325,6 +334,9 @@ struct FlowOutages {
 impl FlowOutages {
     fn close(&mut self, at: Duration) {
         if let Some(start) = self.open_since.take() {
+            // Down from the first sample: nothing earlier bounds it.
+            let up = self.ok_before.take().unwrap_or(start);
+            self.longest_bound = self.longest_bound.max(at.saturating_sub(up));
             let d = at.saturating_sub(start);
             if d > self.longest || self.outages == 1 {
                 self.longest_since = start;
@@ -396,6 +408,9 @@ pub struct Interrupted {
     pub flow: String,
     /// The longest outage and the sum of all, in seconds.
     pub longest_seconds: f64,
+    /// The longest span from the last sample that found it ok before an outage to the
+    /// first that found it ok again: what any of its outages lasted at most.
+    pub longest_bound_seconds: f64,
     /// When the longest outage started, in seconds since the probe started (its first
     /// sample is about a second before the work it watches).
     pub longest_started_seconds: f64,
@@ -433,6 +448,10 @@ pub struct ProbeReport {
     /// maximum and the 99th percentile (nearest rank).
     pub max_seconds: f64,
     pub p99_seconds: f64,
+    /// The longest outage any flow can have had: of each flow's outages, the span from
+    /// the last sample that found it ok to the first that found it ok again (the real
+    /// outage lies within it, whatever the samples' spacing).
+    pub max_bound_seconds: f64,
     /// When the interrupted flows' longest outages started, the earliest and the latest, in
     /// seconds since the probe started (both 0 when no flow was interrupted).
     pub longest_started_first_seconds: f64,
@@ -456,7 +475,8 @@ impl ProbeReport {
     pub fn summary(&self) -> String {
         format!(
             "{} flows, {} samples every {:.0} ms (max {:.0} ms) taking {:.0} ms (max {:.0} ms) \
-             over {:.1} s: {} interrupted ({} from the start), max {:.2} s, p99 {:.2} s",
+             over {:.1} s: {} interrupted ({} from the start), max {:.2} s (at most {:.2} s), \
+             p99 {:.2} s",
             self.flows,
             self.samples,
             self.mean_period_seconds * 1000.0,
@@ -467,6 +487,7 @@ impl ProbeReport {
             self.interrupted,
             self.down_at_start,
             self.max_seconds,
+            self.max_bound_seconds,
             self.p99_seconds
         )
     }
@@ -496,10 +517,14 @@ impl Interruptions {
         self.samples += 1;
         for (i, f) in self.flows.iter_mut().enumerate() {
             match ok.get(i) {
-                Some(Ok(())) => f.close(at),
+                Some(Ok(())) => {
+                    f.close(at);
+                    f.last_ok = Some(at);
+                }
                 bad => {
                     if f.open_since.is_none() {
                         f.open_since = Some(at);
+                        f.ok_before = f.last_ok;
                         f.outages += 1;
                         f.reason = Some(match bad {
                             Some(Err(why)) => why.clone(),
@@ -546,6 +571,7 @@ impl Interruptions {
             .map(|(i, f)| Interrupted {
                 flow: names.get(i).cloned().unwrap_or_else(|| format!("flow {i}")),
                 longest_seconds: f.longest.as_secs_f64(),
+                longest_bound_seconds: f.longest_bound.as_secs_f64(),
                 longest_started_seconds: f.longest_since.as_secs_f64(),
                 total_seconds: f.total.as_secs_f64(),
                 outages: f.outages,
@@ -580,6 +606,12 @@ impl Interruptions {
             down_at_start: self.down_at_start,
             max_seconds: longest.last().copied().unwrap_or_default().as_secs_f64(),
             p99_seconds: p99.as_secs_f64(),
+            max_bound_seconds: closed
+                .iter()
+                .map(|f| f.longest_bound)
+                .max()
+                .unwrap_or_default()
+                .as_secs_f64(),
             longest_started_first_seconds: first_started,
             longest_started_last_seconds: last_started,
             interrupted_flows: interrupted,
@@ -756,6 +788,29 @@ mod tests {
         assert!((r.duration_seconds - 0.8).abs() < 1e-9);
         assert!((r.mean_period_seconds - 0.1).abs() < 1e-9);
         assert!((r.max_period_seconds - 0.1).abs() < 1e-9);
+    }
+
+    #[test]
+    fn an_outage_lasted_at_most_from_the_last_good_sample_to_the_next_good_one() {
+        let mut acc = Interruptions::new(2);
+        // f0: ok at 0 and 100, down at 400 (a long sample before it), ok again at 450.
+        // f1: down from the first sample (0) to 100: nothing earlier bounds it.
+        for (at, f0, f1) in [
+            (0, ok(), bad()),
+            (100, ok(), ok()),
+            (400, bad(), ok()),
+            (450, ok(), ok()),
+        ] {
+            acc.record(ms(at), &[f0, f1]);
+        }
+        let r = acc.report(&names(2));
+        let f0 = r.flow("f0").unwrap();
+        assert!((f0.longest_seconds - 0.05).abs() < 1e-9, "{f0:?}");
+        assert!((f0.longest_bound_seconds - 0.35).abs() < 1e-9, "{f0:?}");
+        let f1 = r.flow("f1").unwrap();
+        assert!((f1.longest_bound_seconds - 0.1).abs() < 1e-9, "{f1:?}");
+        assert!((r.max_seconds - 0.1).abs() < 1e-9);
+        assert!((r.max_bound_seconds - 0.35).abs() < 1e-9);
     }
 
     #[test]
