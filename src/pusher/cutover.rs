@@ -303,7 +303,6 @@ async fn link_versions(
         let done_hosts: Vec<Uuid> = all_new.difference(&pending).copied().collect();
         unlink_hosts(ctx, &plan, &done_hosts, &mut state.unlinked).await;
     }
-    let started = Instant::now();
     let to_push: Vec<&Resource> = plan
         .resources
         .iter()
@@ -311,30 +310,46 @@ async fn link_versions(
             r.own_id().is_none_or(|id| {
                 !state.pushed.contains(&id)
                     && !state.unlinked.contains(&id)
-                    && !is_new_mirror_of(&plan, id, |h| !pending.contains(h))
+                    && plan
+                        .new_mirror_host(id)
+                        .is_none_or(|host| pending.contains(&host))
             })
         })
         .collect();
-    // The ports and their link first, one after the other; then the routes through them.
+    push_link(ctx, &plan, &to_push, &uid, &mut state.pushed).await;
+    Some(plan)
+}
+
+/// Pushes `to_push`, part of `plan`: the ports and their link first, one after the other,
+/// then the routes through them, a few at a time; adds what is there to `pushed`. What
+/// the link's Translation (UID `uid`) claims is recorded for its next push; the new
+/// router's mirrors are the cutover's alone.
+async fn push_link(
+    ctx: &PusherContext,
+    plan: &LinkPlan,
+    to_push: &[&Resource],
+    uid: &str,
+    pushed: &mut HashSet<Uuid>,
+) {
+    let started = Instant::now();
     let (link, routes): (Vec<&Resource>, Vec<&Resource>) = to_push
         .iter()
         .partition(|r| !matches!(r, Resource::Route(_)));
-    // Its reconcile records what the Translation claims (not the new router's mirrors).
     let record = |r: &Resource| {
         r.own_id()
-            .is_none_or(|id| !is_new_mirror_of(&plan, id, |_| true))
-            .then_some(uid.as_str())
+            .is_none_or(|id| plan.new_mirror_host(id).is_none())
+            .then_some(uid)
     };
-    let mut pushed = Vec::new();
+    let mut done = Vec::new();
     for r in link {
-        pushed.push(push_link_part(ctx, r, record(r)).await);
+        done.push(push_link_part(ctx, r, record(r)).await);
     }
-    if pushed.iter().all(Result::is_ok) {
+    if done.iter().all(Result::is_ok) {
         let routes: Vec<(Resource, Option<String>)> = routes
             .into_iter()
             .map(|r| (r.clone(), record(r).map(str::to_string)))
             .collect();
-        pushed.extend(
+        done.extend(
             futures::stream::iter(routes)
                 .map(|(r, uid)| async move { push_link_part(ctx, &r, uid.as_deref()).await })
                 .buffer_unordered(IN_FLIGHT)
@@ -342,15 +357,14 @@ async fn link_versions(
                 .await,
         );
     }
-    let failed = to_push.len() - pushed.iter().filter(|p| p.is_ok()).count();
-    state.pushed.extend(pushed.into_iter().flatten().flatten());
+    let failed = to_push.len() - done.iter().filter(|p| p.is_ok()).count();
+    pushed.extend(done.into_iter().flatten().flatten());
     tracing::info!(
         pushed = to_push.len(),
         failed,
         took_ms = started.elapsed().as_millis() as u64,
         "version bump: the two versions' cluster routers linked"
     );
-    Some(plan)
 }
 
 /// Pushes `r`, part of the link; answers whether it is there, with its ID if it has one.
@@ -372,13 +386,6 @@ async fn push_link_part(
             Err(())
         }
     }
-}
-
-/// Whether `id` is one of the new router's mirrors of a host `of` says.
-fn is_new_mirror_of(plan: &LinkPlan, id: Uuid, of: impl Fn(&Uuid) -> bool) -> bool {
-    plan.new_mirrors
-        .iter()
-        .any(|(host, routes)| of(host) && routes.iter().any(|r| r.id == id))
 }
 
 /// The node routes of the old versions' and of the current version's Translations.

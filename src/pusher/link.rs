@@ -140,19 +140,22 @@ pub struct LinkPlan {
     pub resources: Vec<Resource>,
     /// The new router's mirrors of each host's routes: removed before its batch.
     pub new_mirrors: BTreeMap<Uuid, Vec<Route>>,
+    /// The host of each of the new router's mirrors, by the mirror's ID.
+    mirror_hosts: BTreeMap<Uuid, Uuid>,
     pub new_router: Uuid,
     pub old_router: Uuid,
 }
 
 impl LinkPlan {
+    /// The host whose routes the resource `id` mirrors on the new router, if it is one of
+    /// those mirrors.
+    pub fn new_mirror_host(&self, id: Uuid) -> Option<Uuid> {
+        self.mirror_hosts.get(&id).copied()
+    }
+
     /// The Translation claiming the link to version `new_version`: all but the new
     /// router's mirrors, which only the cutover makes and deletes.
     pub fn translation(&self, new_version: &str) -> DesiredTranslation {
-        let transient: BTreeSet<Uuid> = self
-            .new_mirrors
-            .values()
-            .flat_map(|routes| routes.iter().map(|r| r.id))
-            .collect();
         DesiredTranslation {
             name: translation_name(new_version),
             namespace: GLOBAL_TRANSLATION_NAMESPACE.to_string(),
@@ -163,7 +166,10 @@ impl LinkPlan {
             resources: self
                 .resources
                 .iter()
-                .filter(|r| r.own_id().is_none_or(|id| !transient.contains(&id)))
+                .filter(|r| {
+                    r.own_id()
+                        .is_none_or(|id| self.new_mirror_host(id).is_none())
+                })
                 .map(Resource::to_entry)
                 .collect(),
         }
@@ -211,9 +217,14 @@ pub fn plan(
             new_mirrors.entry(n.host).or_default().push(m);
         }
     }
+    let mirror_hosts = new_mirrors
+        .iter()
+        .flat_map(|(host, routes)| routes.iter().map(|r| (r.id, *host)))
+        .collect();
     Ok(LinkPlan {
         resources,
         new_mirrors,
+        mirror_hosts,
         new_router,
         old_router,
     })

@@ -446,14 +446,7 @@ impl<'a> Reconciling<'a> {
                 counter.with_label_values(&[kind.name()]).inc();
                 progress.recreated.extend(desired.resource.provides());
             }
-            status::upsert(
-                &mut progress.record,
-                PushedResource {
-                    kind: kind.name().to_string(),
-                    path: desired.path.clone(),
-                    body_hash: desired.body_hash.clone(),
-                },
-            );
+            status::upsert(&mut progress.record, desired.record());
         }
         for (done, removed) in plan.removals.iter().enumerate() {
             let result = match Kind::from_name(&removed.kind) {

@@ -2,7 +2,11 @@
 //! apiserver, no controllers, no simulator. Each stage is timed on its own.
 //!
 //! `cargo run --release -p midonet-testkit --example check_at_scale -- --nodes 50 --pods 2000
-//! --services 300 [--policies N] [--endpoints 4] [--namespaces 4] [--samples 5]`
+//! --services 300 [--policies N] [--endpoints 4] [--namespaces 4] [--samples 5]
+//! [--services-per-source 6] [--peers-per-source 2] [--no-check]`
+//!
+//! The probe's sample size defaults to the benchmark's at scale S; the 30,000-Translation
+//! variant samples `--services-per-source 1 --peers-per-source 1`.
 
 use std::time::Instant;
 
@@ -88,8 +92,8 @@ fn run() -> Result<(), String> {
     let flows = probe::select_flows(
         &translated.cluster,
         SampleSize {
-            services_per_source: 6,
-            peers_per_source: 2,
+            services_per_source: arg(&args, "--services-per-source", 6)?,
+            peers_per_source: arg(&args, "--peers-per-source", 2)?,
         },
     );
     let mut times = Vec::new();
