@@ -17,7 +17,8 @@
 //! nor connection-tracked, and the request teaches the bridges the requester's MAC
 //! before the reply needs it), so it is walked once per topology on a state of its own
 //! and replayed afterwards: its outcome, what it taught the bridges and ARP caches, the
-//! chains and routers it consulted, its hops ([`ArpMemo`]).
+//! chains and routers it consulted (with the chains whose guarded jumps it skipped), its
+//! hops ([`ArpMemo`]).
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -36,6 +37,8 @@ pub(crate) struct Exchanged {
     end: End,
     learned: FlowState,
     chains: Vec<Uuid>,
+    /// The chains whose guarded jumps the walk skipped (`Consulted::guarded`).
+    guarded: Vec<Uuid>,
     routers: Vec<Uuid>,
     hops: Vec<Hop>,
 }
@@ -116,6 +119,7 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
                 end,
                 learned,
                 chains: consulted.chains,
+                guarded: consulted.guarded,
                 routers: consulted.routers,
                 hops: walked,
             });
@@ -126,6 +130,9 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
     sh.state.merge_learning(&memo.learned);
     for c in &memo.chains {
         sh.consulted.chain(*c);
+    }
+    for c in &memo.guarded {
+        sh.consulted.guarded(*c);
     }
     for r in &memo.routers {
         sh.consulted.router(*r);
