@@ -99,7 +99,13 @@ fn run() -> Result<(), String> {
     let mut times = Vec::new();
     for _ in 0..samples.max(1) {
         let t = Instant::now();
-        let topo = probe::topology(translated.resources.clone(), &attachments);
+        // Rules in the order the backend evaluates them (the translators' positions), as
+        // the simulator lists them to the probe.
+        let topo = Topology::new(
+            translated.resources.clone(),
+            RuleOrder::Pushed,
+            attachments.clone(),
+        );
         let built = t.elapsed();
         let bad = flows
             .iter()
