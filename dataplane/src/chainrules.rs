@@ -44,8 +44,8 @@ pub(crate) struct ChainRules {
     rules: Vec<Rule>,
     /// Positions by what their own conditions require.
     own: Positions,
-    /// Positions of the jumps among `own.rest`, ascending.
-    jumps: Vec<usize>,
+    /// How many of `own.rest` are jumps.
+    jumps: usize,
     /// What the first rule returns on, if it is a guard.
     guard: Option<Guard>,
     /// Why the model cannot evaluate a rule, by position (see
@@ -179,9 +179,9 @@ impl ChainRules {
         earliest(own, rest)
     }
 
-    /// The positions of the jumps that need nothing of a packet by their own condition.
-    pub(crate) fn jumps(&self) -> &[usize] {
-        &self.jumps
+    /// Whether any jump needs nothing of a packet by its own condition.
+    pub(crate) fn has_jumps(&self) -> bool {
+        self.jumps > 0
     }
 
     fn index(&mut self, at: usize, rule: &Rule) {
@@ -190,14 +190,14 @@ impl ChainRules {
         }
         let needs = needs(rule);
         if needs == Needs::Nothing && rule.rule_type == RuleType::Jump {
-            self.jumps.push(at);
+            self.jumps += 1;
         }
         self.own.put(at, needs);
     }
 
     fn reindex(&mut self) {
         self.own = Positions::default();
-        self.jumps.clear();
+        self.jumps = 0;
         self.refused.clear();
         self.guard = self.rules.first().and_then(guard_of);
         let rules = std::mem::take(&mut self.rules);
@@ -228,7 +228,7 @@ impl Positions {
     }
 
     /// Whether every position is a candidate for every packet.
-    fn is_flat(&self) -> bool {
+    pub(crate) fn is_flat(&self) -> bool {
         self.by_dst.is_empty() && self.by_dst_group.is_empty() && self.by_port_group.is_empty()
     }
 
@@ -275,10 +275,9 @@ pub(crate) fn guarded_jumps(
     jumps_to: impl Fn(Uuid) -> usize,
 ) -> Positions {
     let mut out = Positions::default();
-    let mut jumps = rules.jumps.iter().peekable();
     for &at in &rules.own.rest {
-        let is_jump = jumps.next_if_eq(&&at).is_some();
         let rule = &rules.rules[at];
+        let is_jump = rule.rule_type == RuleType::Jump;
         let target = rule
             .jump_chain_id
             .filter(|_| is_jump && !rules.refused.contains_key(&at));
@@ -602,7 +601,7 @@ mod tests {
         let mut conditioned = jump(5, 16);
         conditioned.nw_proto = Some(6);
         chain.push(conditioned);
-        assert_eq!(chain.jumps(), [0, 1, 2, 3, 4, 5]);
+        assert!(chain.has_jumps());
         let guard = |t: Uuid| match t.as_u128() {
             11 | 14 | 16 => Some(Guard::DstInAddrGroup(group(1))),
             12 => Some(Guard::EnteredThroughPortGroup(group(2))),

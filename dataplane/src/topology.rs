@@ -158,7 +158,7 @@ pub struct Topology {
     pub(crate) local_routes: Memo<Uuid, Arc<Vec<Route>>>,
     /// Each chain's jumps indexed by their targets' guards (`chainrules::guarded_jumps`;
     /// emptied by every change).
-    pub(crate) guarded_jumps: Memo<Uuid, Arc<Positions>>,
+    pub(crate) guarded_jumps: Memo<Uuid, Option<Arc<Positions>>>,
     /// What `guarded_jumps` reads of every rule (emptied by every change).
     pub(crate) jump_facts: Memo<(), Arc<JumpFacts>>,
     // Indexes derived from the maps above, kept in step by every change: what the walk
@@ -546,11 +546,11 @@ impl Topology {
     /// such a jump.
     pub(crate) fn guarded_jumps(&self, chain: Uuid) -> Option<Arc<Positions>> {
         let rules = self.rules.get(&chain)?;
-        if rules.jumps().is_empty() {
+        if !rules.has_jumps() {
             return None;
         }
         if let Some(p) = self.guarded_jumps.get(&chain) {
-            return Some(p);
+            return p;
         }
         let facts = self.jump_facts();
         // A target a `traversedDevice` condition names must be traversed to be seen.
@@ -559,9 +559,11 @@ impl Topology {
             self.rules.get(&t)?.guard()
         };
         let jumps_to = |t: Uuid| facts.jumps_to.get(&t).copied().unwrap_or(0);
-        let p = Arc::new(guarded_jumps(rules, target_guard, jumps_to));
+        let index = guarded_jumps(rules, target_guard, jumps_to);
+        // None indexed: the walk visits every jump, as it would without the index.
+        let p = (!index.is_flat()).then(|| Arc::new(index));
         self.guarded_jumps.put(chain, p.clone());
-        Some(p)
+        p
     }
 
     /// The guards (first rules) of the targets of `chain`'s jumps that its guard index
