@@ -316,9 +316,8 @@ pub fn topology(resources: Vec<Resource>, attachments: &[Attachment]) -> Topolog
 struct FlowOutages {
     /// When the current outage started (the first sample that found the flow not ok).
     open_since: Option<Duration>,
-    /// The last sample that found the flow ok, and the one before the current outage.
+    /// The last sample that found the flow ok (during an outage, the one before it).
     last_ok: Option<Duration>,
-    ok_before: Option<Duration>,
     longest: Duration,
     /// The longest span from the last sample that found the flow ok before an outage to
     /// the first that found it ok again: what the outage lasted at most.
@@ -335,7 +334,7 @@ impl FlowOutages {
     fn close(&mut self, at: Duration) {
         if let Some(start) = self.open_since.take() {
             // Down from the first sample: nothing earlier bounds it.
-            let up = self.ok_before.take().unwrap_or(start);
+            let up = self.last_ok.unwrap_or(start);
             self.longest_bound = self.longest_bound.max(at.saturating_sub(up));
             let d = at.saturating_sub(start);
             if d > self.longest || self.outages == 1 {
@@ -524,7 +523,6 @@ impl Interruptions {
                 bad => {
                     if f.open_since.is_none() {
                         f.open_since = Some(at);
-                        f.ok_before = f.last_ok;
                         f.outages += 1;
                         f.reason = Some(match bad {
                             Some(Err(why)) => why.clone(),
