@@ -184,6 +184,16 @@ impl Bump {
                 "<= 100 ms",
             ),
             row(
+                "version bump: probe flows judged per sample that judged",
+                format!(
+                    "{:.1} of {} ({} samples)",
+                    p.judged_flows as f64 / p.judging_samples.max(1) as f64,
+                    p.flows,
+                    p.judging_samples
+                ),
+                "-",
+            ),
+            row(
                 "version bump: flows interrupted (max / p99)",
                 format!(
                     "{} ({:.2} s / {:.2} s)",

@@ -22,6 +22,7 @@ pub mod live;
 pub mod outside;
 mod packet;
 pub mod policy;
+pub mod reads;
 mod state;
 mod topology;
 mod trace;
@@ -31,8 +32,9 @@ pub use cluster::Cluster;
 pub use engine::{Hop, Step};
 pub use live::{LiveTopology, RecordChange};
 pub use packet::{icmp, FlowTuple, IcmpMessage, Protocol, Quoted, SocketV4, ETHERTYPE_IPV4};
+pub use reads::{Changes, Reads};
 pub use topology::{contains, prefix_mask, Attachment, BuildProblem, RuleOrder, Topology};
 pub use trace::{
-    trace, trace_sequence, trace_without_hops, Leg, Path, Probe, ProbeRequest, Session, Trace,
-    TraceError, Verdict, MAX_PATHS,
+    trace, trace_reading, trace_sequence, trace_without_hops, Leg, Path, Probe, ProbeRequest,
+    Session, Trace, TraceError, Verdict, MAX_PATHS,
 };

@@ -11,11 +11,16 @@
 //! [`Topology::add`] and [`Topology::remove`], a link or a binding stated by two records
 //! survives the replacement of one of them, and a chain's rules are re-added in their
 //! listed order whenever any of them changes (they are one record).
+//!
+//! It also answers what each batch touched ([`crate::reads::Changes`]): a trace that read
+//! none of it has the same verdict as before, so a sampler re-traces only the others, and
+//! the ARP exchanges the batch did not touch stay walked.
 
 use rustc_hash::FxHashMap;
 
 use midonet_translators::model::Resource;
 
+use crate::reads::Changes;
 use crate::topology::{Attachment, RuleOrder, Topology};
 
 /// One record's change: its key and its resources now, `None` when it is gone.
@@ -47,12 +52,17 @@ impl LiveTopology {
     }
 
     /// Applies `changes`: every changed or gone record's old resources out first, then
-    /// the new ones in, record by record in key order.
-    pub fn apply(&mut self, changes: Vec<RecordChange>) {
+    /// the new ones in, record by record in key order. Answers what they touched
+    /// (`crate::reads`); the ARP exchanges walked before that they did not touch are
+    /// kept.
+    pub fn apply(&mut self, changes: Vec<RecordChange>) -> Changes {
+        let mut touched = Changes::default();
+        let walked = self.topo.arp_memo.take();
         let mut added = Vec::new();
         for (key, new) in changes {
             if let Some(old) = self.records.remove(&key) {
                 for r in &old {
+                    self.topo.note_change(r, &mut touched);
                     self.topo.remove(r);
                 }
             }
@@ -64,8 +74,14 @@ impl LiveTopology {
         for (key, new) in added {
             for r in &new {
                 self.topo.add(r.clone(), RuleOrder::Listed);
+                self.topo.note_change(r, &mut touched);
             }
             self.records.insert(key, new);
         }
+        self.topo.settle(&mut touched);
+        self.topo
+            .arp_memo
+            .restore(walked, |exchange| !exchange.touched_by(&touched));
+        touched
     }
 }

@@ -152,7 +152,8 @@ pub struct Topology {
     /// How many rules have a `traversedDevice` condition: without any, walks need not
     /// note the devices they traverse.
     pub(crate) traversed_conditions: usize,
-    /// ARP exchanges already walked on this topology (emptied by every change).
+    /// ARP exchanges already walked on this topology (emptied by every change; a
+    /// `LiveTopology` puts back those its changes did not touch).
     pub(crate) arp_memo: crate::engine::ArpMemo,
     /// Each router's implicit `Local` routes (emptied by every change).
     pub(crate) local_routes: Memo<Uuid, Arc<Vec<Route>>>,
@@ -726,7 +727,7 @@ fn link_key(a: Uuid, b: Uuid) -> (Uuid, Uuid) {
 }
 
 /// The peer a port's GET body names (`peerId`).
-fn peer_of(p: &Port) -> Option<Uuid> {
+pub(crate) fn peer_of(p: &Port) -> Option<Uuid> {
     p.extra
         .get("peerId")
         .and_then(|v| v.as_str())
@@ -890,6 +891,23 @@ impl<K: std::hash::Hash + Eq, V: Clone> Memo<K, V> {
             Ok(m) => m.clear(),
             Err(poisoned) => poisoned.into_inner().clear(),
         }
+    }
+
+    /// Takes every entry out, leaving it empty.
+    pub(crate) fn take(&mut self) -> FxHashMap<K, V> {
+        match self.0.get_mut() {
+            Ok(m) => std::mem::take(m),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        }
+    }
+
+    /// Puts back the entries of `entries` that `keep` keeps.
+    pub(crate) fn restore(&mut self, entries: FxHashMap<K, V>, keep: impl Fn(&V) -> bool) {
+        let map = match self.0.get_mut() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        map.extend(entries.into_iter().filter(|(_, v)| keep(v)));
     }
 
     pub(crate) fn get(&self, key: &K) -> Option<V> {

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::{resolve_from_workload, Choices, Consulted, End, Hop, Shared, Walk};
 use crate::packet::{icmp, FlowTuple, IcmpMessage, Packet, Protocol, Quoted, SocketV4};
+use crate::reads::Reads;
 use crate::state::FlowState;
 use crate::topology::{Attachment, Topology};
 
@@ -278,18 +279,41 @@ pub(crate) fn trace_consulting(
 ) -> Result<(Trace, Consulted), TraceError> {
     let mut consulted = Consulted::default();
     consulted.off = !consult;
+    let t = trace_noting(topo, probe, record, &mut consulted)?;
+    Ok((t, consulted))
+}
+
+/// [`trace_without_hops`], and every key it read (`crate::reads`): a batch of changes
+/// that touches none of them leaves its verdict as it is.
+pub fn trace_reading(topo: &Topology, probe: &Probe) -> (Result<Trace, TraceError>, Reads) {
+    let mut consulted = Consulted::default();
+    consulted.off = true;
+    consulted.reads = Some(Reads::default());
+    if let Some(client) = topo.attachment_named(&probe.from) {
+        consulted.read_binding(client.host, &client.interface);
+    }
+    let traced = trace_noting(topo, probe, false, &mut consulted);
+    (traced, consulted.reads.unwrap_or_default())
+}
+
+/// Traces `probe`, noting in `consulted` what its walks consulted and read.
+fn trace_noting(
+    topo: &Topology,
+    probe: &Probe,
+    record: bool,
+    consulted: &mut Consulted,
+) -> Result<Trace, TraceError> {
     let (client, sent) = client_of(topo, probe)?;
     let start = FlowState::default();
-    let (runs, truncated) = explore(topo, &start, record, &mut consulted, |sh| {
+    let (runs, truncated) = explore(topo, &start, record, consulted, |sh| {
         run_path(sh, probe, client, sent)
     });
-    let t = Trace {
+    Ok(Trace {
         from: client.name.clone(),
         sent,
         paths: runs.into_iter().map(|(path, _)| path).collect(),
         truncated,
-    };
-    Ok((t, consulted))
+    })
 }
 
 /// The attachment a probe starts from and the packet it sends.
@@ -566,6 +590,7 @@ fn send(sh: &mut Shared<'_, '_>, from: &Attachment, tuple: FlowTuple, frame: Fra
         )
     };
     let topo = sh.topo;
+    sh.consulted.read_binding(from.host, &from.interface);
     // A host stack delivers a packet to one of its own addresses itself.
     if from.owns(tuple.dst.ip) && frame.dst_mac.is_none() && !frame.host_forward {
         let leg = Leg {

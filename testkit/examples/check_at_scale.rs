@@ -5,14 +5,21 @@
 //! --services 300 [--policies N] [--endpoints 4] [--namespaces 4] [--samples 5]
 //! [--services-per-source 6] [--peers-per-source 2] [--no-check]`
 //!
+//! Then the probe's samples during a bump's cutover: a few hosts' bindings off and back,
+//! each a batch after which only the flows whose traces read what changed are judged
+//! again, beside what judging every flow afresh costs.
+//!
 //! The probe's sample size defaults to the benchmark's at scale S; the 30,000-Translation
 //! variant samples `--services-per-source 1 --peers-per-source 1`.
 
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
-use midonet_dataplane::{check, RuleOrder, Topology};
-use midonet_testkit::probe::{self, SampleSize};
-use midonet_testkit::scenario::{Scale, Scenario};
+use midonet_dataplane::{check, Attachment, LiveTopology, RuleOrder, Topology};
+use midonet_testkit::probe::{self, ProbeFlow, SampleSize, Verdicts};
+use midonet_testkit::scenario::{Scale, Scenario, Translated};
+use midonet_translators::model::Resource;
+use uuid::Uuid;
 
 fn main() {
     if let Err(e) = run() {
@@ -119,15 +126,81 @@ fn run() -> Result<(), String> {
         assert_eq!(bad, bad_parallel);
         times.push((built, one_thread - built, t.elapsed() - one_thread, bad));
     }
-    for (built, judged, parallel, bad) in &times {
+    print_sample_times(&times, flows.len());
+    cutover_samples(&translated, attachments, &flows);
+    Ok(())
+}
+
+fn print_sample_times(times: &[(Duration, Duration, Duration, usize)], flows: usize) {
+    for (built, judged, parallel, bad) in times {
         println!(
-            "probe sample: {} flows ({bad} not ok): build {:.1} ms, judge {:.1} ms on one \
+            "probe sample: {flows} flows ({bad} not ok): build {:.1} ms, judge {:.1} ms on one \
              thread, {:.1} ms on every core",
-            flows.len(),
             built.as_secs_f64() * 1000.0,
             judged.as_secs_f64() * 1000.0,
             parallel.as_secs_f64() * 1000.0
         );
     }
-    Ok(())
+}
+
+/// The probe's samples during a bump's cutover, as it takes them: the live topology of
+/// every record judged once, then the bindings of a few hosts off and back on, each a
+/// batch of changes after which only the flows whose traces read what changed are judged
+/// again.
+fn cutover_samples(translated: &Translated, attachments: Vec<Attachment>, flows: &[ProbeFlow]) {
+    let records = translated.records("t");
+    let t = Instant::now();
+    let mut live = LiveTopology::new(attachments);
+    live.apply(
+        records
+            .iter()
+            .map(|(k, v)| (k.clone(), Some(v.clone())))
+            .collect(),
+    );
+    let mut verdicts = Verdicts::of(live.topology(), flows);
+    println!(
+        "live topology of {} records, every flow judged: {:.1} ms",
+        live.records(),
+        t.elapsed().as_secs_f64() * 1000.0
+    );
+    let mut hosts = BTreeMap::<Uuid, Vec<&String>>::new();
+    for (k, v) in &records {
+        if let [Resource::HostInterfacePort(b)] = v.as_slice() {
+            hosts.entry(b.parent).or_default().push(k);
+        }
+    }
+    for keys in hosts.values().take(3) {
+        for on in [false, true] {
+            let batch = keys
+                .iter()
+                .map(|k| ((*k).clone(), on.then(|| records[*k].clone())))
+                .collect();
+            let t = Instant::now();
+            let touched = live.apply(batch);
+            let applied = t.elapsed();
+            let judged = verdicts.update(live.topology(), flows, &touched);
+            let judging = t.elapsed() - applied;
+            let down = verdicts.ok().iter().filter(|v| v.is_err()).count();
+            // What judging every flow afresh costs (a copy starts with no ARP exchange
+            // walked), and that it agrees.
+            let fresh = live.topology().clone();
+            let t = Instant::now();
+            let all = probe::judge_all(&fresh, flows);
+            let every = t.elapsed();
+            assert_eq!(
+                all,
+                verdicts.ok(),
+                "the kept verdicts differ from a full judgement"
+            );
+            println!(
+                "cutover sample: a host's {} bindings {}: apply {:.1} ms, {judged} flows \
+                 judged ({down} not ok) in {:.1} ms; every flow afresh {:.1} ms",
+                keys.len(),
+                if on { "back" } else { "off" },
+                applied.as_secs_f64() * 1000.0,
+                judging.as_secs_f64() * 1000.0,
+                every.as_secs_f64() * 1000.0
+            );
+        }
+    }
 }

@@ -51,8 +51,8 @@ use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
 use midonet_dataplane::cluster::ServiceAddressKind;
 use midonet_dataplane::policy::{Party, Policies};
 use midonet_dataplane::{
-    trace_without_hops, Attachment, Cluster, FlowKind, LiveTopology, Probe, Protocol, RecordChange,
-    RuleOrder, SocketV4, Topology, Verdict,
+    trace_reading, trace_without_hops, Attachment, Changes, Cluster, FlowKind, LiveTopology, Probe,
+    Protocol, Reads, RecordChange, RuleOrder, SocketV4, Topology, Trace, TraceError, Verdict,
 };
 use midonet_translators::model::Resource;
 use serde::Serialize;
@@ -217,7 +217,20 @@ pub fn select_flows(cluster: &Cluster, size: SampleSize) -> Vec<ProbeFlow> {
 /// Whether `flow` works on `topo` (see the module docs); `Err` says why not.
 pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
     let probe = Probe::new(flow.from.name.clone(), flow.to, flow.protocol, CLIENT_PORT);
-    let t = trace_without_hops(topo, &probe).map_err(|e| e.to_string())?;
+    verdict_on(flow, trace_without_hops(topo, &probe))
+}
+
+/// [`judge`], and what its trace read of `topo` (`midonet_dataplane::reads`): changes
+/// that touch none of it leave the verdict as it is.
+pub fn judge_reading(topo: &Topology, flow: &ProbeFlow) -> (Result<(), String>, Reads) {
+    let probe = Probe::new(flow.from.name.clone(), flow.to, flow.protocol, CLIENT_PORT);
+    let (traced, reads) = trace_reading(topo, &probe);
+    (verdict_on(flow, traced), reads)
+}
+
+/// Whether `traced` shows `flow` working (see the module docs); `Err` says why not.
+fn verdict_on(flow: &ProbeFlow, traced: Result<Trace, TraceError>) -> Result<(), String> {
+    let t = traced.map_err(|e| e.to_string())?;
     let mut delivered = false;
     for p in &t.paths {
         match (&p.forward.delivered_to, p.forward.received) {
@@ -278,20 +291,25 @@ pub fn judge(topo: &Topology, flow: &ProbeFlow) -> Result<(), String> {
 /// [`judge`] of every flow, in order. Flows are independent: they are judged in as many
 /// parts as there are cores, each on its own thread.
 pub fn judge_all(topo: &Topology, flows: &[ProbeFlow]) -> Vec<Result<(), String>> {
+    on_every_core(flows, |f| judge(topo, f))
+}
+
+/// `f` of every item, in order, in as many parts as there are cores, each on its own
+/// thread.
+fn on_every_core<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .clamp(1, 16);
-    if threads == 1 || flows.len() < 2 {
-        return flows.iter().map(|f| judge(topo, f)).collect();
+    if threads == 1 || items.len() < 2 {
+        return items.iter().map(f).collect();
     }
-    let per_thread = flows.len().div_ceil(threads);
+    let per_thread = items.len().div_ceil(threads);
+    let f = &f;
     std::thread::scope(|scope| {
-        let parts: Vec<_> = flows
+        let parts: Vec<_> = items
             .chunks(per_thread)
-            .map(|part| {
-                scope.spawn(move || part.iter().map(|f| judge(topo, f)).collect::<Vec<_>>())
-            })
+            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<_>>()))
             .collect();
         parts
             .into_iter()
@@ -301,6 +319,44 @@ pub fn judge_all(topo: &Topology, flows: &[ProbeFlow]) -> Vec<Result<(), String>
             })
             .collect()
     })
+}
+
+/// The verdict on each flow of a sample, with what its trace read: after a batch of
+/// changes only the flows whose trace read something the batch touched are judged again
+/// (`midonet_dataplane::reads`); the others keep their verdict, which a full judgement
+/// would give again.
+#[derive(Clone, Debug)]
+pub struct Verdicts {
+    judged: Vec<(Result<(), String>, Reads)>,
+}
+
+impl Verdicts {
+    /// Every flow of `flows` judged on `topo` ([`judge_reading`]).
+    pub fn of(topo: &Topology, flows: &[ProbeFlow]) -> Verdicts {
+        Verdicts {
+            judged: on_every_core(flows, |f| judge_reading(topo, f)),
+        }
+    }
+
+    /// After a batch of changes that touched `touched` made `topo` (with the same
+    /// `flows` as before): judges again the flows it touches; how many.
+    pub fn update(&mut self, topo: &Topology, flows: &[ProbeFlow], touched: &Changes) -> usize {
+        let stale: Vec<usize> = (0..flows.len())
+            .filter(|i| self.judged.get(*i).is_none_or(|(_, r)| touched.touches(r)))
+            .collect();
+        self.judged
+            .resize_with(flows.len(), || (Err("not judged".into()), Reads::default()));
+        let again = on_every_core(&stale, |i| judge_reading(topo, &flows[*i]));
+        for (i, v) in stale.iter().zip(again) {
+            self.judged[*i] = v;
+        }
+        stale.len()
+    }
+
+    /// The verdicts, in the flows' order.
+    pub fn ok(&self) -> Vec<Result<(), String>> {
+        self.judged.iter().map(|(v, _)| v.clone()).collect()
+    }
 }
 
 /// The live topology of `resources` (rules in evaluation order, as a listing gives them)
@@ -363,12 +419,13 @@ pub struct Interruptions {
 }
 
 /// How long one sample took: reading the changes, applying them to the topology, judging
-/// the flows.
+/// the flows; and how many flows it judged (the others kept their verdicts).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SampleTime {
     pub read: Duration,
     pub apply: Duration,
     pub judge: Duration,
+    pub judged: usize,
 }
 
 impl SampleTime {
@@ -438,6 +495,11 @@ pub struct ProbeReport {
     pub read_time: Timing,
     pub apply_time: Timing,
     pub judge_time: Timing,
+    /// Flows judged over every sample; each sample keeps the verdicts of the flows whose
+    /// traces read nothing that changed.
+    pub judged_flows: usize,
+    /// Samples that judged at least one flow.
+    pub judging_samples: usize,
     /// Flows found not ok at least once.
     pub interrupted: usize,
     /// Of those, the flows the first sample already found not ok: broken before whatever
@@ -600,6 +662,8 @@ impl Interruptions {
             read_time: Timing::of(self.times.iter().map(|t| t.read).collect()),
             apply_time: Timing::of(self.times.iter().map(|t| t.apply).collect()),
             judge_time: Timing::of(self.times.iter().map(|t| t.judge).collect()),
+            judged_flows: self.times.iter().map(|t| t.judged).sum(),
+            judging_samples: self.times.iter().filter(|t| t.judged > 0).count(),
             interrupted: interrupted.len(),
             down_at_start: self.down_at_start,
             max_seconds: longest.last().copied().unwrap_or_default().as_secs_f64(),
@@ -659,31 +723,32 @@ impl FlowProbe {
             }
             acc.initial_read(t.elapsed());
             let started = Instant::now();
-            // The verdicts on the topology as it is, if the last sample judged it.
-            let mut verdicts: Option<Vec<Result<(), String>>> = None;
+            // The verdicts on the topology as it is, once a sample judged it.
+            let mut verdicts: Option<Verdicts> = None;
             loop {
                 let at = started.elapsed();
                 let read = source();
                 let read_at = started.elapsed();
-                let (ok, applied_at) = match read {
+                let (ok, applied_at, judged) = match read {
                     Ok(changes) => {
-                        if !changes.is_empty() {
-                            live.apply(changes);
-                            verdicts = None;
-                        }
+                        let touched = (!changes.is_empty()).then(|| live.apply(changes));
                         let applied_at = started.elapsed();
-                        // Nothing changed: the same topology, the same verdicts.
-                        let ok = verdicts
-                            .get_or_insert_with(|| judge_all(live.topology(), &flows))
-                            .clone();
-                        (ok, applied_at)
+                        // Only the flows whose traces read what changed are judged again.
+                        let judged = match (&mut verdicts, touched) {
+                            (Some(v), Some(touched)) => v.update(live.topology(), &flows, &touched),
+                            (Some(_), None) => 0,
+                            (None, _) => flows.len(),
+                        };
+                        let v =
+                            verdicts.get_or_insert_with(|| Verdicts::of(live.topology(), &flows));
+                        (v.ok(), applied_at, judged)
                     }
                     Err(e) => {
                         // The source starts over with every record.
                         live = LiveTopology::new(attachments.iter().cloned());
                         verdicts = None;
                         let why = format!("cannot read the backend: {e}");
-                        (vec![Err(why); flows.len()], read_at)
+                        (vec![Err(why); flows.len()], read_at, 0)
                     }
                 };
                 let done = started.elapsed();
@@ -692,6 +757,7 @@ impl FlowProbe {
                     read: read_at - at,
                     apply: applied_at - read_at,
                     judge: done - applied_at,
+                    judged,
                 });
                 // The last sample is taken after the stop was asked for, so that the
                 // report ends with the state at the stop.
@@ -869,12 +935,14 @@ mod tests {
         let mut acc = Interruptions::new(1);
         acc.initial_read(ms(500));
         // Totals 30, 12 and 100 ms: median 30, max 100.
-        for (read, apply, judge) in [(10, 5, 15), (2, 1, 9), (80, 0, 20)] {
+        // Flows judged: 3, none (nothing changed), 1.
+        for (read, apply, judge, judged) in [(10, 5, 15, 3), (2, 1, 9, 0), (80, 0, 20, 1)] {
             acc.record(ms(0), &[ok()]);
             acc.timed(SampleTime {
                 read: ms(read),
                 apply: ms(apply),
                 judge: ms(judge),
+                judged,
             });
         }
         let r = acc.report(&names(1));
@@ -887,6 +955,7 @@ mod tests {
         assert_eq!(r.read_time, t(0.010, 0.080));
         assert_eq!(r.apply_time, t(0.001, 0.005));
         assert_eq!(r.judge_time, t(0.015, 0.020));
+        assert_eq!((r.judged_flows, r.judging_samples), (4, 2));
         assert!(
             r.summary().contains("taking 30 ms (max 100 ms)"),
             "{}",

@@ -362,6 +362,36 @@ pub struct Translated {
     pub resources: Vec<midonet_translators::model::Resource>,
 }
 
+impl Translated {
+    /// The resources as the backend's records (`midonet_dataplane::LiveTopology`): a
+    /// chain with its rules in evaluation order, every other resource on its own; keys
+    /// start with `tag`, and a record's key sorts as its resource comes in the
+    /// Translations.
+    pub fn records(
+        &self,
+        tag: &str,
+    ) -> BTreeMap<String, Vec<midonet_translators::model::Resource>> {
+        use midonet_dataplane::{RuleOrder, Topology};
+        use midonet_translators::model::Resource;
+        let topo = Topology::new(self.resources.clone(), RuleOrder::Pushed, Vec::new());
+        let mut out = BTreeMap::new();
+        for (i, r) in self.resources.iter().enumerate() {
+            match r {
+                Resource::Chain(c) => {
+                    let mut rec = vec![r.clone()];
+                    rec.extend(topo.rules_of(c.id).iter().cloned().map(Resource::Rule));
+                    out.insert(format!("{tag}/chain/{}", c.id), rec);
+                }
+                Resource::Rule(_) => {}
+                _ => {
+                    out.insert(format!("{tag}/{i:07}"), vec![r.clone()]);
+                }
+            }
+        }
+        out
+    }
+}
+
 impl Scenario {
     /// The cluster IP Service `i` gets: `10.96.0.0/12` from `10.96.0.10` on.
     pub fn cluster_ip(i: usize) -> Ipv4Addr {

@@ -17,8 +17,8 @@
 //! nor connection-tracked, and the request teaches the bridges the requester's MAC
 //! before the reply needs it), so it is walked once per topology on a state of its own
 //! and replayed afterwards: its outcome, what it taught the bridges and ARP caches, the
-//! chains and routers it consulted (with the chains whose guarded jumps it skipped), its
-//! hops ([`ArpMemo`]).
+//! chains and routers it consulted (with the chains whose guarded jumps it skipped), the
+//! keys it read (`crate::reads`), its hops ([`ArpMemo`]).
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -28,6 +28,7 @@ use uuid::Uuid;
 
 use super::{Choices, Consulted, End, Hop, Shared, Step, Walk};
 use crate::packet::{Packet, ZERO_MAC};
+use crate::reads::{Key, Reads};
 use crate::state::FlowState;
 use crate::topology::{Attachment, Topology};
 
@@ -40,7 +41,16 @@ pub(crate) struct Exchanged {
     /// The chains whose guarded jumps the walk skipped (`Consulted::guarded`).
     guarded: Vec<Uuid>,
     routers: Vec<Uuid>,
+    /// Every key the exchange read (`crate::reads`).
+    reads: Vec<Key>,
     hops: Vec<Hop>,
+}
+
+impl Exchanged {
+    /// Whether `changes` touch what the exchange read.
+    pub(crate) fn touched_by(&self, changes: &crate::reads::Changes) -> bool {
+        changes.touches_any(&self.reads)
+    }
 }
 
 /// An exchange: whether hops are recorded, injected (a workload) or emitted (a device),
@@ -105,7 +115,10 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
             let mut learned = FlowState::default();
             let mut choices = Choices::default();
             // Noted whether or not this caller asks: a later one may.
-            let mut consulted = Consulted::default();
+            let mut consulted = Consulted {
+                reads: Some(Reads::default()),
+                ..Consulted::default()
+            };
             let mut own = Shared {
                 topo: sh.topo,
                 state: &mut learned,
@@ -121,6 +134,10 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
                 chains: consulted.chains,
                 guarded: consulted.guarded,
                 routers: consulted.routers,
+                reads: consulted
+                    .reads
+                    .map(|r| r.keys().cloned().collect())
+                    .unwrap_or_default(),
                 hops: walked,
             });
             sh.topo.arp_memo.put(key, m.clone());
@@ -136,6 +153,9 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
     }
     for r in &memo.routers {
         sh.consulted.router(*r);
+    }
+    for k in &memo.reads {
+        sh.consulted.read_key(k);
     }
     hops.extend(memo.hops.iter().cloned());
     memo.end.clone()

@@ -64,6 +64,7 @@ impl Walk<'_, '_, '_> {
     pub(super) fn filter(&mut self, chain: Option<Uuid>, what: &str) -> Result<(), Stop> {
         let Some(chain) = chain else { return Ok(()) };
         let topo = self.topo();
+        self.sh.consulted.read(chain);
         if !topo.chains.contains_key(&chain) {
             let why =
                 format!("{what}: chain {chain} does not exist (MidoNet refuses such a reference)");
@@ -187,6 +188,7 @@ impl Walk<'_, '_, '_> {
         let Some(target) = rule.jump_chain_id else {
             return Ok((Decision::Continue, None));
         };
+        self.sh.consulted.read(target);
         if !topo.chains.contains_key(&target) {
             self.rule_hop(Step::Rule, chain, Some(rule.id), || {
                 format!("jump to missing chain {target}: ignored (midolman continues)")

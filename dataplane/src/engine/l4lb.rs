@@ -130,6 +130,7 @@ impl<'t> Walk<'_, '_, 't> {
         let Some(lb) = lb else {
             return Err(Lb::Continue);
         };
+        self.sh.consulted.read(lb);
         match self.topo().load_balancers.get(&lb) {
             Some(balancer) => Ok((lb, balancer)),
             None => Err(Lb::Refused(self.unsupported(

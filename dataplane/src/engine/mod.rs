@@ -45,6 +45,7 @@ pub(crate) use arp::{resolve_from_workload, ArpMemo};
 pub(crate) use condition::rule_refusal;
 
 use crate::packet::Packet;
+use crate::reads::{Key, Reads};
 use crate::state::FlowState;
 use crate::topology::Topology;
 
@@ -191,26 +192,53 @@ pub(crate) struct Consulted {
     seen_chains: FxHashSet<Uuid>,
     seen_guarded: FxHashSet<Uuid>,
     seen_routers: FxHashSet<Uuid>,
-    /// Notes nothing: the caller does not ask what was consulted.
+    /// Notes nothing of the above: the caller does not ask what was consulted.
     pub(crate) off: bool,
+    /// Every key the walks read (`crate::reads`), if the caller asks (whatever `off`
+    /// says).
+    pub(crate) reads: Option<Reads>,
 }
 
 impl Consulted {
     fn chain(&mut self, id: Uuid) {
+        self.read(id);
         if !self.off && self.seen_chains.insert(id) {
             self.chains.push(id);
         }
     }
 
     fn guarded(&mut self, id: Uuid) {
+        self.read(id);
         if !self.off && self.seen_guarded.insert(id) {
             self.guarded.push(id);
         }
     }
 
     fn router(&mut self, id: Uuid) {
+        self.read(id);
         if !self.off && self.seen_routers.insert(id) {
             self.routers.push(id);
+        }
+    }
+
+    /// Notes that a walk read `id` (a port, a device, a chain, a load balancer).
+    pub(crate) fn read(&mut self, id: Uuid) {
+        if let Some(r) = &mut self.reads {
+            r.id(id);
+        }
+    }
+
+    /// Notes that a walk read which port the interface `(host, name)` is bound to.
+    pub(crate) fn read_binding(&mut self, host: Uuid, name: &str) {
+        if let Some(r) = &mut self.reads {
+            r.key(&Key::Binding(host, name.to_string()));
+        }
+    }
+
+    /// Notes that a walk read `key`.
+    pub(crate) fn read_key(&mut self, key: &Key) {
+        if let Some(r) = &mut self.reads {
+            r.key(key);
         }
     }
 }
@@ -383,9 +411,11 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
         }
         self.devices += 1;
         let topo = self.topo();
+        self.sh.consulted.read(port_id);
         let Some(port) = topo.ports.get(&port_id) else {
             return self.drop(Some(port_id), "the port does not exist");
         };
+        self.sh.consulted.read(port.parent);
         if port.vlan_id.unwrap_or(0) != 0 {
             return self.unsupported(Some(port_id), "a VLAN-tagged port is not modelled");
         }
@@ -444,9 +474,11 @@ impl<'s, 'a, 't> Walk<'s, 'a, 't> {
             return self.drop(Some(port_id), "traversed too many devices: a loop");
         }
         let topo = self.topo();
+        self.sh.consulted.read(port_id);
         let Some(port) = topo.ports.get(&port_id) else {
             return self.drop(Some(port_id), "the egress port does not exist");
         };
+        self.sh.consulted.read(port.parent);
         if port.vlan_id.unwrap_or(0) != 0 {
             return self.unsupported(Some(port_id), "a VLAN-tagged port is not modelled");
         }

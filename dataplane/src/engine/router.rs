@@ -151,6 +151,9 @@ impl Walk<'_, '_, '_> {
             RouteType::Normal => {}
         }
         let topo = self.topo();
+        if let Some(p) = route.next_hop_port {
+            self.sh.consulted.read(p);
+        }
         let Some(out) = route.next_hop_port.and_then(|p| topo.ports.get(&p)) else {
             return self.drop(Some(router), format!("route {what} has no next-hop port"));
         };
@@ -273,6 +276,9 @@ impl Walk<'_, '_, '_> {
         self.pkt = saved;
         let route =
             route.filter(|r| r.route_type.unwrap_or(RouteType::Normal) == RouteType::Normal)?;
+        if let Some(p) = route.next_hop_port {
+            self.sh.consulted.read(p);
+        }
         let out = route.next_hop_port.and_then(|p| topo.ports.get(&p))?;
         let (out_ip, _) = Topology::port_ipv4(out)?;
         if reply.tuple.dst.ip == out_ip {
@@ -325,9 +331,17 @@ impl Walk<'_, '_, '_> {
         ip: Ipv4Addr,
     ) -> Result<NextHop, End> {
         let topo = self.topo();
+        self.sh.consulted.read(out);
         let Some(port) = topo.ports.get(&out) else {
             return Ok(NextHop::Unreachable);
         };
+        if let Some(&peer_id) = topo.peers.get(&out) {
+            // What the router peeks at: the peer port and the bridge behind it.
+            self.sh.consulted.read(peer_id);
+            if let Some(p) = topo.ports.get(&peer_id) {
+                self.sh.consulted.read(p.parent);
+            }
+        }
         if let Some(peer) = topo.peers.get(&out).and_then(|p| topo.ports.get(p)) {
             let known = match peer.port_type {
                 midonet_translators::model::PortType::Router => peer.port_mac,
@@ -395,6 +409,9 @@ impl Walk<'_, '_, '_> {
     ) -> End {
         let topo = self.topo();
         let device = Some(self.current_device);
+        if let Some(p) = port {
+            self.sh.consulted.read(p);
+        }
         let from = port.and_then(|p| topo.ports.get(&p));
         let Some((port, (ip, len), mac)) =
             from.and_then(|p| Some((p.id, Topology::port_ipv4(p)?, p.port_mac?)))

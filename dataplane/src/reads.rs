@@ -1,0 +1,314 @@
+//! What a trace read of a topology, and what a batch of changes to it touched: whether a
+//! verdict worked out before the changes still holds after them.
+//!
+//! - **Guarantees.** A trace that read no key a batch touched ([`Changes::touches`] is
+//!   false) takes the same steps on the changed topology, so its verdict stands. The keys
+//!   are coarse (a device, a port, a chain, a binding, a load balancer), so a batch may
+//!   touch a trace it does not alter; it never misses one it does.
+//! - **What a trace reads** (noted by the walk, `engine`, and by `trace`): every port it
+//!   enters or leaves and the device each belongs to (the device's ports, bindings,
+//!   tables, routes and filters are read through it); every router whose ARP knowledge
+//!   it peeks at through a linked bridge; every chain a filter or a jump names (missing
+//!   or not), and every chain whose jumps the guard index let it skip; every load
+//!   balancer a router runs; the binding (host, interface) of each workload it sends
+//!   from. An ARP exchange replayed from the memo replays its reads.
+//! - **What a change touches** ([`Topology::note_change`], called with the old resource
+//!   before it goes and the new one after it is in): the resource's own key and the keys
+//!   of what reads it: a port's device and its peer's; a binding's port, the port's
+//!   device and the (host, interface) it names and had; a rule's or a route's parent; a
+//!   table entry's bridge; a pool's, a VIP's or a member's load balancer. A group
+//!   membership touches the member port and the group; [`Topology::settle`] turns each
+//!   group into the chains whose rules name it and the chains that jump to those (the
+//!   rule and guard indexes may have skipped the rule unseen, so a trace that skipped it
+//!   read only the chain).
+//! - **Leaves to others.** Attachments (the workloads plugged in) are fixed for the life
+//!   of a [`crate::LiveTopology`]; anything else is [`Changes::everything`].
+
+use rustc_hash::FxHashSet;
+use uuid::Uuid;
+
+use midonet_translators::model::{Resource, RuleType};
+
+use crate::topology::{peer_of, Topology};
+
+/// One thing a trace can read and a change can touch.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Key {
+    /// A port, a device, a chain or a load balancer, by id.
+    Id(Uuid),
+    /// Which port the interface `(host, name)` is bound to.
+    Binding(Uuid, String),
+}
+
+/// The keys one trace read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reads(FxHashSet<Key>);
+
+impl Reads {
+    pub(crate) fn id(&mut self, id: Uuid) {
+        self.0.insert(Key::Id(id));
+    }
+
+    pub(crate) fn key(&mut self, key: &Key) {
+        if !self.0.contains(key) {
+            self.0.insert(key.clone());
+        }
+    }
+
+    pub(crate) fn keys(&self) -> impl Iterator<Item = &Key> {
+        self.0.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The keys a batch of changes touched, or everything.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    everything: bool,
+    keys: FxHashSet<Key>,
+    /// Port and address groups whose members changed, until [`Topology::settle`] turns
+    /// them into chains.
+    groups: FxHashSet<Uuid>,
+}
+
+impl Changes {
+    /// Touches every trace (a topology started over, attachments changed).
+    pub fn everything() -> Changes {
+        Changes {
+            everything: true,
+            ..Changes::default()
+        }
+    }
+
+    /// Whether it touches nothing.
+    pub fn is_empty(&self) -> bool {
+        !self.everything && self.keys.is_empty() && self.groups.is_empty()
+    }
+
+    /// Whether a trace that read `reads` may go otherwise now.
+    pub fn touches(&self, reads: &Reads) -> bool {
+        if self.everything {
+            return true;
+        }
+        let (small, large) = match self.keys.len() <= reads.0.len() {
+            true => (&self.keys, &reads.0),
+            false => (&reads.0, &self.keys),
+        };
+        small.iter().any(|k| large.contains(k))
+    }
+
+    /// Whether it touches one of `keys`.
+    pub(crate) fn touches_any(&self, keys: &[Key]) -> bool {
+        self.everything || keys.iter().any(|k| self.keys.contains(k))
+    }
+
+    /// Adds what `other` touched.
+    pub fn extend(&mut self, other: Changes) {
+        self.everything |= other.everything;
+        self.keys.extend(other.keys);
+        self.groups.extend(other.groups);
+    }
+
+    fn id(&mut self, id: Uuid) {
+        self.keys.insert(Key::Id(id));
+    }
+}
+
+impl Topology {
+    /// Notes in `into` what a change of `r` touches: call it with the old resource before
+    /// [`Topology::remove`] and with the new one after [`Topology::add`] (see the module
+    /// docs), and [`Topology::settle`] once the batch is in.
+    pub fn note_change(&self, r: &Resource, into: &mut Changes) {
+        match r {
+            Resource::Bridge(b) => into.id(b.id),
+            Resource::Router(x) => into.id(x.id),
+            Resource::Port(p) => {
+                self.note_port(p.id, into);
+                into.id(p.parent);
+                for peer in peer_of(p).into_iter().chain(self.peers.get(&p.id).copied()) {
+                    self.note_port(peer, into);
+                }
+            }
+            Resource::PortLink(l) => {
+                self.note_port(l.parent, into);
+                self.note_port(l.peer_id, into);
+            }
+            Resource::Route(x) => into.id(x.parent),
+            Resource::Chain(c) => into.id(c.id),
+            Resource::Rule(x) => into.id(x.parent),
+            Resource::HostInterfacePort(b) => {
+                self.note_port(b.port_id, into);
+                if let Some(name) = &b.interface_name {
+                    into.keys.insert(Key::Binding(b.parent, name.clone()));
+                }
+                if let Some((host, name)) = self.bindings.get(&b.port_id) {
+                    into.keys.insert(Key::Binding(*host, name.clone()));
+                }
+            }
+            Resource::MacPort(m) => into.id(m.parent),
+            Resource::Ipv4MacPair(a) => into.id(a.parent),
+            Resource::PortGroupPort(m) => {
+                self.note_port(m.port_id, into);
+                into.groups.insert(m.parent);
+            }
+            Resource::IpAddrGroupAddr(a) => {
+                into.groups.insert(a.parent);
+            }
+            // Nothing of these is modelled (see `Topology::add`).
+            Resource::PortGroup(_)
+            | Resource::IpAddrGroup(_)
+            | Resource::TunnelZone(_)
+            | Resource::TunnelZoneHost(_)
+            | Resource::Host(_) => {}
+            Resource::LoadBalancer(lb) => into.id(lb.id),
+            Resource::Pool(p) => {
+                into.id(p.id);
+                into.id(p.parent);
+            }
+            Resource::PoolMember(m) => self.note_pool(m.parent, into),
+            Resource::Vip(v) => self.note_pool(v.parent, into),
+        }
+    }
+
+    /// A port and the device it belongs to (if it is in).
+    fn note_port(&self, port: Uuid, into: &mut Changes) {
+        into.id(port);
+        if let Some(p) = self.ports.get(&port) {
+            into.id(p.parent);
+        }
+    }
+
+    /// A pool and its load balancer (a pool not in yet reaches no load balancer: its own
+    /// arrival touches it).
+    fn note_pool(&self, pool: Uuid, into: &mut Changes) {
+        into.id(pool);
+        if let Some(p) = self.pools.get(&pool) {
+            into.id(p.parent);
+        }
+    }
+
+    /// Turns the groups whose members changed into the chains that read them: the
+    /// chains with a rule naming one, and the chains with a jump to those.
+    pub fn settle(&self, into: &mut Changes) {
+        if into.groups.is_empty() {
+            return;
+        }
+        let groups = std::mem::take(&mut into.groups);
+        let names_one = |g: Option<Uuid>| g.is_some_and(|g| groups.contains(&g));
+        let mut readers = FxHashSet::default();
+        for (chain, rules) in &self.rules {
+            let reads_group = rules.rules().iter().any(|r| {
+                let c = &r.condition;
+                names_one(c.ip_addr_group_src)
+                    || names_one(c.ip_addr_group_dst)
+                    || names_one(c.port_group)
+                    || names_one(c.in_port_group)
+                    || names_one(c.out_port_group)
+            });
+            if reads_group {
+                readers.insert(*chain);
+            }
+        }
+        for (chain, rules) in &self.rules {
+            let jumps_to_one = rules.rules().iter().any(|r| {
+                r.rule_type == RuleType::Jump
+                    && r.jump_chain_id.is_some_and(|t| readers.contains(&t))
+            });
+            if jumps_to_one {
+                into.id(*chain);
+            }
+        }
+        for chain in readers {
+            into.id(chain);
+        }
+        for g in groups {
+            into.id(g);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::RuleOrder;
+    use midonet_translators::model::{
+        Chain, HostInterfacePort, IpAddrGroupAddr, Port, PortType, Rule,
+    };
+
+    fn id(n: u128) -> Uuid {
+        Uuid::from_u128(n)
+    }
+
+    fn reads(keys: &[Key]) -> Reads {
+        let mut r = Reads::default();
+        for k in keys {
+            r.key(k);
+        }
+        r
+    }
+
+    #[test]
+    fn a_binding_touches_its_port_the_ports_device_and_both_interfaces() {
+        let (bridge, port, host) = (id(1), id(2), id(3));
+        let mut topo = Topology::default();
+        topo.add(
+            Resource::Port(Port::new(bridge, port, PortType::Bridge)),
+            RuleOrder::Listed,
+        );
+        let old = Resource::HostInterfacePort(HostInterfacePort::new(host, port, "a"));
+        topo.add(old.clone(), RuleOrder::Listed);
+        // Bound to another interface without the old binding going first.
+        let new = Resource::HostInterfacePort(HostInterfacePort::new(host, port, "b"));
+        let mut touched = Changes::default();
+        topo.note_change(&new, &mut touched);
+        for k in [
+            Key::Id(port),
+            Key::Id(bridge),
+            Key::Binding(host, "a".into()),
+            Key::Binding(host, "b".into()),
+        ] {
+            assert!(touched.touches(&reads(std::slice::from_ref(&k))), "{k:?}");
+        }
+        assert!(!touched.touches(&reads(&[Key::Id(id(9)), Key::Binding(host, "c".into())])));
+    }
+
+    #[test]
+    fn a_group_member_touches_the_chains_naming_the_group_and_those_jumping_to_them() {
+        let (group, guarded, jumper, other) = (id(10), id(11), id(12), id(13));
+        let mut topo = Topology::default();
+        for c in [guarded, jumper, other] {
+            topo.add(Resource::Chain(Chain::new(c)), RuleOrder::Listed);
+        }
+        let mut guard = Rule::new(guarded, id(20), RuleType::Return);
+        guard.condition.ip_addr_group_dst = Some(group);
+        guard.condition.inv_ip_addr_group_dst = Some(true);
+        let mut jump = Rule::new(jumper, id(21), RuleType::Jump);
+        jump.jump_chain_id = Some(guarded);
+        for r in [guard, jump, Rule::new(other, id(22), RuleType::Accept)] {
+            topo.add(Resource::Rule(r), RuleOrder::Listed);
+        }
+        let member =
+            Resource::IpAddrGroupAddr(IpAddrGroupAddr::new(group, "10.0.0.1".parse().unwrap()));
+        let mut touched = Changes::default();
+        topo.note_change(&member, &mut touched);
+        topo.settle(&mut touched);
+        // A walk the guard index let skip the guarded chain read only the jumper.
+        assert!(touched.touches(&reads(&[Key::Id(jumper)])));
+        assert!(touched.touches(&reads(&[Key::Id(guarded)])));
+        assert!(!touched.touches(&reads(&[Key::Id(other)])));
+    }
+
+    #[test]
+    fn everything_touches_even_a_trace_that_read_nothing() {
+        assert!(Changes::everything().touches(&Reads::default()));
+        assert!(!Changes::default().touches(&reads(&[Key::Id(id(1))])));
+        assert!(Changes::default().is_empty());
+    }
+}
