@@ -16,7 +16,9 @@
 //!   previous reading: a latency is exact to within one reading period, and never under.
 //!
 //! Reading the store costs the changes since the last reading, and a sample traces only
-//! the waiting pods' flows, so the period stays a few milliseconds under churn. What the
+//! the waiting pods' flows whose last trace read something the changes touched
+//! (`midonet_dataplane::reads`; a flow registered since is traced at once), so the period
+//! stays a few milliseconds under churn. What the
 //! model cannot see (midolman's own propagation on a real host) is not in the figure.
 //!
 //! The workloads of pods not created yet are plugged in from the start (their interface
@@ -29,7 +31,9 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use midonet_dataplane::{trace_without_hops, Attachment, LiveTopology, Probe, Topology};
+use midonet_dataplane::{
+    trace_reading, Attachment, Changes, LiveTopology, Probe, Reads, Topology, Trace, TraceError,
+};
 use midonet_testkit::probe::ResourceSource;
 use serde::Serialize;
 
@@ -53,9 +57,15 @@ pub struct Target {
 }
 
 /// Whether tracing `probe` on `topo` delivers it to the workload `name` on a path that
-/// works (see the module docs).
-pub fn delivered_to(topo: &Topology, probe: &Probe, name: &str) -> bool {
-    trace_without_hops(topo, probe).is_ok_and(|t| {
+/// works (see the module docs), and what the trace read (`midonet_dataplane::reads`):
+/// until a change touches that, tracing again would answer the same.
+fn delivered_to(topo: &Topology, probe: &Probe, name: &str) -> (bool, Reads) {
+    let (traced, reads) = trace_reading(topo, probe);
+    (reaches(traced, name), reads)
+}
+
+fn reaches(traced: Result<Trace, TraceError>, name: &str) -> bool {
+    traced.is_ok_and(|t| {
         t.paths
             .iter()
             .any(|p| p.works && p.forward.delivered_to.as_deref() == Some(name))
@@ -106,10 +116,18 @@ pub struct FirstFlows {
     pub to_pod_each: Vec<(String, Instant, Duration)>,
 }
 
+/// A registered pod's flows: the latency of each delivered, what the last trace of each
+/// other read.
+#[derive(Default)]
+struct Seen {
+    found: BTreeMap<Via, Duration>,
+    read: BTreeMap<Via, Reads>,
+}
+
 /// The pods registered and not yet delivered by every way, with the latencies so far.
 #[derive(Default)]
 struct Waiting {
-    pending: Vec<(Target, BTreeMap<Via, Duration>)>,
+    pending: Vec<(Target, Seen)>,
     done: BTreeMap<Via, Vec<Duration>>,
     /// Of the pods whose every flow was delivered: name, `since` and the latency to the pod.
     to_pod_each: Vec<(String, Instant, Duration)>,
@@ -118,19 +136,28 @@ struct Waiting {
 }
 
 impl Waiting {
-    /// Traces every pending flow on `topo`; a flow delivered counts `read_at - since`. A
-    /// pod whose every flow is delivered leaves the pending list.
-    fn sample(&mut self, topo: &Topology, read_at: Instant) {
-        for (target, found) in &mut self.pending {
+    /// Traces on `topo` every pending flow not traced yet, and those whose last trace
+    /// read something `touched` (what changed since) touches: the others would not be
+    /// delivered either. A flow delivered counts `read_at - since`. A pod whose every
+    /// flow is delivered leaves the pending list.
+    fn sample(&mut self, topo: &Topology, read_at: Instant, touched: &Changes) {
+        for (target, seen) in &mut self.pending {
             for (via, probe) in &target.flows {
-                if !found.contains_key(via) && delivered_to(topo, probe, &target.name) {
-                    found.insert(*via, read_at.saturating_duration_since(target.since));
+                let unchanged = seen.read.get(via).is_some_and(|r| !touched.touches(r));
+                if seen.found.contains_key(via) || unchanged {
+                    continue;
                 }
+                let (delivered, reads) = delivered_to(topo, probe, &target.name);
+                if delivered {
+                    let latency = read_at.saturating_duration_since(target.since);
+                    seen.found.insert(*via, latency);
+                }
+                seen.read.insert(*via, reads);
             }
         }
         let (done, count) = (&mut self.done, &mut self.complete);
         let each = &mut self.to_pod_each;
-        self.pending.retain(|(target, found)| {
+        self.pending.retain(|(target, Seen { found, .. })| {
             let complete = target.flows.iter().all(|(via, _)| found.contains_key(via));
             if complete {
                 *count += 1;
@@ -149,7 +176,7 @@ impl Waiting {
     fn latencies(&self, via: Via) -> Latencies {
         let mut times = self.done.get(&via).cloned().unwrap_or_default();
         let mut undelivered = 0;
-        for (target, found) in &self.pending {
+        for (target, Seen { found, .. }) in &self.pending {
             if target.flows.iter().any(|(v, _)| *v == via) {
                 match found.get(&via) {
                     Some(t) => times.push(*t),
@@ -258,24 +285,21 @@ fn watch(
         }
         last = Some(read_at);
         samples += 1;
-        let changed = match changes {
-            Ok(changes) => {
-                let changed = !changes.is_empty();
-                live.apply(changes);
-                changed
-            }
+        let touched = match changes {
+            Ok(changes) if changes.is_empty() => Changes::default(),
+            Ok(changes) => live.apply(changes),
             // The source starts over with every record at its next reading.
             Err(_) => {
                 live = LiveTopology::new(live.topology().attachments().into_iter().cloned());
-                false
+                Changes::everything()
             }
         };
         let fresh = !registered.is_empty();
         waiting
             .pending
-            .extend(registered.into_iter().map(|t| (t, BTreeMap::new())));
-        if changed || fresh {
-            waiting.sample(live.topology(), read_at);
+            .extend(registered.into_iter().map(|t| (t, Seen::default())));
+        if !touched.is_empty() || fresh {
+            waiting.sample(live.topology(), read_at, &touched);
         }
         shared.complete.store(waiting.complete, Ordering::SeqCst);
         if stopping {
@@ -339,11 +363,11 @@ mod tests {
         let client = "pod/r-1/pod-1";
         let to_pod = probe(client, SocketV4::new(s.pod_ip(0), POD_PORT));
         let to_svc = probe(client, SocketV4::new(Scenario::cluster_ip(0), 80));
-        assert!(delivered_to(&full, &to_pod, "pod/r-0/pod-0"));
-        assert!(delivered_to(&full, &to_svc, "pod/r-0/pod-0"));
+        assert!(delivered_to(&full, &to_pod, "pod/r-0/pod-0").0);
+        assert!(delivered_to(&full, &to_svc, "pod/r-0/pod-0").0);
         // svc-0's other endpoint is pod-1; pod-2 backs svc-1 only.
-        assert!(delivered_to(&full, &to_svc, "pod/r-1/pod-1"));
-        assert!(!delivered_to(&full, &to_svc, "pod/r-2/pod-2"));
+        assert!(delivered_to(&full, &to_svc, "pod/r-1/pod-1").0);
+        assert!(!delivered_to(&full, &to_svc, "pod/r-2/pod-2").0);
         // pod-0's port unbound: neither flow reaches it, the Service still reaches pod-1.
         let interface = midonet_translators::naming::pod_interface_name("r-0/pod-0");
         let unbound: Vec<Resource> = t
@@ -357,9 +381,9 @@ mod tests {
             .collect();
         assert_eq!(unbound.len() + 1, t.resources.len());
         let unbound = topo(unbound);
-        assert!(!delivered_to(&unbound, &to_pod, "pod/r-0/pod-0"));
-        assert!(!delivered_to(&unbound, &to_svc, "pod/r-0/pod-0"));
-        assert!(delivered_to(&unbound, &to_svc, "pod/r-1/pod-1"));
+        assert!(!delivered_to(&unbound, &to_pod, "pod/r-0/pod-0").0);
+        assert!(!delivered_to(&unbound, &to_svc, "pod/r-0/pod-0").0);
+        assert!(delivered_to(&unbound, &to_svc, "pod/r-1/pod-1").0);
     }
 
     #[test]
@@ -384,11 +408,15 @@ mod tests {
                 ),
             ],
         };
-        w.pending.push((target, BTreeMap::new()));
-        w.sample(&empty, since + ms(10));
+        w.pending.push((target, Seen::default()));
+        // Traced at once: not traced yet.
+        w.sample(&empty, since + ms(10), &Changes::default());
         assert_eq!((w.pending.len(), w.complete), (1, 0));
         assert_eq!(w.latencies(Via::Pod).undelivered, 1);
-        w.sample(&full, since + ms(30));
+        // A sample told nothing its traces read changed traces nothing again.
+        w.sample(&full, since + ms(20), &Changes::default());
+        assert_eq!((w.pending.len(), w.complete), (1, 0));
+        w.sample(&full, since + ms(30), &Changes::everything());
         assert_eq!((w.pending.len(), w.complete), (0, 1));
         let l = w.latencies(Via::Service);
         assert_eq!((l.delivered, l.undelivered, l.max_seconds), (1, 0, 0.030));

@@ -28,6 +28,12 @@
 //!   found it ok again: the report gives that bound too (`max_bound_seconds`), which holds
 //!   however far apart the samples were.
 //!
+//! - **What a sample judges** ([`Verdicts`]): the first sample judges every flow; after
+//!   that, a sample whose reading changed the topology judges again only the flows whose
+//!   last trace read something the changes touched (`midonet_dataplane::reads`); the
+//!   others keep their verdicts, which a full judgement would give again
+//!   (`tests/probe_changes.rs`). The report counts the flows judged.
+//!
 //! The pure parts (selection, judgement, accounting) are unit-tested here; [`FlowProbe`]
 //! runs them on a thread over any source of the backend's changed records (the simulator's
 //! in-process `midonet_sim::StoreReader::changes` in the benchmark and the tests), keeping a
@@ -700,9 +706,9 @@ impl FlowProbe {
     /// Starts sampling `flows` every `period` (or as fast as a sample takes, if longer):
     /// each sample applies what `source` reports changed to the topology it keeps (with
     /// `attachments`, the cluster's workloads from `Cluster::attachments`, plugged in) and
-    /// judges every flow on it ([`judge_all`]). Only the changed records are parsed and
-    /// re-indexed, so a sample costs the judging and the changes, not a rebuild; the
-    /// report has how long samples took.
+    /// judges on it the flows the changes touched ([`Verdicts`]). Only the changed
+    /// records are parsed and re-indexed, so a sample costs the changes and the flows
+    /// they touch, not a rebuild; the report has how long samples took.
     pub fn start(
         flows: Vec<ProbeFlow>,
         attachments: Vec<Attachment>,
