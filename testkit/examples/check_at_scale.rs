@@ -103,6 +103,21 @@ fn run() -> Result<(), String> {
             peers_per_source: arg(&args, "--peers-per-source", 2)?,
         },
     );
+    let times = sample_times(&translated, &attachments, &flows, samples);
+    print_sample_times(&times, flows.len());
+    cutover_samples(&translated, attachments, &flows);
+    Ok(())
+}
+
+/// `samples` probe samples, each on a topology built anew: how long the build took, the
+/// judgement on one thread (every ARP exchange walked anew) and on every core after it,
+/// and how many flows were not ok.
+fn sample_times(
+    translated: &Translated,
+    attachments: &[Attachment],
+    flows: &[ProbeFlow],
+    samples: usize,
+) -> Vec<(Duration, Duration, Duration, usize)> {
     let mut times = Vec::new();
     for _ in 0..samples.max(1) {
         let t = Instant::now();
@@ -111,7 +126,7 @@ fn run() -> Result<(), String> {
         let topo = Topology::new(
             translated.resources.clone(),
             RuleOrder::Pushed,
-            attachments.clone(),
+            attachments.to_vec(),
         );
         let built = t.elapsed();
         let bad = flows
@@ -119,16 +134,14 @@ fn run() -> Result<(), String> {
             .filter(|f| probe::judge(&topo, f).is_err())
             .count();
         let one_thread = t.elapsed();
-        let bad_parallel = probe::judge_all(&topo, &flows)
+        let bad_parallel = probe::judge_all(&topo, flows)
             .iter()
             .filter(|v| v.is_err())
             .count();
         assert_eq!(bad, bad_parallel);
         times.push((built, one_thread - built, t.elapsed() - one_thread, bad));
     }
-    print_sample_times(&times, flows.len());
-    cutover_samples(&translated, attachments, &flows);
-    Ok(())
+    times
 }
 
 fn print_sample_times(times: &[(Duration, Duration, Duration, usize)], flows: usize) {
