@@ -6,17 +6,19 @@
 //!   are coarse (a device, a port, a chain, a binding, a load balancer), so a batch may
 //!   touch a trace it does not alter; it never misses one it does.
 //! - **What a trace reads** (noted by the walk, `engine`, and by `trace`): every port it
-//!   enters or leaves and the device each belongs to (the device's ports, bindings,
-//!   tables, routes and filters are read through it); every router whose ARP knowledge
-//!   it peeks at through a linked bridge; every chain a filter or a jump names (missing
+//!   enters or leaves and the device each belongs to (a bridge's ports, bindings, tables
+//!   and filters are read through it; a router's state and filters); the routes of every
+//!   router it looks a route up on; every bridge whose ARP knowledge a router peeks at
+//!   through a link; every chain a filter or a jump names (missing
 //!   or not), and every chain whose jumps the guard index let it skip; every load
 //!   balancer a router runs; the binding (host, interface) of each workload it sends
 //!   from. An ARP exchange replayed from the memo replays its reads.
 //! - **What a change touches** ([`Topology::note_change`], called with the old resource
 //!   before it goes and the new one after it is in): the resource's own key and the keys
-//!   of what reads it: a port's device and its peer's; a binding's port, the port's
-//!   device and the (host, interface) it names and had; a rule's or a route's parent; a
-//!   table entry's bridge; a pool's, a VIP's or a member's load balancer. A group
+//!   of what reads it: a bridge port's bridge, a router port's router's routes, and the
+//!   same of its peer; a binding's port, that port's device (as a port's) and the (host,
+//!   interface) it names and had; a rule's chain; a route's router's routes; a table
+//!   entry's bridge; a pool's, a VIP's or a member's load balancer. A group
 //!   membership touches the member port and the group; [`Topology::settle`] turns each
 //!   group into the chains whose rules name it and the chains that jump to those (the
 //!   rule and guard indexes may have skipped the rule unseen, so a trace that skipped it
@@ -27,15 +29,19 @@
 use rustc_hash::FxHashSet;
 use uuid::Uuid;
 
-use midonet_translators::model::{Resource, RuleType};
+use midonet_translators::model::{Port, PortType, Resource, RuleType};
 
 use crate::topology::{peer_of, Topology};
 
 /// One thing a trace can read and a change can touch.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Key {
-    /// A port, a device, a chain or a load balancer, by id.
+    /// A port, a device, a chain or a load balancer, by id. A router's id stands for the
+    /// router itself (its state, filters, load balancer), not for its routes.
     Id(Uuid),
+    /// A router's routes: the listed ones, the `Local` route of each of its ports, and
+    /// whether each route's next-hop port is there and plugged.
+    Routes(Uuid),
     /// Which port the interface `(host, name)` is bound to.
     Binding(Uuid, String),
 }
@@ -119,6 +125,19 @@ impl Changes {
     fn id(&mut self, id: Uuid) {
         self.keys.insert(Key::Id(id));
     }
+
+    /// What reads port `p` through its device: a bridge (its ports are where it floods,
+    /// its bound ones what it delivers to); a router's routes (a router port makes a
+    /// `Local` route and publishes the routes through it while plugged). A walk reads a
+    /// router's other ports only by their own ids.
+    fn device_of(&mut self, p: &Port) {
+        match p.port_type {
+            PortType::Bridge => self.id(p.parent),
+            PortType::Router => {
+                self.keys.insert(Key::Routes(p.parent));
+            }
+        }
+    }
 }
 
 impl Topology {
@@ -128,10 +147,13 @@ impl Topology {
     pub fn note_change(&self, r: &Resource, into: &mut Changes) {
         match r {
             Resource::Bridge(b) => into.id(b.id),
-            Resource::Router(x) => into.id(x.id),
+            Resource::Router(x) => {
+                into.id(x.id);
+                into.keys.insert(Key::Routes(x.id));
+            }
             Resource::Port(p) => {
                 self.note_port(p.id, into);
-                into.id(p.parent);
+                into.device_of(p);
                 for peer in peer_of(p).into_iter().chain(self.peers.get(&p.id).copied()) {
                     self.note_port(peer, into);
                 }
@@ -140,7 +162,9 @@ impl Topology {
                 self.note_port(l.parent, into);
                 self.note_port(l.peer_id, into);
             }
-            Resource::Route(x) => into.id(x.parent),
+            Resource::Route(x) => {
+                into.keys.insert(Key::Routes(x.parent));
+            }
             Resource::Chain(c) => into.id(c.id),
             Resource::Rule(x) => into.id(x.parent),
             Resource::HostInterfacePort(b) => {
@@ -177,11 +201,11 @@ impl Topology {
         }
     }
 
-    /// A port and the device it belongs to (if it is in).
+    /// A port and what reads it through its device (if it is in).
     fn note_port(&self, port: Uuid, into: &mut Changes) {
         into.id(port);
         if let Some(p) = self.ports.get(&port) {
-            into.id(p.parent);
+            into.device_of(p);
         }
     }
 

@@ -6,7 +6,7 @@
 //! [--services-per-source 6] [--peers-per-source 2] [--no-check]`
 //!
 //! Then the probe's samples during a bump's cutover: a few hosts' bindings off and back,
-//! each a batch after which only the flows whose traces read what changed are judged
+//! and a route added to a router and gone (read by every flow routed there), each a batch after which only the flows whose traces read what changed are judged
 //! again, beside what judging every flow afresh costs.
 //!
 //! The probe's sample size defaults to the benchmark's at scale S; the 30,000-Translation
@@ -15,10 +15,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use midonet_dataplane::{check, Attachment, LiveTopology, RuleOrder, Topology};
+use midonet_dataplane::{check, Attachment, LiveTopology, RecordChange, RuleOrder, Topology};
 use midonet_testkit::probe::{self, ProbeFlow, SampleSize, Verdicts};
 use midonet_testkit::scenario::{Scale, Scenario, Translated};
-use midonet_translators::model::Resource;
+use midonet_translators::model::{Ipv4Cidr, Resource, Route};
 use uuid::Uuid;
 
 fn main() {
@@ -156,6 +156,55 @@ fn print_sample_times(times: &[(Duration, Duration, Duration, usize)], flows: us
     }
 }
 
+/// A record of one /32 route on a router, to an address nobody has, through the next-hop
+/// port of the first route listed: read by every flow routed there, taking none.
+fn a_route_to_nowhere(records: &BTreeMap<String, Vec<Resource>>) -> RecordChange {
+    let via = records.values().find_map(|r| match r.as_slice() {
+        [Resource::Route(x)] => Some((x.parent, x.next_hop_port?)),
+        _ => None,
+    });
+    let Some((router, port)) = via else {
+        return ("route/none".into(), Some(Vec::new()));
+    };
+    let nowhere = Ipv4Cidr::new(std::net::Ipv4Addr::new(192, 0, 2, 1), 32);
+    let route = nowhere
+        .map(|dst| Resource::Route(Route::normal(router, Uuid::from_u128(0xfeed), dst, port)));
+    ("route/to-nowhere".into(), Some(route.into_iter().collect()))
+}
+
+/// The batches `cutover_samples` applies: three hosts' bindings off and back, a route
+/// added and gone; each named.
+fn cutover_batches(records: &BTreeMap<String, Vec<Resource>>) -> Vec<(String, Vec<RecordChange>)> {
+    let mut hosts = BTreeMap::<Uuid, Vec<&String>>::new();
+    for (k, v) in records {
+        if let [Resource::HostInterfacePort(b)] = v.as_slice() {
+            hosts.entry(b.parent).or_default().push(k);
+        }
+    }
+    let route = a_route_to_nowhere(records);
+    let mut batches: Vec<(String, Vec<RecordChange>)> = Vec::new();
+    for keys in hosts.values().take(3) {
+        for on in [false, true] {
+            let batch = keys
+                .iter()
+                .map(|k| ((*k).clone(), on.then(|| records[*k].clone())))
+                .collect();
+            let what = format!(
+                "a host's {} bindings {}",
+                keys.len(),
+                if on { "back" } else { "off" }
+            );
+            batches.push((what, batch));
+        }
+    }
+    batches.push((
+        "a route added to the cluster router".into(),
+        vec![route.clone()],
+    ));
+    batches.push(("that route gone".into(), vec![(route.0, None)]));
+    batches
+}
+
 /// The probe's samples during a bump's cutover, as it takes them: the live topology of
 /// every record judged once, then the bindings of a few hosts off and back on, each a
 /// batch of changes after which only the flows whose traces read what changed are judged
@@ -176,44 +225,30 @@ fn cutover_samples(translated: &Translated, attachments: Vec<Attachment>, flows:
         live.records(),
         t.elapsed().as_secs_f64() * 1000.0
     );
-    let mut hosts = BTreeMap::<Uuid, Vec<&String>>::new();
-    for (k, v) in &records {
-        if let [Resource::HostInterfacePort(b)] = v.as_slice() {
-            hosts.entry(b.parent).or_default().push(k);
-        }
-    }
-    for keys in hosts.values().take(3) {
-        for on in [false, true] {
-            let batch = keys
-                .iter()
-                .map(|k| ((*k).clone(), on.then(|| records[*k].clone())))
-                .collect();
-            let t = Instant::now();
-            let touched = live.apply(batch);
-            let applied = t.elapsed();
-            let judged = verdicts.update(live.topology(), flows, &touched);
-            let judging = t.elapsed() - applied;
-            let down = verdicts.ok().iter().filter(|v| v.is_err()).count();
-            // What judging every flow afresh costs (a copy starts with no ARP exchange
-            // walked), and that it agrees.
-            let fresh = live.topology().clone();
-            let t = Instant::now();
-            let all = probe::judge_all(&fresh, flows);
-            let every = t.elapsed();
-            assert_eq!(
-                all,
-                verdicts.ok(),
-                "the kept verdicts differ from a full judgement"
-            );
-            println!(
-                "cutover sample: a host's {} bindings {}: apply {:.1} ms, {judged} flows \
-                 judged ({down} not ok) in {:.1} ms; every flow afresh {:.1} ms",
-                keys.len(),
-                if on { "back" } else { "off" },
-                applied.as_secs_f64() * 1000.0,
-                judging.as_secs_f64() * 1000.0,
-                every.as_secs_f64() * 1000.0
-            );
-        }
+    for (what, batch) in cutover_batches(&records) {
+        let t = Instant::now();
+        let touched = live.apply(batch);
+        let applied = t.elapsed();
+        let judged = verdicts.update(live.topology(), flows, &touched);
+        let judging = t.elapsed() - applied;
+        let down = verdicts.ok().iter().filter(|v| v.is_err()).count();
+        // What judging every flow afresh costs (a copy starts with no ARP exchange
+        // walked), and that it agrees.
+        let fresh = live.topology().clone();
+        let t = Instant::now();
+        let all = probe::judge_all(&fresh, flows);
+        let every = t.elapsed();
+        assert_eq!(
+            all,
+            verdicts.ok(),
+            "the kept verdicts differ from a full judgement"
+        );
+        println!(
+            "cutover sample: {what}: apply {:.1} ms, {judged} flows \
+             judged ({down} not ok) in {:.1} ms; every flow afresh {:.1} ms",
+            applied.as_secs_f64() * 1000.0,
+            judging.as_secs_f64() * 1000.0,
+            every.as_secs_f64() * 1000.0
+        );
     }
 }

@@ -11,8 +11,11 @@ use std::collections::BTreeMap;
 use midonet_dataplane::{Changes, LiveTopology, RecordChange, RuleOrder, Topology};
 use midonet_testkit::probe::{judge_all, select_flows, ProbeFlow, SampleSize, Verdicts};
 use midonet_testkit::scenario::{Scale, Scenario};
-use midonet_translators::model::Resource;
+use std::net::Ipv4Addr;
+
+use midonet_translators::model::{Ipv4Cidr, Resource, Route};
 use midonet_translators::TranslatorConfig;
+use uuid::Uuid;
 
 type Records = BTreeMap<String, Vec<Resource>>;
 
@@ -177,7 +180,8 @@ fn judging_again_only_what_a_change_touched_gives_a_full_judgement() {
         run.flows.len(),
         run.some_down
     );
-    // Not vacuous: flows went down and came back, and most batches judged few flows.
+    // Not vacuous: flows went down and came back, and the bump's batches judged fewer
+    // than half the flows (a router's routes, below, are read by every flow).
     assert!(run.some_down > 0, "no batch took a flow down");
     let every = run.batches * run.flows.len();
     assert!(
@@ -185,4 +189,61 @@ fn judging_again_only_what_a_change_touched_gives_a_full_judgement() {
         "{} of {every} flow judgements made",
         run.judged
     );
+    route_and_router_port_changes(&mut run, &v2);
+}
+
+/// A router's routes changed without its walks' ports changing: a /32 route to a pod of one
+/// node's network sent through the port of another's (the pod unreachable), then gone; the
+/// router port behind one node's network out (its routes unpublished) and back.
+fn route_and_router_port_changes(run: &mut Run, v2: &Records) {
+    let to_nodes: Vec<Route> = v2
+        .values()
+        .filter_map(|r| match r.as_slice() {
+            [Resource::Route(x)] if x.dst_network_length == Some(24) => Some(x.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        to_nodes.len() >= 2,
+        "{} routes to node networks",
+        to_nodes.len()
+    );
+    let (a, b) = (&to_nodes[0], &to_nodes[1]);
+    let (Some(b_net), Some(a_port)) = (b.dst_network_addr, a.next_hop_port) else {
+        panic!("routes without a destination or a next hop: {a:?} {b:?}");
+    };
+    // The scenario's first pod on a node is at .10 of its network.
+    let pod = Ipv4Addr::from(u32::from(b_net) + 10);
+    let hijack = Route::normal(
+        a.parent,
+        Uuid::from_u128(0xfeed),
+        Ipv4Cidr::new(pod, 32).unwrap(),
+        a_port,
+    );
+    let key = "v2/hijack".to_string();
+    let rec = vec![Resource::Route(hijack)];
+    run.put(
+        "a /32 route through another node's port",
+        vec![(&key, &rec)],
+    );
+    assert!(
+        run.verdicts.ok().iter().any(Result::is_err),
+        "the /32 route took nothing down"
+    );
+    run.gone("the /32 route gone", vec![&key]);
+    let (port_key, port) = v2
+        .iter()
+        .find(|(_, r)| matches!(r.as_slice(), [Resource::Port(p)] if Some(p.id) == b.next_hop_port))
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .unwrap();
+    run.gone("a node network's router port", vec![&port_key]);
+    assert!(
+        run.verdicts.ok().iter().any(Result::is_err),
+        "the port took nothing down"
+    );
+    run.put(
+        "a node network's router port back",
+        vec![(&port_key, &port)],
+    );
+    assert!(run.verdicts.ok().iter().all(Result::is_ok));
 }

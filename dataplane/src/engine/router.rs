@@ -36,6 +36,7 @@ use super::chain::Stop;
 use super::l4lb::Lb;
 use super::{Answer, End, Step, Walk};
 use crate::packet::{icmp, FlowTuple, IcmpMessage, Packet, Protocol, Quoted, SocketV4};
+use crate::reads::Key;
 use crate::topology::{contains_len, Topology};
 
 /// How a router resolved a next hop.
@@ -362,6 +363,7 @@ impl Walk<'_, '_, '_> {
         let topo = self.topo();
         let (src, dst) = (self.pkt.tuple.src.ip, self.pkt.tuple.dst.ip);
         self.sh.consulted.router(router);
+        self.sh.consulted.read_key(&Key::Routes(router));
         let implicit = topo.implicit_local_routes(router);
         let matching: Vec<&Route> = topo
             .routes
