@@ -7,17 +7,19 @@
 //!   touch a trace it does not alter; it never misses one it does.
 //! - **What a trace reads** (noted by the walk, `engine`, and by `trace`): every port it
 //!   enters or leaves and the device each belongs to (a bridge's ports, bindings, tables
-//!   and filters are read through it; a router's state and filters); the routes of every
-//!   router it looks a route up on; every bridge whose ARP knowledge a router peeks at
+//!   and filters are read through it; a router's state and filters); every route lookup
+//!   (router, destination); every bridge whose ARP knowledge a router peeks at
 //!   through a link; every chain a filter or a jump names (missing
 //!   or not), and every chain whose jumps the guard index let it skip; every load
 //!   balancer a router runs; the binding (host, interface) of each workload it sends
 //!   from. An ARP exchange replayed from the memo replays its reads.
 //! - **What a change touches** ([`Topology::note_change`], called with the old resource
 //!   before it goes and the new one after it is in): the resource's own key and the keys
-//!   of what reads it: a bridge port's bridge, a router port's router's routes, and the
-//!   same of its peer; a binding's port, that port's device (as a port's) and the (host,
-//!   interface) it names and had; a rule's chain; a route's router's routes; a table
+//!   of what reads it: a bridge port's bridge, a router port's routes (its `Local` route
+//!   and the routes through it), and the same of its peer; a binding's port, that port's
+//!   device (as a port's) and the (host, interface) it names and had; a rule's chain; a
+//!   route's destination on its router (it alters the lookups whose destination it
+//!   contains: any route a lookup could choose contains the destination); a table
 //!   entry's bridge; a pool's, a VIP's or a member's load balancer. A group
 //!   membership touches the member port and the group; [`Topology::settle`] turns each
 //!   group into the chains whose rules name it and the chains that jump to those (the
@@ -26,12 +28,14 @@
 //! - **Leaves to others.** Attachments (the workloads plugged in) are fixed for the life
 //!   of a [`crate::LiveTopology`]; anything else is [`Changes::everything`].
 
-use rustc_hash::FxHashSet;
+use std::net::Ipv4Addr;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 use uuid::Uuid;
 
 use midonet_translators::model::{Port, PortType, Resource, RuleType};
 
-use crate::topology::{peer_of, Topology};
+use crate::topology::{contains_len, peer_of, Topology};
 
 /// One thing a trace can read and a change can touch.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -39,38 +43,50 @@ pub enum Key {
     /// A port, a device, a chain or a load balancer, by id. A router's id stands for the
     /// router itself (its state, filters, load balancer), not for its routes.
     Id(Uuid),
-    /// A router's routes: the listed ones, the `Local` route of each of its ports, and
-    /// whether each route's next-hop port is there and plugged.
+    /// Every route of a router (the router itself changed): touches each lookup on it.
     Routes(Uuid),
     /// Which port the interface `(host, name)` is bound to.
     Binding(Uuid, String),
 }
 
-/// The keys one trace read.
+/// What one trace read: keys, and the route lookups it made (router, destination).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Reads(FxHashSet<Key>);
+pub struct Reads {
+    keys: FxHashSet<Key>,
+    lookups: FxHashSet<(Uuid, Ipv4Addr)>,
+}
 
 impl Reads {
     pub(crate) fn id(&mut self, id: Uuid) {
-        self.0.insert(Key::Id(id));
+        self.keys.insert(Key::Id(id));
     }
 
     pub(crate) fn key(&mut self, key: &Key) {
-        if !self.0.contains(key) {
-            self.0.insert(key.clone());
+        if !self.keys.contains(key) {
+            self.keys.insert(key.clone());
         }
     }
 
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &Key> {
-        self.0.iter()
+    /// A route lookup on `router` for `dst`: what a change of a route whose destination
+    /// contains `dst` (or of every route of the router) may alter.
+    pub(crate) fn lookup(&mut self, router: Uuid, dst: Ipv4Addr) {
+        self.lookups.insert((router, dst));
+    }
+
+    /// Adds what `other` read.
+    pub(crate) fn extend(&mut self, other: &Reads) {
+        for k in &other.keys {
+            self.key(k);
+        }
+        self.lookups.extend(other.lookups.iter().copied());
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.keys.len() + self.lookups.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.keys.is_empty() && self.lookups.is_empty()
     }
 }
 
@@ -79,6 +95,9 @@ impl Reads {
 pub struct Changes {
     everything: bool,
     keys: FxHashSet<Key>,
+    /// Router → the destinations (address, prefix length) of the routes that changed on
+    /// it, listed, `Local` or published or not.
+    routes: FxHashMap<Uuid, Vec<(Ipv4Addr, u8)>>,
     /// Port and address groups whose members changed, until [`Topology::settle`] turns
     /// them into chains.
     groups: FxHashSet<Uuid>,
@@ -95,7 +114,7 @@ impl Changes {
 
     /// Whether it touches nothing.
     pub fn is_empty(&self) -> bool {
-        !self.everything && self.keys.is_empty() && self.groups.is_empty()
+        !self.everything && self.keys.is_empty() && self.routes.is_empty() && self.groups.is_empty()
     }
 
     /// Whether a trace that read `reads` may go otherwise now.
@@ -103,22 +122,32 @@ impl Changes {
         if self.everything {
             return true;
         }
-        let (small, large) = match self.keys.len() <= reads.0.len() {
-            true => (&self.keys, &reads.0),
-            false => (&reads.0, &self.keys),
+        let (small, large) = match self.keys.len() <= reads.keys.len() {
+            true => (&self.keys, &reads.keys),
+            false => (&reads.keys, &self.keys),
         };
         small.iter().any(|k| large.contains(k))
+            || reads.lookups.iter().any(|l| self.alters_lookup(*l))
     }
 
-    /// Whether it touches one of `keys`.
-    pub(crate) fn touches_any(&self, keys: &[Key]) -> bool {
-        self.everything || keys.iter().any(|k| self.keys.contains(k))
+    /// Whether a route lookup on `router` for `dst` may choose otherwise now: every
+    /// route it could choose has a destination that contains `dst`.
+    fn alters_lookup(&self, (router, dst): (Uuid, Ipv4Addr)) -> bool {
+        self.keys.contains(&Key::Routes(router))
+            || self.routes.get(&router).is_some_and(|changed| {
+                changed
+                    .iter()
+                    .any(|(addr, len)| contains_len(Some(*addr), Some(*len), dst))
+            })
     }
 
     /// Adds what `other` touched.
     pub fn extend(&mut self, other: Changes) {
         self.everything |= other.everything;
         self.keys.extend(other.keys);
+        for (router, dsts) in other.routes {
+            self.routes.entry(router).or_default().extend(dsts);
+        }
         self.groups.extend(other.groups);
     }
 
@@ -126,17 +155,14 @@ impl Changes {
         self.keys.insert(Key::Id(id));
     }
 
-    /// What reads port `p` through its device: a bridge (its ports are where it floods,
-    /// its bound ones what it delivers to); a router's routes (a router port makes a
-    /// `Local` route and publishes the routes through it while plugged). A walk reads a
-    /// router's other ports only by their own ids.
-    fn device_of(&mut self, p: &Port) {
-        match p.port_type {
-            PortType::Bridge => self.id(p.parent),
-            PortType::Router => {
-                self.keys.insert(Key::Routes(p.parent));
-            }
-        }
+    /// A route to `dst` on `router` changed (a route without a destination goes
+    /// everywhere).
+    fn route(&mut self, router: Uuid, dst: Option<Ipv4Addr>, len: Option<u8>) {
+        let dst = match (dst, len) {
+            (Some(a), Some(l)) => (a, l.min(32)),
+            _ => (Ipv4Addr::UNSPECIFIED, 0),
+        };
+        self.routes.entry(router).or_default().push(dst);
     }
 }
 
@@ -153,7 +179,7 @@ impl Topology {
             }
             Resource::Port(p) => {
                 self.note_port(p.id, into);
-                into.device_of(p);
+                self.note_device(p, into);
                 for peer in peer_of(p).into_iter().chain(self.peers.get(&p.id).copied()) {
                     self.note_port(peer, into);
                 }
@@ -162,9 +188,7 @@ impl Topology {
                 self.note_port(l.parent, into);
                 self.note_port(l.peer_id, into);
             }
-            Resource::Route(x) => {
-                into.keys.insert(Key::Routes(x.parent));
-            }
+            Resource::Route(x) => into.route(x.parent, x.dst_network_addr, x.dst_network_length),
             Resource::Chain(c) => into.id(c.id),
             Resource::Rule(x) => into.id(x.parent),
             Resource::HostInterfacePort(b) => {
@@ -205,7 +229,26 @@ impl Topology {
     fn note_port(&self, port: Uuid, into: &mut Changes) {
         into.id(port);
         if let Some(p) = self.ports.get(&port) {
-            into.device_of(p);
+            self.note_device(p, into);
+        }
+    }
+
+    /// What reads port `p` through its device: a bridge (its ports are where it floods,
+    /// its bound ones what it delivers to); on a router, the routes the port makes or
+    /// publishes: its `Local` route, and the routes through it (published while it is
+    /// plugged). A walk reads a router's other ports only by their own ids.
+    fn note_device(&self, p: &Port, into: &mut Changes) {
+        match p.port_type {
+            PortType::Bridge => into.id(p.parent),
+            PortType::Router => {
+                if let Some((addr, _)) = Topology::port_ipv4(p) {
+                    into.route(p.parent, Some(addr), Some(32));
+                }
+                let through = self.routes.get(&p.parent).into_iter().flatten();
+                for r in through.filter(|r| r.next_hop_port == Some(p.id)) {
+                    into.route(p.parent, r.dst_network_addr, r.dst_network_length);
+                }
+            }
         }
     }
 
@@ -263,7 +306,7 @@ mod tests {
     use super::*;
     use crate::topology::RuleOrder;
     use midonet_translators::model::{
-        Chain, HostInterfacePort, IpAddrGroupAddr, Port, PortType, Rule,
+        Chain, HostInterfacePort, IpAddrGroupAddr, Ipv4Cidr, Port, PortType, Route, Router, Rule,
     };
 
     fn id(n: u128) -> Uuid {
@@ -327,6 +370,43 @@ mod tests {
         assert!(touched.touches(&reads(&[Key::Id(jumper)])));
         assert!(touched.touches(&reads(&[Key::Id(guarded)])));
         assert!(!touched.touches(&reads(&[Key::Id(other)])));
+    }
+
+    fn looked_up(router: Uuid, dst: &str) -> Reads {
+        let mut r = Reads::default();
+        r.lookup(router, dst.parse().unwrap());
+        r
+    }
+
+    #[test]
+    fn a_route_touches_the_lookups_its_destination_contains_and_a_router_port_its_own() {
+        let (router, port, other) = (id(1), id(2), id(3));
+        let net = |a: &str, l: u8| Ipv4Cidr::new(a.parse().unwrap(), l).unwrap();
+        let mut topo = Topology::default();
+        let route = Resource::Route(Route::normal(router, id(4), net("10.1.0.0", 16), port));
+        topo.add(route.clone(), RuleOrder::Listed);
+        let mut touched = Changes::default();
+        topo.note_change(&route, &mut touched);
+        assert!(touched.touches(&looked_up(router, "10.1.2.3")));
+        assert!(!touched.touches(&looked_up(router, "10.2.0.1")));
+        assert!(!touched.touches(&looked_up(other, "10.1.2.3")));
+        // The router port the route goes through: its own address and the route's.
+        let mut p = Port::new(router, port, PortType::Router);
+        p.port_address = Some("192.168.0.1".parse().unwrap());
+        p.network_address = Some("192.168.0.0".parse().unwrap());
+        p.network_length = Some(24);
+        let p = Resource::Port(p);
+        topo.add(p.clone(), RuleOrder::Listed);
+        let mut touched = Changes::default();
+        topo.note_change(&p, &mut touched);
+        assert!(touched.touches(&looked_up(router, "10.1.2.3")));
+        assert!(touched.touches(&looked_up(router, "192.168.0.1")));
+        assert!(!touched.touches(&looked_up(router, "192.168.0.2")));
+        assert!(!touched.touches(&reads(&[Key::Id(router)])));
+        // The router itself: every lookup on it.
+        let mut touched = Changes::default();
+        topo.note_change(&Resource::Router(Router::new(router)), &mut touched);
+        assert!(touched.touches(&looked_up(router, "172.16.0.1")));
     }
 
     #[test]

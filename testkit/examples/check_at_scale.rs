@@ -6,7 +6,8 @@
 //! [--services-per-source 6] [--peers-per-source 2] [--no-check]`
 //!
 //! Then the probe's samples during a bump's cutover: a few hosts' bindings off and back,
-//! and a route added to a router and gone (read by every flow routed there), each a batch after which only the flows whose traces read what changed are judged
+//! and a mirror of a route to one node's network added and gone (read by the flows routed
+//! into that network), each a batch after which only the flows whose traces read what changed are judged
 //! again, beside what judging every flow afresh costs.
 //!
 //! The probe's sample size defaults to the benchmark's at scale S; the 30,000-Translation
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use midonet_dataplane::{check, Attachment, LiveTopology, RecordChange, RuleOrder, Topology};
 use midonet_testkit::probe::{self, ProbeFlow, SampleSize, Verdicts};
 use midonet_testkit::scenario::{Scale, Scenario, Translated};
-use midonet_translators::model::{Ipv4Cidr, Resource, Route};
+use midonet_translators::model::Resource;
 use uuid::Uuid;
 
 fn main() {
@@ -156,20 +157,20 @@ fn print_sample_times(times: &[(Duration, Duration, Duration, usize)], flows: us
     }
 }
 
-/// A record of one /32 route on a router, to an address nobody has, through the next-hop
-/// port of the first route listed: read by every flow routed there, taking none.
-fn a_route_to_nowhere(records: &BTreeMap<String, Vec<Resource>>) -> RecordChange {
-    let via = records.values().find_map(|r| match r.as_slice() {
-        [Resource::Route(x)] => Some((x.parent, x.next_hop_port?)),
+/// A record of a mirror of the first route to a node's network (as a cutover's link
+/// adds): the same destination and next hop, one weight higher, so it never wins. What
+/// it touches is the flows routed into that network.
+fn a_mirror_route(records: &BTreeMap<String, Vec<Resource>>) -> RecordChange {
+    let first = records.values().find_map(|r| match r.as_slice() {
+        [Resource::Route(x)] if x.dst_network_length == Some(24) => Some(x.clone()),
         _ => None,
     });
-    let Some((router, port)) = via else {
-        return ("route/none".into(), Some(Vec::new()));
+    let Some(mut mirror) = first else {
+        return ("route/mirror".into(), Some(Vec::new()));
     };
-    let nowhere = Ipv4Cidr::new(std::net::Ipv4Addr::new(192, 0, 2, 1), 32);
-    let route = nowhere
-        .map(|dst| Resource::Route(Route::normal(router, Uuid::from_u128(0xfeed), dst, port)));
-    ("route/to-nowhere".into(), Some(route.into_iter().collect()))
+    mirror.id = Uuid::from_u128(0xfeed);
+    mirror.weight = Some(mirror.weight.unwrap_or(100) + 1);
+    ("route/mirror".into(), Some(vec![Resource::Route(mirror)]))
 }
 
 /// The batches `cutover_samples` applies: three hosts' bindings off and back, a route
@@ -181,7 +182,7 @@ fn cutover_batches(records: &BTreeMap<String, Vec<Resource>>) -> Vec<(String, Ve
             hosts.entry(b.parent).or_default().push(k);
         }
     }
-    let route = a_route_to_nowhere(records);
+    let route = a_mirror_route(records);
     let mut batches: Vec<(String, Vec<RecordChange>)> = Vec::new();
     for keys in hosts.values().take(3) {
         for on in [false, true] {
@@ -198,7 +199,7 @@ fn cutover_batches(records: &BTreeMap<String, Vec<Resource>>) -> Vec<(String, Ve
         }
     }
     batches.push((
-        "a route added to the cluster router".into(),
+        "a mirror of a node network's route added".into(),
         vec![route.clone()],
     ));
     batches.push(("that route gone".into(), vec![(route.0, None)]));

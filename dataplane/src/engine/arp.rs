@@ -28,7 +28,7 @@ use uuid::Uuid;
 
 use super::{Choices, Consulted, End, Hop, Shared, Step, Walk};
 use crate::packet::{Packet, ZERO_MAC};
-use crate::reads::{Key, Reads};
+use crate::reads::Reads;
 use crate::state::FlowState;
 use crate::topology::{Attachment, Topology};
 
@@ -41,15 +41,15 @@ pub(crate) struct Exchanged {
     /// The chains whose guarded jumps the walk skipped (`Consulted::guarded`).
     guarded: Vec<Uuid>,
     routers: Vec<Uuid>,
-    /// Every key the exchange read (`crate::reads`).
-    reads: Vec<Key>,
+    /// What the exchange read (`crate::reads`).
+    reads: Reads,
     hops: Vec<Hop>,
 }
 
 impl Exchanged {
     /// Whether `changes` touch what the exchange read.
     pub(crate) fn touched_by(&self, changes: &crate::reads::Changes) -> bool {
-        changes.touches_any(&self.reads)
+        changes.touches(&self.reads)
     }
 }
 
@@ -134,10 +134,7 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
                 chains: consulted.chains,
                 guarded: consulted.guarded,
                 routers: consulted.routers,
-                reads: consulted
-                    .reads
-                    .map(|r| r.keys().cloned().collect())
-                    .unwrap_or_default(),
+                reads: consulted.reads.unwrap_or_default(),
                 hops: walked,
             });
             sh.topo.arp_memo.put(key, m.clone());
@@ -154,9 +151,7 @@ fn exchange_memo(sh: &mut Shared<'_, '_>, first: Send, hops: &mut Vec<Hop>) -> E
     for r in &memo.routers {
         sh.consulted.router(*r);
     }
-    for k in &memo.reads {
-        sh.consulted.read_key(k);
-    }
+    sh.consulted.read_all(&memo.reads);
     hops.extend(memo.hops.iter().cloned());
     memo.end.clone()
 }

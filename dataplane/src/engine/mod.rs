@@ -235,10 +235,17 @@ impl Consulted {
         }
     }
 
-    /// Notes that a walk read `key`.
-    pub(crate) fn read_key(&mut self, key: &Key) {
+    /// Notes a route lookup on `router` for `dst`.
+    pub(crate) fn read_lookup(&mut self, router: Uuid, dst: std::net::Ipv4Addr) {
         if let Some(r) = &mut self.reads {
-            r.key(key);
+            r.lookup(router, dst);
+        }
+    }
+
+    /// Notes that a walk read everything `reads` says (an exchange replayed).
+    pub(crate) fn read_all(&mut self, reads: &Reads) {
+        if let Some(r) = &mut self.reads {
+            r.extend(reads);
         }
     }
 }

@@ -36,7 +36,6 @@ use super::chain::Stop;
 use super::l4lb::Lb;
 use super::{Answer, End, Step, Walk};
 use crate::packet::{icmp, FlowTuple, IcmpMessage, Packet, Protocol, Quoted, SocketV4};
-use crate::reads::Key;
 use crate::topology::{contains_len, Topology};
 
 /// How a router resolved a next hop.
@@ -363,7 +362,7 @@ impl Walk<'_, '_, '_> {
         let topo = self.topo();
         let (src, dst) = (self.pkt.tuple.src.ip, self.pkt.tuple.dst.ip);
         self.sh.consulted.router(router);
-        self.sh.consulted.read_key(&Key::Routes(router));
+        self.sh.consulted.read_lookup(router, dst);
         let implicit = topo.implicit_local_routes(router);
         let matching: Vec<&Route> = topo
             .routes
