@@ -80,14 +80,6 @@ impl Reads {
         }
         self.lookups.extend(other.lookups.iter().copied());
     }
-
-    pub fn len(&self) -> usize {
-        self.keys.len() + self.lookups.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.lookups.is_empty()
-    }
 }
 
 /// The keys a batch of changes touched, or everything.
@@ -139,16 +131,6 @@ impl Changes {
                     .iter()
                     .any(|(addr, len)| contains_len(Some(*addr), Some(*len), dst))
             })
-    }
-
-    /// Adds what `other` touched.
-    pub fn extend(&mut self, other: Changes) {
-        self.everything |= other.everything;
-        self.keys.extend(other.keys);
-        for (router, dsts) in other.routes {
-            self.routes.entry(router).or_default().extend(dsts);
-        }
-        self.groups.extend(other.groups);
     }
 
     fn id(&mut self, id: Uuid) {
