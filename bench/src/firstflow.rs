@@ -111,9 +111,9 @@ pub struct FirstFlows {
     /// The mean and the longest time between two readings of the store.
     pub mean_period: Duration,
     pub max_period: Duration,
-    /// Each pod delivered to its own address: its workload name, when its `podIP` was
-    /// sent, and the latency.
-    pub to_pod_each: Vec<(String, Instant, Duration)>,
+    /// Each pod delivered by every way, by way: its workload name, when its `podIP` was
+    /// sent, and the latency that way.
+    pub each: BTreeMap<Via, Vec<(String, Instant, Duration)>>,
 }
 
 /// A registered pod's flows: the latency of each delivered, what the last trace of each
@@ -129,8 +129,8 @@ struct Seen {
 struct Waiting {
     pending: Vec<(Target, Seen)>,
     done: BTreeMap<Via, Vec<Duration>>,
-    /// Of the pods whose every flow was delivered: name, `since` and the latency to the pod.
-    to_pod_each: Vec<(String, Instant, Duration)>,
+    /// Of the pods whose every flow was delivered, by way: name, `since` and the latency.
+    each: BTreeMap<Via, Vec<(String, Instant, Duration)>>,
     /// Pods whose every flow was delivered.
     complete: usize,
 }
@@ -156,16 +156,15 @@ impl Waiting {
             }
         }
         let (done, count) = (&mut self.done, &mut self.complete);
-        let each = &mut self.to_pod_each;
+        let each = &mut self.each;
         self.pending.retain(|(target, Seen { found, .. })| {
             let complete = target.flows.iter().all(|(via, _)| found.contains_key(via));
             if complete {
                 *count += 1;
-                if let Some(latency) = found.get(&Via::Pod) {
-                    each.push((target.name.clone(), target.since, *latency));
-                }
                 for (via, latency) in found {
                     done.entry(*via).or_default().push(*latency);
+                    let pod = (target.name.clone(), target.since, *latency);
+                    each.entry(*via).or_default().push(pod);
                 }
             }
             !complete
@@ -314,7 +313,7 @@ fn watch(
         samples,
         mean_period: span / samples.max(1) as u32,
         max_period,
-        to_pod_each: std::mem::take(&mut waiting.to_pod_each),
+        each: std::mem::take(&mut waiting.each),
     }
 }
 

@@ -19,9 +19,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Endpoints, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
 use kube::api::{Api, DeleteParams, PostParams};
 use midonet_dataplane::check::{CLIENT_PORT, POD_PORT};
 use midonet_dataplane::{Attachment, Cluster, Probe, Protocol, SocketV4};
@@ -108,26 +109,38 @@ pub struct Readiness {
     pub translations: usize,
     /// The slowest 1 % to their own address, where their time went.
     pub tail: Vec<Stages>,
+    /// The slowest 1 % through their Service, where their time went.
+    pub service_tail: Vec<Stages>,
 }
 
-/// Where one pod's time to network-ready went, in seconds after its `podIP` was sent: when
-/// the first of its Translations appeared (translated), when the last of them turned Ready
-/// (pushed; both as the bench's watch saw them, `None` if it did not), and its first flow.
+/// Where one pod's time to network-ready went, in seconds after its `podIP` was sent:
+/// through its Service, when the bench's write of the Service's Endpoints returned
+/// (`written`; absent for the flow to the pod); when the first of the Translations the flow
+/// needs appeared (translated: the pod's own, or the endpoint generations of that write),
+/// when the last of them turned Ready (pushed; both as the bench's watch saw them, `None`
+/// if it did not: a generation replaced by the next write before it was pushed is never
+/// Ready), and its first flow.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stages {
     pub pod: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written: Option<f64>,
     pub translated: Option<f64>,
     pub pushed: Option<f64>,
     pub delivered: f64,
 }
 
-/// The slowest 1 % (at least one) of `each` (workload name, `podIP` sent, latency to the
-/// pod), with when the tracker saw the Translations of each (`keys_of` its workload name).
+/// What a flow to a pod needs: when the write it waits on returned (if any), and the
+/// Translations it needs.
+type Needs = (Option<Instant>, BTreeSet<crate::tracker::Key>);
+
+/// The slowest 1 % (at least one) of `each` (workload name, `podIP` sent, latency), with
+/// when the tracker saw the Translations each needs (`needs_of` its workload name).
 fn tail_stages(
     each: &[(String, Instant, Duration)],
     tracker: &ReadyTracker,
-    keys_of: impl Fn(&str) -> BTreeSet<crate::tracker::Key>,
+    needs_of: impl Fn(&str) -> Needs,
 ) -> Vec<Stages> {
     let mut slowest: Vec<&(String, Instant, Duration)> = each.iter().collect();
     slowest.sort_by_key(|s| std::cmp::Reverse(s.2));
@@ -135,7 +148,7 @@ fn tail_stages(
     slowest
         .into_iter()
         .map(|(pod, since, latency)| {
-            let keys = keys_of(pod);
+            let (written, keys) = needs_of(pod);
             let times: Vec<_> = keys
                 .iter()
                 .map(|k| tracker.first_seen_and_ready(k))
@@ -145,6 +158,7 @@ fn tail_stages(
             let ready: Option<Vec<Instant>> = times.iter().map(|(_, r)| *r).collect();
             Stages {
                 pod: pod.clone(),
+                written: written.map(after),
                 translated: seen.map(after),
                 pushed: ready.and_then(|r| r.into_iter().max()).map(after),
                 delivered: latency.as_secs_f64(),
@@ -165,6 +179,10 @@ struct Churner<'a> {
     clients: Vec<Ipv4Addr>,
     /// Each Service's cluster IP.
     cluster_ips: Vec<Ipv4Addr>,
+    /// The Services as the apiserver made them, to translate the Endpoints written.
+    services: &'a [Service],
+    /// What each new pod's flow through its Service needs, by workload name.
+    through_service: std::sync::Mutex<BTreeMap<String, Needs>>,
 }
 
 /// Runs the phase on the converged cluster of `translations` Translations, the churn
@@ -210,10 +228,16 @@ pub async fn run(
         names: names_by_ip(&attachments),
         clients: clients(scenario, churned..args.pods + churned, &old),
         cluster_ips: cluster_ips(&cluster, scenario)?,
+        services: &objects.services,
+        through_service: std::sync::Mutex::default(),
     };
     let since = Instant::now();
     let rate = churner.replace_all(&plan).await?;
     churner.wait_delivered(plan.len()).await;
+    let through_service = churner
+        .through_service
+        .into_inner()
+        .unwrap_or_else(PoisonError::into_inner);
     let flows = watcher.stop().await?;
     let pods = |i: fn(&Replacement) -> usize| -> Vec<Pod> {
         plan.iter()
@@ -221,8 +245,12 @@ pub async fn run(
             .collect()
     };
     let new_pods = pods(|r| r.new);
-    let tail = tail_stages(&flows.to_pod_each, tracker, |name| {
-        keys_of_new(objects, &new_pods, name)
+    let each = |via| flows.each.get(&via).map_or(&[][..], Vec::as_slice);
+    let tail = tail_stages(each(Via::Pod), tracker, |name| {
+        (None, keys_of_new(objects, &new_pods, name))
+    });
+    let service_tail = tail_stages(each(Via::Service), tracker, |name| {
+        through_service.get(name).cloned().unwrap_or_default()
     });
     let present = translation_keys(&objects.nodes, &new_pods);
     let absent = translation_keys(&objects.nodes, &pods(|r| r.old));
@@ -236,6 +264,7 @@ pub async fn run(
         converged,
         translations: want.count,
         tail,
+        service_tail,
     })
 }
 
@@ -354,13 +383,40 @@ impl Churner<'_> {
         let new: Api<Pod> = Api::namespaced(client.clone(), &scenario.namespace(r.new));
         new.create(&PostParams::default(), &scenario.pod(r.new))
             .await?;
-        self.watcher.register(self.target(r, Instant::now())?)?;
+        let target = self.target(r, Instant::now())?;
+        let name = target.name.clone();
+        self.watcher.register(target)?;
         set_pod_ip(client, scenario, r.new).await?;
         let (old_ip, new_ip) = (scenario.pod_ip(r.old), scenario.pod_ip(r.new));
-        for s in &r.services {
-            self.swap_endpoint(*s, old_ip, new_ip).await?;
+        for (i, s) in r.services.iter().enumerate() {
+            let written = self.swap_endpoint(*s, old_ip, new_ip).await?;
+            if i == 0 {
+                let needs = (Some(Instant::now()), self.generation_keys(*s, &written));
+                let mut all = self
+                    .through_service
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                all.insert(name.clone(), needs);
+            }
         }
         Ok(started)
+    }
+
+    /// The Translations (endpoint generations) of Service `s`'s Endpoints `written`.
+    fn generation_keys(&self, s: usize, written: &Endpoints) -> BTreeSet<crate::tracker::Key> {
+        let scenario = &self.bench.scenario;
+        let (ns, name) = (scenario.namespace(s), Scenario::service_name(s));
+        let service = self.services.iter().find(|svc| {
+            let m = &svc.metadata;
+            m.namespace.as_deref() == Some(ns.as_str()) && m.name.as_deref() == Some(name.as_str())
+        });
+        let cfg = midonet_translators::TranslatorConfig::default();
+        let translated = midonet_translators::endpoints(&cfg, written, service);
+        translated
+            .translations
+            .into_iter()
+            .map(|t| (t.namespace, t.name))
+            .collect()
     }
 
     /// The flows to pod `r.new` from the client on the next node, timed from `since`.
@@ -387,8 +443,9 @@ impl Churner<'_> {
         })
     }
 
-    /// Writes Service `s`'s Endpoints with `new_ip` in place of `old_ip`.
-    async fn swap_endpoint(&self, s: usize, old_ip: Ipv4Addr, new_ip: Ipv4Addr) -> Res<()> {
+    /// Writes Service `s`'s Endpoints with `new_ip` in place of `old_ip`; answers them as
+    /// written.
+    async fn swap_endpoint(&self, s: usize, old_ip: Ipv4Addr, new_ip: Ipv4Addr) -> Res<Endpoints> {
         let mut all = self.endpoints.lock().await;
         let ips = all.get_mut(s).ok_or("no such Service")?;
         for ip in ips.iter_mut().filter(|ip| **ip == old_ip) {
@@ -406,8 +463,7 @@ impl Churner<'_> {
         let api: Api<Endpoints> =
             Api::namespaced(self.bench.client.clone(), &scenario.namespace(s));
         let name = Scenario::service_name(s);
-        api.replace(&name, &PostParams::default(), &object).await?;
-        Ok(())
+        Ok(api.replace(&name, &PostParams::default(), &object).await?)
     }
 
     /// Until the watcher has seen `registered` pods receive every flow, or [`DEADLINE`].
@@ -468,6 +524,11 @@ impl Readiness {
                 describe_tail(&self.tail),
                 "-",
             ),
+            row(
+                "pod network-ready: slowest 1 % via Service: Endpoints written / translated / pushed / delivered",
+                describe_tail(&self.service_tail),
+                "-",
+            ),
         ]
     }
 
@@ -483,6 +544,7 @@ impl Readiness {
             "maxPeriodSeconds": f.max_period.as_secs_f64(),
             "convergedSeconds": self.converged.as_secs_f64(),
             "slowestToPod": self.tail,
+            "slowestThroughService": self.service_tail,
         }})
     }
 }
@@ -503,20 +565,34 @@ fn keys_of_new(objects: &Objects, new_pods: &[Pod], name: &str) -> BTreeSet<crat
     translation_keys(&objects.nodes, &pod)
 }
 
-/// The slowest pods' stages: the medians of each, in seconds after `podIP` was sent.
+/// The slowest pods' stages: the medians of each, in seconds after `podIP` was sent (the
+/// Endpoints' write first where there is one), then the slowest pod's.
 fn describe_tail(tail: &[Stages]) -> String {
-    let median = |mut v: Vec<f64>| -> String {
+    let median = |mut v: Vec<f64>| -> Option<f64> {
         v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2)
-            .map_or("?".to_string(), |m| format!("{m:.2}"))
+        v.get(v.len() / 2).copied()
     };
-    format!(
-        "{} pods: {} / {} / {} s (medians)",
-        tail.len(),
+    let stages = |written: Option<f64>, translated, pushed, delivered| {
+        let show = |v: Option<f64>| v.map_or("?".to_string(), |v| format!("{v:.2}"));
+        let written = written.map(|w| format!("{w:.2} / ")).unwrap_or_default();
+        format!(
+            "{written}{} / {} / {}",
+            show(translated),
+            show(pushed),
+            show(delivered)
+        )
+    };
+    let medians = stages(
+        median(tail.iter().filter_map(|s| s.written).collect()),
         median(tail.iter().filter_map(|s| s.translated).collect()),
         median(tail.iter().filter_map(|s| s.pushed).collect()),
         median(tail.iter().map(|s| s.delivered).collect()),
-    )
+    );
+    let slowest = tail.first().map_or(String::new(), |s| {
+        let each = stages(s.written, s.translated, s.pushed, Some(s.delivered));
+        format!("; the slowest: {each} s")
+    });
+    format!("{} pods: {medians} s (medians){slowest}", tail.len())
 }
 
 #[cfg(test)]

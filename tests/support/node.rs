@@ -567,18 +567,42 @@ impl Workload {
             .unwrap_or_else(|e| panic!("apply Service {name}: {e}"));
     }
 
-    /// Deletes the Deployment and the Service `name`.
+    /// Deletes the Deployment and the Service `name`, and returns once both are gone, so
+    /// that a `deploy` of the same name creates new objects: an apply that meets an object
+    /// still being deleted races its removal and is refused (409, its UID precondition).
     pub async fn remove(&self, name: &str) {
         use k8s_openapi::api::apps::v1::Deployment;
         use k8s_openapi::api::core::v1::Service;
         use kube::api::DeleteParams;
         let dp = DeleteParams::foreground();
-        let _ = Api::<Deployment>::namespaced(self.client.clone(), &self.namespace)
-            .delete(name, &dp)
-            .await;
-        let _ = Api::<Service>::namespaced(self.client.clone(), &self.namespace)
-            .delete(name, &dp)
-            .await;
+        let deployments = Api::<Deployment>::namespaced(self.client.clone(), &self.namespace);
+        let services = Api::<Service>::namespaced(self.client.clone(), &self.namespace);
+        let _ = deployments.delete(name, &dp).await;
+        let _ = services.delete(name, &dp).await;
+        let what = format!("Deployment and Service {name} gone from {}", self.namespace);
+        wait_until(&what, super::CEILING, || async {
+            let left = [
+                (
+                    "Deployment",
+                    deployments.get_opt(name).await.map(|o| o.is_some()),
+                ),
+                ("Service", services.get_opt(name).await.map(|o| o.is_some())),
+            ];
+            let still: Vec<String> = left
+                .iter()
+                .filter_map(|(kind, present)| match present {
+                    Ok(false) => None,
+                    Ok(true) => Some(format!("{kind} still present")),
+                    Err(e) => Some(format!("{kind} not read: {e}")),
+                })
+                .collect();
+            if still.is_empty() {
+                Ok(())
+            } else {
+                Err(still.join("; "))
+            }
+        })
+        .await
     }
 
     /// Waits until the namespace's pods are exactly `want` Running pods with addresses, and
