@@ -18,7 +18,9 @@
 //! Reading the store costs the changes since the last reading, and a sample traces only
 //! the waiting pods' flows whose last trace read something the changes touched
 //! (`midonet_dataplane::reads`; a flow registered since is traced at once), so the period
-//! stays a few milliseconds under churn. What the
+//! stays a few milliseconds under churn. Every [`AUDIT_PERIOD`] a sample traces the other
+//! pending flows too: one found delivered is a defect of the reads, counted
+//! ([`FirstFlows::missed_by_reads`]) and logged, its latency up to that period late. What the
 //! model cannot see (midolman's own propagation on a real host) is not in the figure.
 //!
 //! The workloads of pods not created yet are plugged in from the start (their interface
@@ -111,6 +113,10 @@ pub struct FirstFlows {
     /// The mean and the longest time between two readings of the store.
     pub mean_period: Duration,
     pub max_period: Duration,
+    /// Flows an audit found delivered though no change had touched what their last trace
+    /// read: each a defect of `midonet_dataplane::reads`, whose latency is then up to one
+    /// [`AUDIT_PERIOD`] late. Zero is the only correct figure.
+    pub missed_by_reads: usize,
     /// Each pod delivered by every way, by way: its workload name, when its `podIP` was
     /// sent, and the latency that way.
     pub each: BTreeMap<Via, Vec<(String, Instant, Duration)>>,
@@ -133,24 +139,34 @@ struct Waiting {
     each: BTreeMap<Via, Vec<(String, Instant, Duration)>>,
     /// Pods whose every flow was delivered.
     complete: usize,
+    /// See [`FirstFlows::missed_by_reads`].
+    missed_by_reads: usize,
 }
 
 impl Waiting {
     /// Traces on `topo` every pending flow not traced yet, and those whose last trace
     /// read something `touched` (what changed since) touches: the others would not be
-    /// delivered either. A flow delivered counts `read_at - since`. A pod whose every
-    /// flow is delivered leaves the pending list.
-    fn sample(&mut self, topo: &Topology, read_at: Instant, touched: &Changes) {
+    /// delivered either. An `audit` traces those too, and counts each it finds delivered
+    /// as a miss of the reads. A flow delivered counts `read_at - since`. A pod whose
+    /// every flow is delivered leaves the pending list.
+    fn sample(&mut self, topo: &Topology, read_at: Instant, touched: &Changes, audit: bool) {
         for (target, seen) in &mut self.pending {
             for (via, probe) in &target.flows {
                 let unchanged = seen.read.get(via).is_some_and(|r| !touched.touches(r));
-                if seen.found.contains_key(via) || unchanged {
+                if seen.found.contains_key(via) || (unchanged && !audit) {
                     continue;
                 }
                 let (delivered, reads) = delivered_to(topo, probe, &target.name);
                 if delivered {
                     let latency = read_at.saturating_duration_since(target.since);
                     seen.found.insert(*via, latency);
+                    if unchanged {
+                        self.missed_by_reads += 1;
+                        eprintln!(
+                            "bench: first flow: {via:?} to {} delivered though nothing its last trace read changed (a defect of midonet_dataplane::reads)",
+                            target.name
+                        );
+                    }
                 }
                 seen.read.insert(*via, reads);
             }
@@ -199,6 +215,9 @@ pub struct Watcher {
 
 /// How long the watcher sleeps between readings when nothing changed.
 const PERIOD: Duration = Duration::from_millis(10);
+/// How often the watcher also traces the pending flows no change touched, to hold
+/// `midonet_dataplane::reads` to a trace afresh ([`FirstFlows::missed_by_reads`]).
+pub const AUDIT_PERIOD: Duration = Duration::from_secs(1);
 
 impl Watcher {
     /// Starts reading `source` with `attachments` plugged in; returns once the whole
@@ -274,6 +293,7 @@ fn watch(
     let mut waiting = Waiting::default();
     let (mut samples, mut last, mut max_period) = (0usize, None::<Instant>, Duration::ZERO);
     let started = Instant::now();
+    let mut audited = started;
     loop {
         let stopping = shared.stop.load(Ordering::SeqCst);
         let registered: Vec<Target> = shared.incoming.try_iter().collect();
@@ -297,8 +317,12 @@ fn watch(
         waiting
             .pending
             .extend(registered.into_iter().map(|t| (t, Seen::default())));
-        if !touched.is_empty() || fresh {
-            waiting.sample(live.topology(), read_at, &touched);
+        let audit = read_at.saturating_duration_since(audited) >= AUDIT_PERIOD;
+        if audit {
+            audited = read_at;
+        }
+        if !touched.is_empty() || fresh || audit {
+            waiting.sample(live.topology(), read_at, &touched, audit);
         }
         shared.complete.store(waiting.complete, Ordering::SeqCst);
         if stopping {
@@ -313,6 +337,7 @@ fn watch(
         samples,
         mean_period: span / samples.max(1) as u32,
         max_period,
+        missed_by_reads: waiting.missed_by_reads,
         each: std::mem::take(&mut waiting.each),
     }
 }
@@ -409,15 +434,28 @@ mod tests {
         };
         w.pending.push((target, Seen::default()));
         // Traced at once: not traced yet.
-        w.sample(&empty, since + ms(10), &Changes::default());
+        w.sample(&empty, since + ms(10), &Changes::default(), false);
         assert_eq!((w.pending.len(), w.complete), (1, 0));
         assert_eq!(w.latencies(Via::Pod).undelivered, 1);
         // A sample told nothing its traces read changed traces nothing again.
-        w.sample(&full, since + ms(20), &Changes::default());
+        w.sample(&full, since + ms(20), &Changes::default(), false);
         assert_eq!((w.pending.len(), w.complete), (1, 0));
-        w.sample(&full, since + ms(30), &Changes::everything());
+        let mut audited = Waiting {
+            pending: w
+                .pending
+                .iter()
+                .map(|(t, _)| (t.clone(), Seen::default()))
+                .collect(),
+            ..Waiting::default()
+        };
+        w.sample(&full, since + ms(30), &Changes::everything(), false);
         assert_eq!((w.pending.len(), w.complete), (0, 1));
+        assert_eq!(w.missed_by_reads, 0);
         let l = w.latencies(Via::Service);
         assert_eq!((l.delivered, l.undelivered, l.max_seconds), (1, 0, 0.030));
+        // An audit traces what no change touched, and counts what it finds delivered.
+        audited.sample(&empty, since + ms(10), &Changes::default(), false);
+        audited.sample(&full, since + ms(20), &Changes::default(), true);
+        assert_eq!((audited.complete, audited.missed_by_reads), (1, 2));
     }
 }

@@ -515,6 +515,11 @@ impl Readiness {
                 "-",
             ),
             row(
+                "pod network-ready: flows the reads missed (found by the audit)",
+                f.missed_by_reads.to_string(),
+                "0",
+            ),
+            row(
                 "pod network-ready: phase converged",
                 secs(self.converged),
                 "-",
@@ -542,6 +547,7 @@ impl Readiness {
             "samples": f.samples,
             "meanPeriodSeconds": f.mean_period.as_secs_f64(),
             "maxPeriodSeconds": f.max_period.as_secs_f64(),
+            "missedByReads": f.missed_by_reads,
             "convergedSeconds": self.converged.as_secs_f64(),
             "slowestToPod": self.tail,
             "slowestThroughService": self.service_tail,

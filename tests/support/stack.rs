@@ -54,12 +54,43 @@ pub async fn start_sim_with(config: SimConfig) -> (SimHandle, AdminClient) {
     (handle, admin)
 }
 
-/// A free loopback port for the metrics endpoint.
+/// A loopback port, free when chosen, for a server the test starts next (the controllers'
+/// metrics endpoint, Prometheus).
+///
+/// The server binds it later, so something else could take it in between. The port is
+/// chosen where that is unlikely: below the kernel's ephemeral range, where no outgoing
+/// connection and no `bind(0)` of another process takes a port, and at random there, so
+/// that test processes choosing at once rarely choose alike.
 pub fn free_port() -> u16 {
+    use rand::Rng;
+    let ephemeral_low = ephemeral_range_start();
+    let bindable = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+    if ephemeral_low >= FIRST_CHOSEN_PORT + 1_000 {
+        let mut rng = rand::rng();
+        for _ in 0..200 {
+            let port = rng.random_range(FIRST_CHOSEN_PORT..ephemeral_low);
+            if bindable(port) {
+                return port;
+            }
+        }
+    }
+    // The range below the ephemeral one is too small or full: the kernel's choice.
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .expect("free port")
+        .expect("a free loopback port")
+}
+
+/// The lowest port [`free_port`] chooses: above the well-known and common service ports.
+const FIRST_CHOSEN_PORT: u16 = 20_000;
+
+/// The first port of the kernel's ephemeral range; Linux's default (32768) where it cannot
+/// be read, which is the range's start on every kernel that does not say otherwise.
+fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// A backend client of the simulator `sim`, as the controllers' (its login is not checked).
