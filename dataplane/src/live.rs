@@ -14,7 +14,12 @@
 //!
 //! It also answers what each batch touched ([`crate::reads::Changes`]): a trace that read
 //! none of it has the same verdict as before, so a sampler re-traces only the others, and
-//! the ARP exchanges the batch did not touch stay walked.
+//! the ARP exchanges the batch did not touch stay walked. A record reported changed with
+//! the very resources it had is left as it is and touches nothing: a reader may report a
+//! record whose rendering did not change (the simulator reports a router whenever its
+//! list of routes or ports changes, a bridge whenever its list of ports does, and neither
+//! list is part of the record), and taking it out and in would touch everything that
+//! reads it (every route lookup on a router).
 
 use rustc_hash::FxHashMap;
 
@@ -52,7 +57,8 @@ impl LiveTopology {
     }
 
     /// Applies `changes`: every changed or gone record's old resources out first, then
-    /// the new ones in, record by record in key order. Answers what they touched
+    /// the new ones in, record by record in key order; a record whose resources did not
+    /// change is skipped. Answers what they touched
     /// (`crate::reads`); the ARP exchanges walked before that they did not touch are
     /// kept.
     pub fn apply(&mut self, changes: Vec<RecordChange>) -> Changes {
@@ -60,6 +66,9 @@ impl LiveTopology {
         let walked = self.topo.arp_memo.take();
         let mut added = Vec::new();
         for (key, new) in changes {
+            if new.is_some() && self.records.get(&key) == new.as_ref() {
+                continue;
+            }
             if let Some(old) = self.records.remove(&key) {
                 for r in &old {
                     self.topo.note_change(r, &mut touched);

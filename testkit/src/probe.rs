@@ -425,13 +425,42 @@ pub struct Interruptions {
 }
 
 /// How long one sample took: reading the changes, applying them to the topology, judging
-/// the flows; and how many flows it judged (the others kept their verdicts).
+/// the flows; when it started (since the probe started), how many records changed and how
+/// many flows it judged (the others kept their verdicts).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SampleTime {
+    pub at: Duration,
     pub read: Duration,
     pub apply: Duration,
     pub judge: Duration,
+    pub changes: usize,
     pub judged: usize,
+}
+
+/// The longest sample: when it started (seconds since the probe started), its parts'
+/// times in seconds, the records it read changed and the flows it judged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LongestSample {
+    pub started_seconds: f64,
+    pub read_seconds: f64,
+    pub apply_seconds: f64,
+    pub judge_seconds: f64,
+    pub changes: usize,
+    pub judged: usize,
+}
+
+impl From<&SampleTime> for LongestSample {
+    fn from(t: &SampleTime) -> LongestSample {
+        LongestSample {
+            started_seconds: t.at.as_secs_f64(),
+            read_seconds: t.read.as_secs_f64(),
+            apply_seconds: t.apply.as_secs_f64(),
+            judge_seconds: t.judge.as_secs_f64(),
+            changes: t.changes,
+            judged: t.judged,
+        }
+    }
 }
 
 impl SampleTime {
@@ -506,6 +535,7 @@ pub struct ProbeReport {
     pub judged_flows: usize,
     /// Samples that judged at least one flow.
     pub judging_samples: usize,
+    pub longest_sample: LongestSample,
     /// Flows found not ok at least once.
     pub interrupted: usize,
     /// Of those, the flows the first sample already found not ok: broken before whatever
@@ -543,7 +573,8 @@ impl ProbeReport {
         format!(
             "{} flows, {} samples every {:.0} ms (max {:.0} ms) taking {:.0} ms (max {:.0} ms) \
              over {:.1} s: {} interrupted ({} from the start), max {:.2} s (at most {:.2} s), \
-             p99 {:.2} s",
+             p99 {:.2} s; the longest sample at {:.1} s: {} records read in {:.0} ms, applied in \
+             {:.0} ms, {} flows judged in {:.0} ms",
             self.flows,
             self.samples,
             self.mean_period_seconds * 1000.0,
@@ -555,7 +586,13 @@ impl ProbeReport {
             self.down_at_start,
             self.max_seconds,
             self.max_bound_seconds,
-            self.p99_seconds
+            self.p99_seconds,
+            self.longest_sample.started_seconds,
+            self.longest_sample.changes,
+            self.longest_sample.read_seconds * 1000.0,
+            self.longest_sample.apply_seconds * 1000.0,
+            self.longest_sample.judged,
+            self.longest_sample.judge_seconds * 1000.0,
         )
     }
 }
@@ -670,6 +707,12 @@ impl Interruptions {
             judge_time: Timing::of(self.times.iter().map(|t| t.judge).collect()),
             judged_flows: self.times.iter().map(|t| t.judged).sum(),
             judging_samples: self.times.iter().filter(|t| t.judged > 0).count(),
+            longest_sample: self
+                .times
+                .iter()
+                .max_by_key(|t| t.total())
+                .map(LongestSample::from)
+                .unwrap_or_default(),
             interrupted: interrupted.len(),
             down_at_start: self.down_at_start,
             max_seconds: longest.last().copied().unwrap_or_default().as_secs_f64(),
@@ -735,8 +778,9 @@ impl FlowProbe {
                 let at = started.elapsed();
                 let read = source();
                 let read_at = started.elapsed();
-                let (ok, applied_at, judged) = match read {
+                let (ok, applied_at, judged, changed) = match read {
                     Ok(changes) => {
+                        let changed = changes.len();
                         let touched = (!changes.is_empty()).then(|| live.apply(changes));
                         let applied_at = started.elapsed();
                         // Only the flows whose traces read what changed are judged again.
@@ -747,22 +791,24 @@ impl FlowProbe {
                         };
                         let v =
                             verdicts.get_or_insert_with(|| Verdicts::of(live.topology(), &flows));
-                        (v.ok(), applied_at, judged)
+                        (v.ok(), applied_at, judged, changed)
                     }
                     Err(e) => {
                         // The source starts over with every record.
                         live = LiveTopology::new(attachments.iter().cloned());
                         verdicts = None;
                         let why = format!("cannot read the backend: {e}");
-                        (vec![Err(why); flows.len()], read_at, 0)
+                        (vec![Err(why); flows.len()], read_at, 0, 0)
                     }
                 };
                 let done = started.elapsed();
                 acc.record(at, &ok);
                 acc.timed(SampleTime {
+                    at,
                     read: read_at - at,
                     apply: applied_at - read_at,
                     judge: done - applied_at,
+                    changes: changed,
                     judged,
                 });
                 // The last sample is taken after the stop was asked for, so that the
@@ -949,6 +995,7 @@ mod tests {
                 apply: ms(apply),
                 judge: ms(judge),
                 judged,
+                ..SampleTime::default()
             });
         }
         let r = acc.report(&names(1));
@@ -962,6 +1009,12 @@ mod tests {
         assert_eq!(r.apply_time, t(0.001, 0.005));
         assert_eq!(r.judge_time, t(0.015, 0.020));
         assert_eq!((r.judged_flows, r.judging_samples), (4, 2));
+        // The longest sample is the last, in its parts.
+        let l = r.longest_sample;
+        assert_eq!(
+            (l.read_seconds, l.judge_seconds, l.judged),
+            (0.080, 0.020, 1)
+        );
         assert!(
             r.summary().contains("taking 30 ms (max 100 ms)"),
             "{}",

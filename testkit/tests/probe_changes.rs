@@ -231,6 +231,7 @@ fn route_and_router_port_changes(run: &mut Run, v2: &Records) {
         "the /32 route took nothing down"
     );
     run.gone("the /32 route gone", vec![&key]);
+    mirror_route_beside_an_unchanged_router(run, v2, a);
     let (port_key, port) = v2
         .iter()
         .find(|(_, r)| matches!(r.as_slice(), [Resource::Port(p)] if Some(p.id) == b.next_hop_port))
@@ -246,4 +247,35 @@ fn route_and_router_port_changes(run: &mut Run, v2: &Records) {
         vec![(&port_key, &port)],
     );
     assert!(run.verdicts.ok().iter().all(Result::is_ok));
+}
+
+/// A route mirroring `a` (the same destination and next hop, one weight higher, so it never
+/// wins; what a cutover's link adds), in a batch that also reports `a`'s router with the
+/// record it had, as the simulator does for a router whose route list changed: only the
+/// flows with a lookup into `a`'s network are judged again, the verdicts stay.
+fn mirror_route_beside_an_unchanged_router(run: &mut Run, v2: &Records, a: &Route) {
+    let (router_key, router) = v2
+        .iter()
+        .find(|(_, r)| matches!(r.as_slice(), [Resource::Router(x)] if x.id == a.parent))
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .unwrap();
+    let mut mirror = a.clone();
+    mirror.id = Uuid::from_u128(0xbeef);
+    mirror.weight = Some(mirror.weight.unwrap_or(100) + 1);
+    let (key, rec) = ("v2/mirror".to_string(), vec![Resource::Route(mirror)]);
+    let before = run.judged;
+    run.put(
+        "a mirror route, its router reported unchanged",
+        vec![(&key, &rec), (&router_key, &router)],
+    );
+    let judged = run.judged - before;
+    assert!(run.verdicts.ok().iter().all(Result::is_ok));
+    // On three nodes most flows have an end, or a Service endpoint, in every node's
+    // network; the router's whole record taken out and in would judge them all.
+    assert!(
+        judged < run.flows.len(),
+        "a mirror route beside an unchanged router judged {judged} of {} flows",
+        run.flows.len()
+    );
+    run.gone("the mirror route gone", vec![&key]);
 }
