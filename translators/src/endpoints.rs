@@ -76,6 +76,9 @@
 //!   complete, correctly ordered rule sets, never to a half-pushed one, whatever order the
 //!   pusher handles the new and the pruned Translation in, and even if two generations are
 //!   pushed concurrently: each generation's rules stay together in its own chain.
+//! - What serves is the generation whose jump was pushed last, not the newest one: when two
+//!   generations are pushed concurrently and the older one's jump comes last (it was still
+//!   being pushed when the newer was written), the older serves until it is pruned.
 //!
 //! The tempting alternative, the rules directly in `KUBE-SVC-…` with one Translation for the
 //! DNAT rule and one per endpoint for its SNAT rule, breaks on the first update: the replaced
