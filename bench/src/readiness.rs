@@ -177,10 +177,9 @@ struct Churner<'a> {
     names: BTreeMap<Ipv4Addr, String>,
     /// The client pod's address on each node (by node index).
     clients: Vec<Ipv4Addr>,
-    /// Each Service's cluster IP.
-    cluster_ips: Vec<Ipv4Addr>,
-    /// The Services as the apiserver made them, to translate the Endpoints written.
-    services: &'a [Service],
+    /// Each of the scenario's Services as the apiserver made them (to translate the
+    /// Endpoints written), with its cluster IP.
+    services: Vec<(Service, Ipv4Addr)>,
     /// What each new pod's flow through its Service needs, by workload name.
     through_service: std::sync::Mutex<BTreeMap<String, Needs>>,
 }
@@ -227,8 +226,7 @@ pub async fn run(
         endpoints: tokio::sync::Mutex::new(endpoints),
         names: names_by_ip(&attachments),
         clients: clients(scenario, churned..args.pods + churned, &old),
-        cluster_ips: cluster_ips(&cluster, scenario)?,
-        services: &objects.services,
+        services: scenario_services(&cluster, scenario)?,
         through_service: std::sync::Mutex::default(),
     };
     let since = Instant::now();
@@ -335,8 +333,8 @@ fn clients(
         .collect()
 }
 
-/// The cluster IP of each of the scenario's Services, as the apiserver allocated it.
-fn cluster_ips(cluster: &Cluster, scenario: &Scenario) -> Res<Vec<Ipv4Addr>> {
+/// Each of the scenario's Services as the apiserver made it, with the cluster IP it allocated.
+fn scenario_services(cluster: &Cluster, scenario: &Scenario) -> Res<Vec<(Service, Ipv4Addr)>> {
     (0..scenario.scale.services)
         .map(|s| {
             let (ns, name) = (scenario.namespace(s), Scenario::service_name(s));
@@ -347,7 +345,10 @@ fn cluster_ips(cluster: &Cluster, scenario: &Scenario) -> Res<Vec<Ipv4Addr>> {
                     svc.metadata.namespace.as_deref() == Some(ns.as_str())
                         && svc.metadata.name.as_deref() == Some(name.as_str())
                 })
-                .and_then(|svc| svc.spec.as_ref()?.cluster_ip.as_deref()?.parse().ok())
+                .and_then(|svc| {
+                    let ip = svc.spec.as_ref()?.cluster_ip.as_deref()?.parse().ok()?;
+                    Some((svc.clone(), ip))
+                })
                 .ok_or_else(|| format!("Service {ns}/{name} has no cluster IP").into())
         })
         .collect()
@@ -404,12 +405,7 @@ impl Churner<'_> {
 
     /// The Translations (endpoint generations) of Service `s`'s Endpoints `written`.
     fn generation_keys(&self, s: usize, written: &Endpoints) -> BTreeSet<crate::tracker::Key> {
-        let scenario = &self.bench.scenario;
-        let (ns, name) = (scenario.namespace(s), Scenario::service_name(s));
-        let service = self.services.iter().find(|svc| {
-            let m = &svc.metadata;
-            m.namespace.as_deref() == Some(ns.as_str()) && m.name.as_deref() == Some(name.as_str())
-        });
+        let service = self.services.get(s).map(|(svc, _)| svc);
         let cfg = midonet_translators::TranslatorConfig::default();
         let translated = midonet_translators::endpoints(&cfg, written, service);
         translated
@@ -433,7 +429,7 @@ impl Churner<'_> {
         let probe = |to: SocketV4| Probe::new(from.clone(), to, Protocol::Tcp, CLIENT_PORT);
         let mut flows = vec![(Via::Pod, probe(SocketV4::new(ip, POD_PORT)))];
         if let Some(s) = r.services.first() {
-            let cluster_ip = self.cluster_ips[*s];
+            let cluster_ip = self.services[*s].1;
             flows.push((Via::Service, probe(SocketV4::new(cluster_ip, 80))));
         }
         Ok(Target {
