@@ -28,13 +28,15 @@
 //! whose port is not bound receives nothing, so this does not advance a delivery.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use midonet_dataplane::{
-    trace_reading, Attachment, Changes, LiveTopology, Probe, Reads, Topology, Trace, TraceError,
+    trace_reading, Attachment, Changes, LiveTopology, Probe, Reads, Step, Topology, Trace,
+    TraceError,
 };
 use midonet_testkit::probe::ResourceSource;
 use serde::Serialize;
@@ -58,16 +60,73 @@ pub struct Target {
     pub flows: Vec<(Via, Probe)>,
 }
 
-/// Whether tracing `probe` on `topo` delivers it to the workload `name` on a path that
-/// works (see the module docs), and what the trace read (`midonet_dataplane::reads`):
-/// until a change touches that, tracing again would answer the same.
-fn delivered_to(topo: &Topology, probe: &Probe, name: &str) -> (bool, Reads) {
-    let (traced, reads) = trace_reading(topo, probe);
-    (reaches(traced, name), reads)
+/// What one trace of a flow found.
+struct Traced {
+    /// Some path delivers it to the workload wanted, on a path that works (see the module
+    /// docs).
+    delivered: bool,
+    /// What the trace read (`midonet_dataplane::reads`): until a change touches that,
+    /// tracing again would answer the same.
+    reads: Reads,
 }
 
-fn reaches(traced: Result<Trace, TraceError>, name: &str) -> bool {
-    traced.is_ok_and(|t| {
+/// Traces `probe` on `topo`, wanting it delivered to the workload `name`.
+fn delivered_to(topo: &Topology, probe: &Probe, name: &str) -> Traced {
+    let (traced, reads) = trace_reading(topo, probe);
+    Traced {
+        delivered: reaches(&traced, name),
+        reads,
+    }
+}
+
+/// Where a flow went in its last trace before it was delivered, if that came
+/// [`DIAGNOSED_AFTER`] after its `since` or later ([`served`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ServedBefore {
+    /// Delivered before it had waited [`DIAGNOSED_AFTER`]: not diagnosed.
+    NotDiagnosed,
+    /// No rule translated its destination (to a pod's address; through a Service, no
+    /// endpoint generation matched).
+    NoTranslation,
+    /// Some path's destination was translated to the pod's address (a generation with the
+    /// pod served), yet it did not arrive: the pod's port, a route or ARP was missing.
+    ThePod,
+    /// Its destination was translated to other addresses only: a generation without the
+    /// pod served (an older one, standing in front).
+    OtherAddresses,
+}
+
+/// Where `probe` goes on `topo` ([`ServedBefore`]), the pod it waits for having the
+/// address `pod`. A trace with hops, several times the cost of [`delivered_to`]'s: only
+/// for the flows waiting longer than [`DIAGNOSED_AFTER`].
+fn served(topo: &Topology, probe: &Probe, pod: Option<Ipv4Addr>) -> ServedBefore {
+    let Ok(trace) = midonet_dataplane::trace(topo, probe) else {
+        return ServedBefore::NoTranslation;
+    };
+    let translated: Vec<Option<Ipv4Addr>> = trace
+        .paths
+        .iter()
+        .filter(|p| p.forward.hops.iter().any(|h| h.step == Step::Nat))
+        .map(|p| {
+            let end = p.forward.received.or(p.forward.dropped_packet);
+            end.map(|t| t.dst.ip)
+        })
+        .collect();
+    if translated.is_empty() {
+        ServedBefore::NoTranslation
+    } else if pod.is_some() && translated.contains(&pod) {
+        ServedBefore::ThePod
+    } else {
+        ServedBefore::OtherAddresses
+    }
+}
+
+/// How long a flow waits before its traces also say where it went ([`served`]).
+pub const DIAGNOSED_AFTER: Duration = Duration::from_secs(1);
+
+fn reaches(traced: &Result<Trace, TraceError>, name: &str) -> bool {
+    traced.as_ref().is_ok_and(|t| {
         t.paths
             .iter()
             .any(|p| p.works && p.forward.delivered_to.as_deref() == Some(name))
@@ -117,17 +176,29 @@ pub struct FirstFlows {
     /// read: each a defect of `midonet_dataplane::reads`, whose latency is then up to one
     /// [`AUDIT_PERIOD`] late. Zero is the only correct figure.
     pub missed_by_reads: usize,
-    /// Each pod delivered by every way, by way: its workload name, when its `podIP` was
-    /// sent, and the latency that way.
-    pub each: BTreeMap<Via, Vec<(String, Instant, Duration)>>,
+    /// Each pod delivered by every way, by way.
+    pub each: BTreeMap<Via, Vec<Delivered>>,
+}
+
+/// One pod's first flow one way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivered {
+    /// The pod's workload name.
+    pub name: String,
+    /// When its `podIP` was sent.
+    pub since: Instant,
+    pub latency: Duration,
+    /// Where it went in its last trace before it was delivered.
+    pub served_before: ServedBefore,
 }
 
 /// A registered pod's flows: the latency of each delivered, what the last trace of each
-/// other read.
+/// other read and, once diagnosed, where it went.
 #[derive(Default)]
 struct Seen {
     found: BTreeMap<Via, Duration>,
     read: BTreeMap<Via, Reads>,
+    served: BTreeMap<Via, ServedBefore>,
 }
 
 /// The pods registered and not yet delivered by every way, with the latencies so far.
@@ -135,8 +206,8 @@ struct Seen {
 struct Waiting {
     pending: Vec<(Target, Seen)>,
     done: BTreeMap<Via, Vec<Duration>>,
-    /// Of the pods whose every flow was delivered, by way: name, `since` and the latency.
-    each: BTreeMap<Via, Vec<(String, Instant, Duration)>>,
+    /// Of the pods whose every flow was delivered, by way.
+    each: BTreeMap<Via, Vec<Delivered>>,
     /// Pods whose every flow was delivered.
     complete: usize,
     /// See [`FirstFlows::missed_by_reads`].
@@ -156,8 +227,8 @@ impl Waiting {
                 if seen.found.contains_key(via) || (unchanged && !audit) {
                     continue;
                 }
-                let (delivered, reads) = delivered_to(topo, probe, &target.name);
-                if delivered {
+                let traced = delivered_to(topo, probe, &target.name);
+                if traced.delivered {
                     let latency = read_at.saturating_duration_since(target.since);
                     seen.found.insert(*via, latency);
                     if unchanged {
@@ -167,20 +238,34 @@ impl Waiting {
                             target.name
                         );
                     }
+                } else if read_at.saturating_duration_since(target.since) >= DIAGNOSED_AFTER {
+                    let pod = topo.attachment_named(&target.name);
+                    let pod = pod.and_then(Attachment::primary_ip);
+                    seen.served.insert(*via, served(topo, probe, pod));
                 }
-                seen.read.insert(*via, reads);
+                seen.read.insert(*via, traced.reads);
             }
         }
         let (done, count) = (&mut self.done, &mut self.complete);
         let each = &mut self.each;
-        self.pending.retain(|(target, Seen { found, .. })| {
-            let complete = target.flows.iter().all(|(via, _)| found.contains_key(via));
+        self.pending.retain_mut(|(target, seen)| {
+            let complete = target
+                .flows
+                .iter()
+                .all(|(via, _)| seen.found.contains_key(via));
             if complete {
                 *count += 1;
-                for (via, latency) in found {
+                for (via, latency) in &seen.found {
                     done.entry(*via).or_default().push(*latency);
-                    let pod = (target.name.clone(), target.since, *latency);
-                    each.entry(*via).or_default().push(pod);
+                    each.entry(*via).or_default().push(Delivered {
+                        name: target.name.clone(),
+                        since: target.since,
+                        latency: *latency,
+                        served_before: seen
+                            .served
+                            .remove(via)
+                            .unwrap_or(ServedBefore::NotDiagnosed),
+                    });
                 }
             }
             !complete
@@ -387,11 +472,16 @@ mod tests {
         let client = "pod/r-1/pod-1";
         let to_pod = probe(client, SocketV4::new(s.pod_ip(0), POD_PORT));
         let to_svc = probe(client, SocketV4::new(Scenario::cluster_ip(0), 80));
-        assert!(delivered_to(&full, &to_pod, "pod/r-0/pod-0").0);
-        assert!(delivered_to(&full, &to_svc, "pod/r-0/pod-0").0);
+        assert!(delivered_to(&full, &to_pod, "pod/r-0/pod-0").delivered);
+        assert!(delivered_to(&full, &to_svc, "pod/r-0/pod-0").delivered);
         // svc-0's other endpoint is pod-1; pod-2 backs svc-1 only.
-        assert!(delivered_to(&full, &to_svc, "pod/r-1/pod-1").0);
-        assert!(!delivered_to(&full, &to_svc, "pod/r-2/pod-2").0);
+        assert!(delivered_to(&full, &to_svc, "pod/r-1/pod-1").delivered);
+        assert!(!delivered_to(&full, &to_svc, "pod/r-2/pod-2").delivered);
+        // Through the Service, translated to svc-0's endpoints, pod-0 among them.
+        let ip = |i| Some(s.pod_ip(i));
+        assert_eq!(served(&full, &to_svc, ip(0)), ServedBefore::ThePod);
+        assert_eq!(served(&full, &to_svc, ip(2)), ServedBefore::OtherAddresses);
+        assert_eq!(served(&full, &to_pod, ip(0)), ServedBefore::NoTranslation);
         // pod-0's port unbound: neither flow reaches it, the Service still reaches pod-1.
         let interface = midonet_translators::naming::pod_interface_name("r-0/pod-0");
         let unbound: Vec<Resource> = t
@@ -405,9 +495,9 @@ mod tests {
             .collect();
         assert_eq!(unbound.len() + 1, t.resources.len());
         let unbound = topo(unbound);
-        assert!(!delivered_to(&unbound, &to_pod, "pod/r-0/pod-0").0);
-        assert!(!delivered_to(&unbound, &to_svc, "pod/r-0/pod-0").0);
-        assert!(delivered_to(&unbound, &to_svc, "pod/r-1/pod-1").0);
+        assert!(!delivered_to(&unbound, &to_pod, "pod/r-0/pod-0").delivered);
+        assert!(!delivered_to(&unbound, &to_svc, "pod/r-0/pod-0").delivered);
+        assert!(delivered_to(&unbound, &to_svc, "pod/r-1/pod-1").delivered);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use midonet_testkit::scenario::Scenario;
 use serde_json::{json, Value};
 
 use crate::converge::wait_converged;
-use crate::firstflow::{FirstFlows, Target, Via, Watcher};
+use crate::firstflow::{Delivered, FirstFlows, ServedBefore, Target, Via, Watcher};
 use crate::floor::translation_keys;
 use crate::later::replaced;
 use crate::objects::{set_pod_ip, Objects};
@@ -129,39 +129,47 @@ pub struct Stages {
     pub translated: Option<f64>,
     pub pushed: Option<f64>,
     pub delivered: f64,
+    /// Where the flow went in its last trace before it was delivered.
+    pub served_before: ServedBefore,
 }
 
 /// What a flow to a pod needs: when the write it waits on returned (if any), and the
 /// Translations it needs.
-type Needs = (Option<Instant>, BTreeSet<crate::tracker::Key>);
+#[derive(Clone, Debug, Default)]
+struct Needs {
+    written: Option<Instant>,
+    keys: BTreeSet<crate::tracker::Key>,
+}
 
-/// The slowest 1 % (at least one) of `each` (workload name, `podIP` sent, latency), with
-/// when the tracker saw the Translations each needs (`needs_of` its workload name).
+/// The slowest 1 % (at least one) of `each`, with when the tracker saw the Translations
+/// each needs (`needs_of` its workload name).
 fn tail_stages(
-    each: &[(String, Instant, Duration)],
+    each: &[Delivered],
     tracker: &ReadyTracker,
     needs_of: impl Fn(&str) -> Needs,
 ) -> Vec<Stages> {
-    let mut slowest: Vec<&(String, Instant, Duration)> = each.iter().collect();
-    slowest.sort_by_key(|s| std::cmp::Reverse(s.2));
+    let mut slowest: Vec<&Delivered> = each.iter().collect();
+    slowest.sort_by_key(|s| std::cmp::Reverse(s.latency));
     slowest.truncate(each.len().div_ceil(100).max(1));
     slowest
         .into_iter()
-        .map(|(pod, since, latency)| {
-            let (written, keys) = needs_of(pod);
-            let times: Vec<_> = keys
+        .map(|d| {
+            let needs = needs_of(&d.name);
+            let times: Vec<_> = needs
+                .keys
                 .iter()
                 .map(|k| tracker.first_seen_and_ready(k))
                 .collect();
-            let after = |t: Instant| t.saturating_duration_since(*since).as_secs_f64();
+            let after = |t: Instant| t.saturating_duration_since(d.since).as_secs_f64();
             let seen = times.iter().filter_map(|(s, _)| *s).min();
             let ready: Option<Vec<Instant>> = times.iter().map(|(_, r)| *r).collect();
             Stages {
-                pod: pod.clone(),
-                written: written.map(after),
+                pod: d.name.clone(),
+                written: needs.written.map(after),
                 translated: seen.map(after),
                 pushed: ready.and_then(|r| r.into_iter().max()).map(after),
-                delivered: latency.as_secs_f64(),
+                delivered: d.latency.as_secs_f64(),
+                served_before: d.served_before,
             }
         })
         .collect()
@@ -244,8 +252,9 @@ pub async fn run(
     };
     let new_pods = pods(|r| r.new);
     let each = |via| flows.each.get(&via).map_or(&[][..], Vec::as_slice);
-    let tail = tail_stages(each(Via::Pod), tracker, |name| {
-        (None, keys_of_new(objects, &new_pods, name))
+    let tail = tail_stages(each(Via::Pod), tracker, |name| Needs {
+        keys: keys_of_new(objects, &new_pods, name),
+        ..Needs::default()
     });
     let service_tail = tail_stages(each(Via::Service), tracker, |name| {
         through_service.get(name).cloned().unwrap_or_default()
@@ -392,7 +401,7 @@ impl Churner<'_> {
         for (i, s) in r.services.iter().enumerate() {
             let written = self.swap_endpoint(*s, old_ip, new_ip).await?;
             if i == 0 {
-                let needs = (Some(Instant::now()), self.generation_keys(*s, &written));
+                let needs = self.needs_of_write(*s, &written);
                 let mut all = self
                     .through_service
                     .lock()
@@ -403,16 +412,20 @@ impl Churner<'_> {
         Ok(started)
     }
 
-    /// The Translations (endpoint generations) of Service `s`'s Endpoints `written`.
-    fn generation_keys(&self, s: usize, written: &Endpoints) -> BTreeSet<crate::tracker::Key> {
+    /// What a flow through Service `s` waits for once its Endpoints `written` returned:
+    /// the Translations of their endpoint generations.
+    fn needs_of_write(&self, s: usize, written: &Endpoints) -> Needs {
         let service = self.services.get(s).map(|(svc, _)| svc);
         let cfg = midonet_translators::TranslatorConfig::default();
         let translated = midonet_translators::endpoints(&cfg, written, service);
-        translated
-            .translations
-            .into_iter()
-            .map(|t| (t.namespace, t.name))
-            .collect()
+        Needs {
+            written: Some(Instant::now()),
+            keys: translated
+                .translations
+                .into_iter()
+                .map(|t| (t.namespace, t.name))
+                .collect(),
+        }
     }
 
     /// The flows to pod `r.new` from the client on the next node, timed from `since`.
@@ -594,7 +607,17 @@ fn describe_tail(tail: &[Stages]) -> String {
         let each = stages(s.written, s.translated, s.pushed, Some(s.delivered));
         format!("; the slowest: {each} s")
     });
-    format!("{} pods: {medians} s (medians){slowest}", tail.len())
+    let count = |what| tail.iter().filter(|s| s.served_before == what).count();
+    let shadowed = format!(
+        "; before: {} to other addresses, {} to the pod, {} untranslated",
+        count(ServedBefore::OtherAddresses),
+        count(ServedBefore::ThePod),
+        count(ServedBefore::NoTranslation)
+    );
+    format!(
+        "{} pods: {medians} s (medians){slowest}{shadowed}",
+        tail.len()
+    )
 }
 
 #[cfg(test)]
