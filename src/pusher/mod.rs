@@ -13,9 +13,11 @@
 //! has: at each resync tick, every Translation a reconcile would change something for
 //! ([`steps::needs_reconcile`]: the in-sync ones, nearly all, and those only awaiting a
 //! bump's cutover would only take the workers' turns from fresh work); after a re-list,
-//! every Translation; one Translation when a dependency wakes it. A guarded deletion that no other Translation's binding waits for
-//! waits for a worker in the deferrable lane ([`crate::workers`]): nobody waits for it, and
-//! the pushes of a rolling update go first. Its background loops (gauges, the bump's driver
+//! every Translation; one Translation when a dependency wakes it. A guarded deletion that
+//! no other Translation's binding waits for, and that takes no rule from another
+//! Translation's chain (an endpoint generation's jump, a policy's rules), waits for a
+//! worker in the deferrable lane ([`crate::workers`]): nobody waits for it, and the pushes
+//! of a rolling update go first. Its background loops (gauges, the bump's driver
 //! in [`rollout`], drift verification, the managedFields [`compaction`]) and the
 //! verifications its reconciles start are [`OwnedTask`]s
 //! stopped when [`run`] returns or is aborted. Its event reasons are in
@@ -386,11 +388,17 @@ impl Reconciler for PusherContext {
     }
 
     /// A deletion nobody waits for steps aside for the pushes (a new pod's network): the
-    /// replaced pods' deletions are half of a rolling update's work. A deletion a new
-    /// binding of the same interface waits for does not.
+    /// replaced pods' deletions are half of a rolling update's work. Two kinds of deletion
+    /// are waited for and do not: one a new binding of the same interface waits for, and
+    /// one of rules in other Translations' chains ([`steps::holds_rules_in_others_chains`]:
+    /// until they go, they judge traffic meant for others' rules, and an endpoint generation
+    /// whose jump was pushed after its successor's shadows it).
     fn lane(&self, tr: &Translation) -> Lane {
         let deleting = tr.metadata.deletion_timestamp.is_some() && steps::guarded(tr);
-        if deleting && !self.deps.binding_awaited(&ObjectRef::from_obj(tr)) {
+        if deleting
+            && !self.deps.binding_awaited(&ObjectRef::from_obj(tr))
+            && !steps::holds_rules_in_others_chains(tr)
+        {
             Lane::Deferrable
         } else {
             Lane::Now

@@ -240,3 +240,39 @@ async fn a_failed_backend_deletion_keeps_the_finalizer() {
     assert_ne!(action, Action::await_change(), "retried");
     assert_eq!(bridges(&sim.reader()), 1);
 }
+
+#[tokio::test]
+async fn a_deletion_taking_rules_from_anothers_chain_waits_in_the_urgent_lane() {
+    use crate::workers::Lane;
+    let bridge_only = guarded();
+    let (events, _events_server) = mock_apiserver();
+    let (mut pusher, _apiserver, _sim) =
+        pusher(midonet_sim::admin::Faults::default(), events, &bridge_only).await;
+    // Live, nothing waits in the deferrable lane; a deletion nobody waits for does.
+    assert_eq!(pusher.ctx.lane(&bridge_only), Lane::Now);
+    let deleting = pusher.delete(&bridge_only);
+    assert_eq!(pusher.ctx.lane(&deleting), Lane::Deferrable);
+    // A rule in a chain it does not define (an endpoint generation's jump into its Service
+    // port's chain): until it goes, it judges the traffic of the rules pushed before it.
+    let chain = "33333333-3333-4333-8333-333333333333";
+    let target = "55555555-5555-4555-8555-555555555555";
+    let jump = TranslationResource::new(
+        "Rule",
+        chain,
+        format!(
+            r#"{{"id":"44444444-4444-4444-8444-444444444444","type":"jump","jumpChainId":"{target}","position":1}}"#
+        ),
+    );
+    let own_chain = TranslationResource::new(
+        "Chain",
+        "",
+        format!(r#"{{"id":"{target}","name":"KUBE-SEP","tenantId":"t"}}"#),
+    );
+    let spec = TranslationSpec {
+        resources: vec![own_chain, jump],
+    };
+    let mut generation = Translation::new("g", "ns", spec);
+    generation.metadata = guarded().metadata;
+    let deleting = pusher.delete(&generation);
+    assert_eq!(pusher.ctx.lane(&deleting), Lane::Now);
+}

@@ -222,6 +222,27 @@ pub fn guarded(tr: &Translation) -> bool {
     tr.finalizers().iter().any(|f| f == FINALIZER)
 }
 
+/// Whether `tr` holds a rule in a chain it does not define itself: the jump of an
+/// endpoint generation into its Service port's chain, a policy's rules in the shared
+/// ALLOW and ISOLATE chains, a Service's jumps. Such a rule judges traffic other
+/// Translations' rules are there for, and one at the head of its chain shadows what was
+/// pushed there before it (an older endpoint generation whose jump was pushed after a
+/// newer one's serves until it is deleted). Read from the spec, leniently: an entry that
+/// does not parse holds nothing.
+pub fn holds_rules_in_others_chains(tr: &Translation) -> bool {
+    let desired = parse_lenient(tr.desired_resources());
+    let own: HashSet<uuid::Uuid> = desired
+        .iter()
+        .filter_map(|d| match &d.resource {
+            Resource::Chain(c) => Some(c.id),
+            _ => None,
+        })
+        .collect();
+    desired
+        .iter()
+        .any(|d| matches!(&d.resource, Resource::Rule(r) if !own.contains(&r.parent)))
+}
+
 /// Whether a live Translation whose spec hashes to `hash` (at `generation`) is pushed as
 /// `before` records, nothing of it found missing: a reconcile of it changes nothing.
 pub fn in_sync(
@@ -544,6 +565,49 @@ mod tests {
             .iter()
             .map(Desired::record)
             .collect()
+    }
+
+    #[test]
+    fn a_rule_in_a_chain_of_its_own_is_not_held_in_anothers() {
+        use crate::crd::TranslationSpec;
+        let with = |resources| Translation::new("t", "ns", TranslationSpec { resources });
+        assert!(!holds_rules_in_others_chains(&with(vec![chain(), rule(6)])));
+        assert!(holds_rules_in_others_chains(&with(vec![rule(6)])));
+        assert!(!holds_rules_in_others_chains(&with(vec![
+            bridge("b"),
+            port()
+        ])));
+        // What does not parse holds nothing.
+        let broken = TranslationResource::new("Rule", CHAIN, "{".to_string());
+        assert!(!holds_rules_in_others_chains(&with(vec![broken])));
+    }
+
+    #[test]
+    fn endpoint_generations_hold_rules_in_others_chains_and_pods_do_not() {
+        use crate::crd::TranslationSpec;
+        use midonet_testkit::scenario::{Scale, Scenario};
+        let s = Scenario::new("h", Scale::SMALL);
+        let cfg = midonet_translators::TranslatorConfig::default();
+        let built = |t: midonet_translators::DesiredTranslation| {
+            let spec = TranslationSpec {
+                resources: t.resources,
+            };
+            Translation::new(&t.name, &t.namespace, spec)
+        };
+        let mut service = s.service(0);
+        if let Some(spec) = service.spec.as_mut() {
+            spec.cluster_ip = Some(Scenario::cluster_ip(0).to_string());
+        }
+        let generations = midonet_translators::endpoints(&cfg, &s.endpoints(0), Some(&service));
+        assert!(!generations.translations.is_empty());
+        for t in generations.translations {
+            assert!(holds_rules_in_others_chains(&built(t)));
+        }
+        let pod = midonet_translators::pod(&cfg, &s.pod(0), Some(&s.node(0)));
+        assert!(!pod.translations.is_empty());
+        for t in pod.translations {
+            assert!(!holds_rules_in_others_chains(&built(t)));
+        }
     }
 
     #[test]
