@@ -2,7 +2,8 @@
 //! `--translation-version 2` on the converged cluster (NetworkPolicies included), timed
 //! until no version-1 Translation is left and the backend is exactly version 2's. Meanwhile
 //! the flow probe (`midonet_testkit::probe`) judges a fixed sample of flows on the
-//! simulator's live store, from [`PROBE_LEAD`] before the controllers start, and reports
+//! simulator's live store, from [`PROBE_LEAD`] before the controllers start, at a raised
+//! priority (`crate::priority`: it stands for midolman on hosts of their own), and reports
 //! each flow's interruptions. The backend requests are set against the bump's floor
 //! ([`bump_floor`]). With the edge, the new version builds a second edge beside the first
 //! and the uplinks' bindings are handed over as the pods' are; `check` after the bump
@@ -68,6 +69,8 @@ pub struct Bump {
     pub probe: ProbeReport,
     /// How long the probe sampled before the controllers started.
     pub probe_lead: Duration,
+    /// The probe thread's priority (`crate::priority`).
+    pub priority: crate::priority::Priority,
     pub sample: SampleSize,
     /// `check` on the converged new version (with the edge, its outside flows too).
     pub checked: Checked,
@@ -102,13 +105,15 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     let flows = probe::select_flows(&cluster, sample);
     let reader = bench.sim.reader();
     let probe_started = Instant::now();
+    let priority = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let source: probe::ResourceSource = {
+        let mut cursor = midonet_sim::ReadCursor::default();
+        Box::new(move || reader.changes(&mut cursor))
+    };
     let flow_probe = probe::FlowProbe::start(
         flows,
         cluster.attachments(),
-        {
-            let mut cursor = midonet_sim::ReadCursor::default();
-            Box::new(move || reader.changes(&mut cursor))
-        },
+        crate::priority::at_probe_priority(source, priority.clone()),
         PROBE_PERIOD,
     );
     tokio::time::sleep(PROBE_LEAD).await;
@@ -130,7 +135,21 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     };
     let time = wait_converged(tracker, admin, &want, since, "version bump").await?;
     let probe = flow_probe.stop().await?;
-    eprintln!("bench: version bump probe: {}", probe.summary());
+    let priority = priority
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+        .unwrap_or_default();
+    eprintln!(
+        "bench: version bump probe (nice {}{}): {}",
+        priority.nice,
+        priority
+            .refused
+            .as_deref()
+            .map(|w| format!(", raising refused: {w}"))
+            .unwrap_or_default(),
+        probe.summary()
+    );
     let (backend_requests, _, _) = bench.backend_counts().await?;
     let breakdown = admin.requests().await?;
     ctl.stop(&bench.client).await?;
@@ -146,6 +165,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
         breakdown,
         probe,
         probe_lead,
+        priority,
         sample,
     })
 }
@@ -269,6 +289,7 @@ impl Bump {
     pub fn json(&self) -> Res<Value> {
         let mut probe = serde_json::to_value(&self.probe)?;
         probe["sample"] = serde_json::to_value(self.sample)?;
+        probe["priority"] = serde_json::to_value(&self.priority)?;
         if let Some(flows) = probe
             .get_mut("interruptedFlows")
             .and_then(|v| v.as_array_mut())

@@ -44,6 +44,7 @@ mod initial;
 mod later;
 mod memory;
 mod objects;
+mod priority;
 mod profile;
 mod readiness;
 mod report;
