@@ -3,7 +3,7 @@
 //! until no version-1 Translation is left and the backend is exactly version 2's. Meanwhile
 //! the flow probe (`midonet_testkit::probe`) judges a fixed sample of flows on the
 //! simulator's live store, from [`PROBE_LEAD`] before the controllers start, at a raised
-//! priority (`crate::priority`: it stands for midolman on hosts of their own), and reports
+//! priority by default (`crate::priority`: it stands for midolman on hosts of their own), and reports
 //! each flow's interruptions. The backend requests are set against the bump's floor
 //! ([`bump_floor`]). With the edge, the new version builds a second edge beside the first
 //! and the uplinks' bindings are handed over as the pods' are; `check` after the bump
@@ -113,7 +113,7 @@ pub async fn run(bench: &Bench, tracker: &ReadyTracker, translations: usize) -> 
     let flow_probe = probe::FlowProbe::start(
         flows,
         cluster.attachments(),
-        crate::priority::at_probe_priority(source, priority.clone()),
+        crate::priority::at_probe_priority(source, bench.args.probe_nice, priority.clone()),
         PROBE_PERIOD,
     );
     tokio::time::sleep(PROBE_LEAD).await;

@@ -50,6 +50,10 @@ pub struct Args {
     /// Pods on other nodes each source pod of the version bump's flow probe calls.
     #[arg(long, default_value_t = 2)]
     pub probe_peers_per_source: usize,
+    /// The nice value of the version bump's flow probe thread (`bench/src/priority.rs`);
+    /// 0 leaves it as any other thread.
+    #[arg(long, default_value_t = crate::priority::PROBE_NICE, allow_negative_numbers = true)]
+    pub probe_nice: i32,
     /// Also write the JSON result here.
     #[arg(long)]
     pub json_out: Option<PathBuf>,

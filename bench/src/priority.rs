@@ -5,10 +5,10 @@
 //! they all share two cores, and while a bump's cutover moves the bindings the
 //! controllers, the apiserver and the simulator keep both busy: a sample then lasts as long
 //! as the scheduler's share allows, and an outage reads as long as the sample that saw it
-//! end. So the probe's thread runs at [`PROBE_NICE`] (the threads it judges on are created
-//! by it and inherit the value): what it resolves is the data plane, not its CPU share. The
-//! probe takes that share from the controllers while it judges, so a bump measured this way
-//! is no faster for it.
+//! end. So the probe's thread runs at [`PROBE_NICE`] by default (`--probe-nice`; the
+//! threads it judges on are created by it and inherit the value): what it resolves is the
+//! data plane, not its CPU share. It takes that share from the controllers while it
+//! judges: the cutover it measures is slower than without it, and so are its outages.
 //!
 //! **Assumed**: Linux, where a nice value belongs to a thread (`setpriority(2)`, "BUGS"),
 //! `/proc/thread-self` names the calling thread, and `renice(1)` is installed. Raising a
@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use midonet_testkit::probe::ResourceSource;
 use serde::Serialize;
 
-/// The probe thread's nice value (0 is the default; -10 weighs about nine times as much
-/// as a default thread in the kernel's fair scheduler).
+/// The probe thread's nice value by default (0 is any thread's; -10 weighs about nine
+/// times as much as that in the kernel's fair scheduler).
 pub const PROBE_NICE: i32 = -10;
 
 /// What setting the probe thread's priority gave.
@@ -31,7 +31,7 @@ pub const PROBE_NICE: i32 = -10;
 pub struct Priority {
     /// The nice value the probe ran at.
     pub nice: i32,
-    /// Why it is not [`PROBE_NICE`], if it is not.
+    /// Why it is not the value asked for, if it is not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
 }
@@ -62,19 +62,25 @@ fn renice_this_thread(nice: i32) -> Result<(), String> {
 }
 
 /// `source`, which on its first call (on the probe's thread: the probe calls its source
-/// there, before it samples) sets that thread's nice value to [`PROBE_NICE`]; `outcome`
-/// says what that gave once it was tried.
+/// there, before it samples) sets that thread's nice value to `nice` (0: leaves it);
+/// `outcome` says what that gave once it was tried.
 pub fn at_probe_priority(
     mut source: ResourceSource,
+    nice: i32,
     outcome: Arc<Mutex<Option<Priority>>>,
 ) -> ResourceSource {
     let mut tried = false;
     Box::new(move || {
         if !tried {
             tried = true;
-            let priority = match renice_this_thread(PROBE_NICE) {
+            let set = if nice == 0 {
+                Ok(())
+            } else {
+                renice_this_thread(nice)
+            };
+            let priority = match set {
                 Ok(()) => Priority {
-                    nice: PROBE_NICE,
+                    nice,
                     refused: None,
                 },
                 Err(why) => Priority {
@@ -108,7 +114,7 @@ mod tests {
             *counted.lock().unwrap() += 1;
             Ok(Vec::new())
         });
-        let mut source = at_probe_priority(source, outcome.clone());
+        let mut source = at_probe_priority(source, PROBE_NICE, outcome.clone());
         let before = nice_of_this_thread();
         // On a thread of its own, as the probe's, so that this test's thread keeps its value.
         let nice = std::thread::spawn(move || {
