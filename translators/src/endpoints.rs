@@ -80,9 +80,10 @@
 //!   generations are pushed concurrently and the older one's jump comes last (it was still
 //!   being pushed when the newer was written), the older serves until it is pruned. The
 //!   runner prunes it once the newer one is pushed, and the pusher does not defer the
-//!   deletion of a Translation holding rules in another's chain (`pusher::steps::
-//!   holds_rules_in_others_chains`), so that lasts as long as one deletion waits for a
-//!   worker, not the seconds a deletion nobody waits for may step aside.
+//!   deletion of a Translation holding rules in another's chain
+//!   (`pusher::steps::holds_rules_in_others_chains`), so that lasts as long as one
+//!   deletion waits for a worker, not the seconds a deletion nobody waits for may step
+//!   aside.
 //!
 //! The tempting alternative, the rules directly in `KUBE-SVC-…` with one Translation for the
 //! DNAT rule and one per endpoint for its SNAT rule, breaks on the first update: the replaced
