@@ -3,8 +3,8 @@
 //! until no version-1 Translation is left and the backend is exactly version 2's. Meanwhile
 //! the flow probe (`midonet_testkit::probe`) judges a fixed sample of flows on the
 //! simulator's live store, from [`PROBE_LEAD`] before the controllers start, at a raised
-//! priority by default (`crate::priority`: it stands for midolman on hosts of their own), and reports
-//! each flow's interruptions. The backend requests are set against the bump's floor
+//! priority by default (`crate::priority`: it stands for midolman on hosts of their own),
+//! and reports each flow's interruptions. The backend requests are set against the bump's floor
 //! ([`bump_floor`]). With the edge, the new version builds a second edge beside the first
 //! and the uplinks' bindings are handed over as the pods' are; `check` after the bump
 //! (outside flows included) shows the new version serves what the old one did. `plan`,
