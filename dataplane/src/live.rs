@@ -14,7 +14,11 @@
 //!
 //! It also answers what each batch touched ([`crate::reads::Changes`]): a trace that read
 //! none of it has the same verdict as before, so a sampler re-traces only the others, and
-//! the ARP exchanges the batch did not touch stay walked. A record reported changed with
+//! the ARP exchanges the batch did not touch stay walked. Of a changed record, only the
+//! resources that are not at the same place alike before and after are noted (a port
+//! rendered with its binding changes its body where it names the binding, which the
+//! model reads from the binding; a binding moving then touches the floods of its bridge,
+//! not every walk through it). A record reported changed with
 //! the very resources it had is left as it is and touches nothing: a reader may report a
 //! record whose rendering did not change (the simulator reports a router whenever its
 //! list of routes or ports changes, a bridge whenever its list of ports does, and neither
@@ -69,20 +73,24 @@ impl LiveTopology {
             if new.is_some() && self.records.get(&key) == new.as_ref() {
                 continue;
             }
-            if let Some(old) = self.records.remove(&key) {
-                for r in &old {
-                    self.topo.note_change(r, &mut touched);
-                    self.topo.remove(r);
-                }
+            let old = self.records.remove(&key).unwrap_or_default();
+            // Noted before any of the record goes: a binding is noted through its port.
+            for r in changed_in(&old, new.as_deref()) {
+                self.topo.note_change(r, &mut touched);
+            }
+            for r in &old {
+                self.topo.remove(r);
             }
             if let Some(new) = new {
-                added.push((key, new));
+                added.push((key, old, new));
             }
         }
         added.sort_by(|a, b| a.0.cmp(&b.0));
-        for (key, new) in added {
+        for (key, old, new) in added {
             for r in &new {
                 self.topo.add(r.clone(), RuleOrder::Listed);
+            }
+            for r in changed_in(&new, Some(&old)) {
                 self.topo.note_change(r, &mut touched);
             }
             self.records.insert(key, new);
@@ -92,5 +100,44 @@ impl LiveTopology {
             .arp_memo
             .restore(walked, |exchange| !exchange.touched_by(&touched));
         touched
+    }
+}
+
+/// The resources of `record` that its counterpart (the same record before or after a
+/// change, `None` when it is gone or new) does not have at the same place, the model
+/// reading them alike: a resource that stays as it was changes no walk, and a record's
+/// other resources are noted on their own. A port whose body changed only where it names
+/// its binding (`hostId`, `interfaceName`, rendered with the binding in the port's
+/// record) stays as it was: the model reads the binding from the binding.
+fn changed_in<'a>(
+    record: &'a [Resource],
+    counterpart: Option<&'a [Resource]>,
+) -> impl Iterator<Item = &'a Resource> + 'a {
+    let counterpart = counterpart.unwrap_or_default();
+    record.iter().enumerate().filter_map(move |(i, r)| {
+        let same = counterpart.get(i).is_some_and(|c| read_alike(r, c));
+        (!same).then_some(r)
+    })
+}
+
+/// The body fields of a port that name its binding (the simulator and MidoNet render them;
+/// the model reads the binding itself).
+const BINDING_MIRRORS: [&str; 2] = ["hostId", "interfaceName"];
+
+/// Whether the model reads `a` and `b` alike: equal, or ports equal but for the fields
+/// that name their binding.
+fn read_alike(a: &Resource, b: &Resource) -> bool {
+    match (a, b) {
+        (Resource::Port(x), Resource::Port(y)) if x != y => {
+            let without = |p: &midonet_translators::model::Port| {
+                let mut p = p.clone();
+                for f in BINDING_MIRRORS {
+                    p.extra.remove(f);
+                }
+                p
+            };
+            without(x) == without(y)
+        }
+        _ => a == b,
     }
 }

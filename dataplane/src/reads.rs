@@ -6,8 +6,10 @@
 //!   are coarse (a device, a port, a chain, a binding, a load balancer), so a batch may
 //!   touch a trace it does not alter; it never misses one it does.
 //! - **What a trace reads** (noted by the walk, `engine`, and by `trace`): every port it
-//!   enters or leaves and the device each belongs to (a bridge's ports, bindings, tables
-//!   and filters are read through it; a router's state and filters); every route lookup
+//!   enters or leaves and the device each belongs to (a bridge's ports, tables and
+//!   filters are read through it; a router's state and filters); which of a bridge's
+//!   ports are bound, where it floods (for an ARP request walked without hops, only which
+//!   of them have the requested address behind them); every route lookup
 //!   (router, destination); every bridge whose ARP knowledge a router peeks at
 //!   through a link; every chain a filter or a jump names (missing
 //!   or not), and every chain whose jumps the guard index let it skip; every load
@@ -16,8 +18,10 @@
 //! - **What a change touches** ([`Topology::note_change`], called with the old resource
 //!   before it goes and the new one after it is in): the resource's own key and the keys
 //!   of what reads it: a bridge port's bridge, a router port's routes (its `Local` route
-//!   and the routes through it), and the same of its peer; a binding's port, that port's
-//!   device (as a port's) and the (host, interface) it names and had; a rule's chain; a
+//!   and the routes through it), and the same of its peer; a binding's port, the (host,
+//!   interface) it names and had, and what reads the port's binding through its device:
+//!   a bridge's floods (not the bridge: its unicast forwarding and ARP answers read no
+//!   binding), a router port's routes as for the port; a rule's chain; a
 //!   route's destination on its router (it alters the lookups whose destination it
 //!   contains: any route a lookup could choose contains the destination); a table
 //!   entry's bridge; a pool's, a VIP's or a member's load balancer. A group
@@ -33,7 +37,7 @@ use std::net::Ipv4Addr;
 use rustc_hash::{FxHashMap, FxHashSet};
 use uuid::Uuid;
 
-use midonet_translators::model::{Port, PortType, Resource, RuleType};
+use midonet_translators::model::{HostInterfacePort, Port, PortType, Resource, RuleType};
 
 use crate::topology::{contains_len, peer_of, Topology};
 
@@ -47,6 +51,13 @@ pub enum Key {
     Routes(Uuid),
     /// Which port the interface `(host, name)` is bound to.
     Binding(Uuid, String),
+    /// Which ports of a bridge are bound: what a flood reads (it copies the frame to
+    /// each).
+    Exterior(Uuid),
+    /// Which bound ports of a bridge have a workload owning the address behind them:
+    /// what a flooded ARP request reads instead of [`Key::Exterior`] (it is walked to
+    /// those ports only, and a walk that records hops reads the whole flood).
+    Owner(Uuid, Ipv4Addr),
 }
 
 /// What one trace read: keys, and the route lookups it made (router, destination).
@@ -173,15 +184,7 @@ impl Topology {
             Resource::Route(x) => into.route(x.parent, x.dst_network_addr, x.dst_network_length),
             Resource::Chain(c) => into.id(c.id),
             Resource::Rule(x) => into.id(x.parent),
-            Resource::HostInterfacePort(b) => {
-                self.note_port(b.port_id, into);
-                if let Some(name) = &b.interface_name {
-                    into.keys.insert(Key::Binding(b.parent, name.clone()));
-                }
-                if let Some((host, name)) = self.bindings.get(&b.port_id) {
-                    into.keys.insert(Key::Binding(*host, name.clone()));
-                }
-            }
+            Resource::HostInterfacePort(b) => self.note_binding(b, into),
             Resource::MacPort(m) => into.id(m.parent),
             Resource::Ipv4MacPair(a) => into.id(a.parent),
             Resource::PortGroupPort(m) => {
@@ -212,6 +215,38 @@ impl Topology {
         into.id(port);
         if let Some(p) = self.ports.get(&port) {
             self.note_device(p, into);
+        }
+    }
+
+    /// A binding: its port (a walk through the port reads its binding), the interface it
+    /// names and the one the port had, and what reads the port's binding through its
+    /// device. On a bridge that is its floods only ([`Key::Exterior`]; [`Key::Owner`] of
+    /// each address of the workloads behind both interfaces), not the bridge itself: a
+    /// bridge reads no binding when it forwards a unicast frame or answers ARP. On a
+    /// router it is the routes through the port, as for the port itself.
+    fn note_binding(&self, b: &HostInterfacePort, into: &mut Changes) {
+        into.id(b.port_id);
+        let named = b.interface_name.clone().map(|n| (b.parent, n));
+        let interfaces: Vec<(Uuid, String)> = named
+            .into_iter()
+            .chain(self.bindings.get(&b.port_id).cloned())
+            .collect();
+        for (host, name) in &interfaces {
+            into.keys.insert(Key::Binding(*host, name.clone()));
+        }
+        let Some(port) = self.ports.get(&b.port_id) else {
+            // A port not in the topology is on no bridge's flood nor router's table.
+            return;
+        };
+        match port.port_type {
+            PortType::Router => self.note_device(port, into),
+            PortType::Bridge => {
+                into.keys.insert(Key::Exterior(port.parent));
+                let behind = interfaces.iter().filter_map(|i| self.attachments.get(i));
+                for ip in behind.flat_map(|a| &a.ips) {
+                    into.keys.insert(Key::Owner(port.parent, *ip));
+                }
+            }
         }
     }
 
@@ -303,10 +338,28 @@ mod tests {
         r
     }
 
+    fn attachment(host: Uuid, interface: &str, ip: &str) -> crate::Attachment {
+        crate::Attachment {
+            name: format!("pod/{interface}"),
+            host,
+            interface: interface.into(),
+            mac: midonet_translators::model::MacAddr([2, 0, 0, 0, 0, 1]),
+            ips: vec![ip.parse().unwrap()],
+            subnet: None,
+            gateway: None,
+            networks: Vec::new(),
+        }
+    }
+
     #[test]
-    fn a_binding_touches_its_port_the_ports_device_and_both_interfaces() {
+    fn a_binding_touches_its_port_both_interfaces_and_the_bridges_floods_for_them() {
         let (bridge, port, host) = (id(1), id(2), id(3));
-        let mut topo = Topology::default();
+        let atts = [
+            attachment(host, "a", "10.0.0.1"),
+            attachment(host, "b", "10.0.0.2"),
+            attachment(host, "c", "10.0.0.3"),
+        ];
+        let mut topo = Topology::new(Vec::new(), RuleOrder::Listed, atts);
         topo.add(
             Resource::Port(Port::new(bridge, port, PortType::Bridge)),
             RuleOrder::Listed,
@@ -317,15 +370,42 @@ mod tests {
         let new = Resource::HostInterfacePort(HostInterfacePort::new(host, port, "b"));
         let mut touched = Changes::default();
         topo.note_change(&new, &mut touched);
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
         for k in [
             Key::Id(port),
-            Key::Id(bridge),
+            Key::Exterior(bridge),
+            Key::Owner(bridge, ip("10.0.0.1")),
+            Key::Owner(bridge, ip("10.0.0.2")),
             Key::Binding(host, "a".into()),
             Key::Binding(host, "b".into()),
         ] {
             assert!(touched.touches(&reads(std::slice::from_ref(&k))), "{k:?}");
         }
-        assert!(!touched.touches(&reads(&[Key::Id(id(9)), Key::Binding(host, "c".into())])));
+        // Not the bridge (its unicast forwarding and ARP answers read no binding), nor
+        // an ARP request for the workload behind another interface.
+        assert!(!touched.touches(&reads(&[
+            Key::Id(bridge),
+            Key::Id(id(9)),
+            Key::Binding(host, "c".into()),
+            Key::Owner(bridge, ip("10.0.0.3")),
+            Key::Owner(id(9), ip("10.0.0.1")),
+        ])));
+    }
+
+    #[test]
+    fn a_router_ports_binding_touches_the_routes_through_it() {
+        let (router, port, host) = (id(1), id(2), id(3));
+        let mut topo = Topology::default();
+        let mut p = Port::new(router, port, PortType::Router);
+        p.port_address = Some("192.168.0.1".parse().unwrap());
+        p.network_address = Some("192.168.0.0".parse().unwrap());
+        p.network_length = Some(24);
+        topo.add(Resource::Port(p), RuleOrder::Listed);
+        let bound = Resource::HostInterfacePort(HostInterfacePort::new(host, port, "up"));
+        let mut touched = Changes::default();
+        topo.note_change(&bound, &mut touched);
+        assert!(touched.touches(&looked_up(router, "192.168.0.1")));
+        assert!(!touched.touches(&looked_up(router, "192.168.0.2")));
     }
 
     #[test]

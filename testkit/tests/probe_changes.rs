@@ -4,7 +4,9 @@
 //! every batch of a version bump done record by record: the new version built beside the
 //! old one, each node's bindings moved (with a batch in between where they are on
 //! neither), the old version retired, then an address group's member and a chain's rules
-//! changed on their own.
+//! changed on their own; with each binding a record of its own, and in its port's record
+//! as the simulator renders it. One pod's binding moved at a time judges again only that
+//! pod's flows.
 
 use std::collections::BTreeMap;
 
@@ -13,20 +15,90 @@ use midonet_testkit::probe::{judge_all, select_flows, ProbeFlow, SampleSize, Ver
 use midonet_testkit::scenario::{Scale, Scenario};
 use std::net::Ipv4Addr;
 
-use midonet_translators::model::{Ipv4Cidr, Resource, Route};
+use midonet_translators::model::{HostInterfacePort, Ipv4Cidr, Resource, Route};
 use midonet_translators::TranslatorConfig;
 use uuid::Uuid;
 
 type Records = BTreeMap<String, Vec<Resource>>;
 
-fn is_binding(rec: &[Resource]) -> bool {
-    matches!(rec, [Resource::HostInterfacePort(_)])
+/// A version's records bound (as it ends) and with its bindings held back (as it is
+/// built), in one of two layouts: each binding a record of its own, or as the simulator
+/// renders them (`midonet_sim`'s `store::records`): in its port's record, after the port,
+/// whose body names it (`hostId`, `interfaceName`).
+struct Version {
+    bound: Records,
+    unbound: Records,
 }
 
-fn host_of(rec: &[Resource]) -> Option<uuid::Uuid> {
-    match rec {
-        [Resource::HostInterfacePort(b)] => Some(b.parent),
-        _ => None,
+#[derive(Clone, Copy, Debug)]
+enum Layout {
+    BindingsOnTheirOwn,
+    BindingsInTheirPorts,
+}
+
+impl Version {
+    fn of(records: Records, layout: Layout) -> Version {
+        let is_binding =
+            |r: &Vec<Resource>| matches!(r.as_slice(), [Resource::HostInterfacePort(_)]);
+        let unbound_own: Records = records
+            .iter()
+            .filter(|(_, r)| !is_binding(r))
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
+        match layout {
+            Layout::BindingsOnTheirOwn => Version {
+                bound: records,
+                unbound: unbound_own,
+            },
+            Layout::BindingsInTheirPorts => {
+                let bindings: BTreeMap<Uuid, HostInterfacePort> = records
+                    .values()
+                    .filter_map(|r| match r.as_slice() {
+                        [Resource::HostInterfacePort(b)] => Some((b.port_id, b.clone())),
+                        _ => None,
+                    })
+                    .collect();
+                let mut bound = unbound_own.clone();
+                for rec in bound.values_mut() {
+                    let [Resource::Port(p)] = rec.as_mut_slice() else {
+                        continue;
+                    };
+                    let Some(b) = bindings.get(&p.id) else {
+                        continue;
+                    };
+                    p.extra.insert("hostId".into(), b.parent.to_string().into());
+                    let name = b.interface_name.clone().unwrap_or_default();
+                    p.extra.insert("interfaceName".into(), name.into());
+                    rec.push(Resource::HostInterfacePort(b.clone()));
+                }
+                Version {
+                    bound,
+                    unbound: unbound_own,
+                }
+            }
+        }
+    }
+
+    /// The keys of the records binding an interface on `host`.
+    fn on_host(&self, host: Uuid) -> Vec<String> {
+        self.bound
+            .iter()
+            .filter(|(_, r)| {
+                r.iter()
+                    .any(|x| matches!(x, Resource::HostInterfacePort(b) if b.parent == host))
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn hosts(&self) -> std::collections::BTreeSet<Uuid> {
+        let bindings = self.bound.values().flatten();
+        bindings
+            .filter_map(|r| match r {
+                Resource::HostInterfacePort(b) => Some(b.parent),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -98,8 +170,10 @@ impl Run {
     }
 }
 
-#[test]
-fn judging_again_only_what_a_change_touched_gives_a_full_judgement() {
+/// The old version's and the new version's records in `layout` (the scenario's small
+/// cluster translated at two versions), and a run with the old version in and the new
+/// one built beside it, its bindings held back.
+fn built_beside(layout: Layout) -> (Run, Version, Version) {
     let scale = Scale {
         nodes: 3,
         pods: 12,
@@ -114,7 +188,8 @@ fn judging_again_only_what_a_change_touched_gives_a_full_judgement() {
         ..TranslatorConfig::default()
     };
     let new = scenario.translated_with(&cfg, 4).unwrap();
-    let (v1, v2) = (old.records("v1"), new.records("v2"));
+    let v1 = Version::of(old.records("v1"), layout);
+    let v2 = Version::of(new.records("v2"), layout);
     let size = SampleSize {
         services_per_source: 10,
         peers_per_source: 10,
@@ -122,37 +197,71 @@ fn judging_again_only_what_a_change_touched_gives_a_full_judgement() {
     let flows = select_flows(&old.cluster, size);
     assert!(flows.len() >= 12, "{} flows", flows.len());
     let mut run = Run::new(flows, old.cluster.attachments());
-
-    run.put("the old version", v1.iter().collect());
+    run.put("the old version", v1.bound.iter().collect());
     assert!(run.verdicts.ok().iter().all(Result::is_ok));
-    // The new version beside it, in three parts, its bindings held back.
-    let built: Vec<_> = v2.iter().filter(|(_, r)| !is_binding(r)).collect();
+    let built: Vec<_> = v2.unbound.iter().collect();
     for part in built.chunks(built.len().div_ceil(3)) {
         run.put("a part of the new version", part.to_vec());
     }
+    (run, v1, v2)
+}
+
+/// Moves the bindings of the records `old` (of `v1`) to the records `new` (of `v2`):
+/// the old ports unbound (or their bindings gone), then the new ones bound.
+fn move_bindings(
+    run: &mut Run,
+    (v1, old): (&Version, &[String]),
+    (v2, new): (&Version, &[String]),
+) {
+    let unbound: Vec<_> = v1.unbound.iter().filter(|(k, _)| old.contains(k)).collect();
+    let gone: Vec<_> = old
+        .iter()
+        .filter(|k| !v1.unbound.contains_key(*k))
+        .collect();
+    run.put("old ports unbound", unbound);
+    run.gone("old bindings", gone);
+    run.put(
+        "new bindings",
+        v2.bound.iter().filter(|(k, _)| new.contains(k)).collect(),
+    );
+}
+
+/// A bump done record by record in `layout`, held to a full judgement after every batch
+/// (`Run::apply`). Answers the run and how many judgements the bindings' moves made.
+fn bump_judged_against_a_full_judgement(layout: Layout) -> (Run, usize) {
+    let (mut run, v1, v2) = built_beside(layout);
     // Each host's bindings: off the old ports, then onto the new ones.
-    let hosts: std::collections::BTreeSet<_> = v2.values().filter_map(|r| host_of(r)).collect();
-    for h in hosts {
-        let on_h = |recs: &Records| -> Vec<String> {
-            recs.iter()
-                .filter(|(_, r)| host_of(r) == Some(h))
-                .map(|(k, _)| k.clone())
-                .collect()
-        };
-        run.gone("a host's old bindings", on_h(&v1).iter().collect());
-        let moved = on_h(&v2);
-        run.put(
-            "a host's new bindings",
-            v2.iter().filter(|(k, _)| moved.contains(k)).collect(),
-        );
+    let before_moves = run.judged;
+    for h in v2.hosts() {
+        move_bindings(&mut run, (&v1, &v1.on_host(h)), (&v2, &v2.on_host(h)));
     }
+    let moves = run.judged - before_moves;
     // The old version retired, in three parts.
-    let retired: Vec<&String> = v1.keys().filter(|k| run.current.contains_key(*k)).collect();
+    let retired: Vec<&String> = v1
+        .bound
+        .keys()
+        .filter(|k| run.current.contains_key(*k))
+        .collect();
     for part in retired.chunks(retired.len().div_ceil(3)) {
         run.gone("a part of the old version", part.to_vec());
     }
     assert!(run.verdicts.ok().iter().all(Result::is_ok));
-    // An address group's member out and back; a chain's rules emptied and back.
+    group_member_and_chain_changes(&mut run, &v2.bound);
+    route_and_router_port_changes(&mut run, &v2.bound);
+    eprintln!(
+        "STATS {layout:?}: judged {} ({moves} in the bindings' moves) batches {} flows {} some_down {}",
+        run.judged,
+        run.batches,
+        run.flows.len(),
+        run.some_down
+    );
+    // Not vacuous: flows went down and came back.
+    assert!(run.some_down > 0, "no batch took a flow down");
+    (run, moves)
+}
+
+/// An address group's member out and back; a chain's rules emptied and back.
+fn group_member_and_chain_changes(run: &mut Run, v2: &Records) {
     let member = v2
         .iter()
         .find(|(_, r)| matches!(r.as_slice(), [Resource::IpAddrGroupAddr(_)]))
@@ -172,24 +281,74 @@ fn judging_again_only_what_a_change_touched_gives_a_full_judgement() {
     let emptied = vec![chain.1[0].clone()];
     run.put("a chain emptied", vec![(&chain.0, &emptied)]);
     run.put("a chain's rules back", vec![(&chain.0, &chain.1)]);
+}
 
-    eprintln!(
-        "STATS judged {} batches {} flows {} some_down {}",
-        run.judged,
-        run.batches,
-        run.flows.len(),
-        run.some_down
-    );
-    // Not vacuous: flows went down and came back, and the bump's batches judged fewer
-    // than half the flows (a router's routes, below, are read by every flow).
-    assert!(run.some_down > 0, "no batch took a flow down");
+#[test]
+fn judging_again_only_what_a_change_touched_gives_a_full_judgement() {
+    let (run, _) = bump_judged_against_a_full_judgement(Layout::BindingsOnTheirOwn);
+    // The bump's batches judged fewer than half the flows (a router's routes are read
+    // by every flow).
     let every = run.batches * run.flows.len();
     assert!(
         run.judged * 2 < every,
         "{} of {every} flow judgements made",
         run.judged
     );
-    route_and_router_port_changes(&mut run, &v2);
+}
+
+/// As the simulator renders a binding, in its port's record with the port's body naming
+/// it, one pod's binding moved pod after pod: each move judges again only the flows of
+/// that pod (from it, or to it as the pod or a Service endpoint, admitted or refused by
+/// the policies), not every flow through
+/// the bridges it leaves and joins; the verdicts stay those of a full judgement.
+#[test]
+fn moving_one_binding_judges_again_only_the_flows_of_its_pod() {
+    let (mut run, v1, v2) = built_beside(Layout::BindingsInTheirPorts);
+    let interface_of = |v: &Version, key: &String| {
+        v.bound[key].iter().find_map(|r| match r {
+            Resource::HostInterfacePort(b) => Some((b.parent, b.interface_name.clone())),
+            _ => None,
+        })
+    };
+    let (mut moves, mut narrower) = (0, 0);
+    for h in v2.hosts() {
+        for new in v2.on_host(h) {
+            let interface = interface_of(&v2, &new);
+            let old: Vec<String> = v1
+                .on_host(h)
+                .into_iter()
+                .filter(|k| interface_of(&v1, k) == interface)
+                .collect();
+            assert_eq!(old.len(), 1, "{interface:?} bound once in the old version");
+            let pod = run
+                .attachments
+                .iter()
+                .find(|a| interface == Some((a.host, Some(a.interface.clone()))))
+                .unwrap();
+            let of_the_pod = run
+                .flows
+                .iter()
+                .filter(|f| {
+                    f.from.name == pod.name
+                        || f.receivers.iter().any(|(w, _)| *w == pod.name)
+                        || pod.ips.iter().any(|ip| f.refused.contains(ip))
+                })
+                .count();
+            let pod = pod.name.clone();
+            let before = run.judged;
+            move_bindings(&mut run, (&v1, &old), (&v2, &[new]));
+            let judged = run.judged - before;
+            // Three batches, each judging at most the pod's flows.
+            assert!(
+                judged <= 3 * of_the_pod,
+                "moving {pod} judged {judged} flows; {of_the_pod} are its"
+            );
+            moves += 1;
+            narrower += usize::from(judged < 3 * run.flows.len());
+        }
+    }
+    assert!(run.verdicts.ok().iter().all(Result::is_ok));
+    assert!(moves >= 12 && narrower == moves, "{narrower} of {moves}");
 }
 
 /// A router's routes changed without its walks' ports changing: a /32 route to a pod of one

@@ -22,6 +22,7 @@ use uuid::Uuid;
 use super::chain::Stop;
 use super::{Answer, End, Step, Walk};
 use crate::packet::Packet;
+use crate::reads::Key;
 
 /// Where a bridge sends a frame.
 enum Forward {
@@ -164,9 +165,15 @@ impl Walk<'_, '_, '_> {
     /// `Bridge.multicastAction`: a copy to every exterior port but the ingress one. An
     /// IP frame's copies are each walked (a port's outbound filter may track the
     /// connection or translate); an ARP frame's copies change no state, so only those
-    /// to the workloads it is for are walked.
+    /// to the workloads it is for are walked. What it read (`crate::reads`): which ports
+    /// are bound, or for an ARP request without hops recorded, which of them have the
+    /// requested address behind them (the hop lists every port).
     fn flood(&mut self, bridge: Uuid) -> End {
         let topo = self.topo();
+        self.sh.consulted.read_flood(match self.pkt.arp {
+            Some(a) if a.request && !self.sh.record => Key::Owner(bridge, self.pkt.tuple.dst.ip),
+            _ => Key::Exterior(bridge),
+        });
         let ports: Vec<Uuid> = topo
             .exterior_ports(bridge)
             .into_iter()

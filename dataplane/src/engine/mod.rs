@@ -235,6 +235,14 @@ impl Consulted {
         }
     }
 
+    /// Notes that a walk read which ports of a bridge are bound ([`Key::Exterior`],
+    /// [`Key::Owner`]).
+    pub(crate) fn read_flood(&mut self, key: Key) {
+        if let Some(r) = &mut self.reads {
+            r.key(&key);
+        }
+    }
+
     /// Notes a route lookup on `router` for `dst`.
     pub(crate) fn read_lookup(&mut self, router: Uuid, dst: std::net::Ipv4Addr) {
         if let Some(r) = &mut self.reads {
