@@ -86,6 +86,9 @@ fn delivered_to(topo: &Topology, probe: &Probe, name: &str) -> Traced {
 pub enum ServedBefore {
     /// Delivered before it had waited [`DIAGNOSED_AFTER`]: not diagnosed.
     NotDiagnosed,
+    /// The client sent nothing: the trace failed before its first packet (the client's
+    /// interface bound to no port, or not in the topology).
+    NotSent,
     /// No rule translated its destination (to a pod's address; through a Service, no
     /// endpoint generation matched).
     NoTranslation,
@@ -102,7 +105,7 @@ pub enum ServedBefore {
 /// for the flows waiting longer than [`DIAGNOSED_AFTER`].
 fn served(topo: &Topology, probe: &Probe, pod: Option<Ipv4Addr>) -> ServedBefore {
     let Ok(trace) = midonet_dataplane::trace(topo, probe) else {
-        return ServedBefore::NoTranslation;
+        return ServedBefore::NotSent;
     };
     let translated: Vec<Option<Ipv4Addr>> = trace
         .paths
@@ -498,6 +501,12 @@ mod tests {
         assert!(!delivered_to(&unbound, &to_pod, "pod/r-0/pod-0").delivered);
         assert!(!delivered_to(&unbound, &to_svc, "pod/r-0/pod-0").delivered);
         assert!(delivered_to(&unbound, &to_svc, "pod/r-1/pod-1").delivered);
+        // From pod-0, unbound: the client sends nothing, whatever its destination.
+        let from_unbound = probe("pod/r-0/pod-0", SocketV4::new(Scenario::cluster_ip(1), 80));
+        assert_eq!(
+            served(&unbound, &from_unbound, ip(2)),
+            ServedBefore::NotSent
+        );
     }
 
     #[test]

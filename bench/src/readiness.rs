@@ -609,10 +609,11 @@ fn describe_tail(tail: &[Stages]) -> String {
     });
     let count = |what| tail.iter().filter(|s| s.served_before == what).count();
     let shadowed = format!(
-        "; before: {} to other addresses, {} to the pod, {} untranslated",
+        "; before: {} to other addresses, {} to the pod, {} untranslated, {} not sent",
         count(ServedBefore::OtherAddresses),
         count(ServedBefore::ThePod),
-        count(ServedBefore::NoTranslation)
+        count(ServedBefore::NoTranslation),
+        count(ServedBefore::NotSent)
     );
     format!(
         "{} pods: {medians} s (medians){slowest}{shadowed}",
