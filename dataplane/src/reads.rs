@@ -24,11 +24,13 @@
 //!   binding), a router port's routes as for the port; a rule's chain; a
 //!   route's destination on its router (it alters the lookups whose destination it
 //!   contains: any route a lookup could choose contains the destination); a table
-//!   entry's bridge; a pool's, a VIP's or a member's load balancer. A group
-//!   membership touches the member port and the group; [`Topology::settle`] turns each
-//!   group into the chains whose rules name it and the chains that jump to those (the
-//!   rule and guard indexes may have skipped the rule unseen, so a trace that skipped it
-//!   read only the chain).
+//!   entry's bridge; a pool's, a VIP's or a member's load balancer. A port group
+//!   membership touches the member port and the group: a walk reads the groups of a port
+//!   through the port (the exterior port it entered through, its in- and out-port where a
+//!   rule asks about theirs), so no other walk can tell. An address group's member
+//!   touches the group; [`Topology::settle`] turns each such group into the chains whose
+//!   rules name it and the chains that jump to those (the rule and guard indexes may have
+//!   skipped the rule unseen, so a trace that skipped it read only the chain).
 //! - **Leaves to others.** Attachments (the workloads plugged in) are fixed for the life
 //!   of a [`crate::LiveTopology`]; anything else is [`Changes::everything`].
 
@@ -101,8 +103,8 @@ pub struct Changes {
     /// Router → the destinations (address, prefix length) of the routes that changed on
     /// it, listed, `Local` or published or not.
     routes: FxHashMap<Uuid, Vec<(Ipv4Addr, u8)>>,
-    /// Port and address groups whose members changed, until [`Topology::settle`] turns
-    /// them into chains.
+    /// Address groups whose members changed, until [`Topology::settle`] turns them into
+    /// chains.
     groups: FxHashSet<Uuid>,
 }
 
@@ -187,9 +189,10 @@ impl Topology {
             Resource::HostInterfacePort(b) => self.note_binding(b, into),
             Resource::MacPort(m) => into.id(m.parent),
             Resource::Ipv4MacPair(a) => into.id(a.parent),
+            // A port's memberships are read through the port alone (`engine::condition`).
             Resource::PortGroupPort(m) => {
-                self.note_port(m.port_id, into);
-                into.groups.insert(m.parent);
+                into.id(m.port_id);
+                into.id(m.parent);
             }
             Resource::IpAddrGroupAddr(a) => {
                 into.groups.insert(a.parent);
@@ -278,7 +281,7 @@ impl Topology {
         }
     }
 
-    /// Turns the groups whose members changed into the chains that read them: the
+    /// Turns the address groups whose members changed into the chains that read them: the
     /// chains with a rule naming one, and the chains with a jump to those.
     pub fn settle(&self, into: &mut Changes) {
         if into.groups.is_empty() {
@@ -290,11 +293,7 @@ impl Topology {
         for (chain, rules) in &self.rules {
             let reads_group = rules.rules().iter().any(|r| {
                 let c = &r.condition;
-                names_one(c.ip_addr_group_src)
-                    || names_one(c.ip_addr_group_dst)
-                    || names_one(c.port_group)
-                    || names_one(c.in_port_group)
-                    || names_one(c.out_port_group)
+                names_one(c.ip_addr_group_src) || names_one(c.ip_addr_group_dst)
             });
             if reads_group {
                 readers.insert(*chain);
@@ -323,7 +322,8 @@ mod tests {
     use super::*;
     use crate::topology::RuleOrder;
     use midonet_translators::model::{
-        Chain, HostInterfacePort, IpAddrGroupAddr, Ipv4Cidr, Port, PortType, Route, Router, Rule,
+        Chain, HostInterfacePort, IpAddrGroupAddr, Ipv4Cidr, Port, PortGroupPort, PortType, Route,
+        Router, Rule,
     };
 
     fn id(n: u128) -> Uuid {
@@ -432,6 +432,27 @@ mod tests {
         assert!(touched.touches(&reads(&[Key::Id(jumper)])));
         assert!(touched.touches(&reads(&[Key::Id(guarded)])));
         assert!(!touched.touches(&reads(&[Key::Id(other)])));
+    }
+
+    #[test]
+    fn a_port_group_member_touches_the_port_and_the_group_not_the_chains_naming_it() {
+        let (group, chain, port, bridge) = (id(10), id(11), id(12), id(13));
+        let mut topo = Topology::default();
+        topo.add(Resource::Chain(Chain::new(chain)), RuleOrder::Listed);
+        let mut rule = Rule::new(chain, id(20), RuleType::Drop);
+        rule.condition.out_port_group = Some(group);
+        topo.add(Resource::Rule(rule), RuleOrder::Listed);
+        topo.add(
+            Resource::Port(Port::new(bridge, port, PortType::Bridge)),
+            RuleOrder::Listed,
+        );
+        let member = Resource::PortGroupPort(PortGroupPort::new(group, port));
+        let mut touched = Changes::default();
+        topo.note_change(&member, &mut touched);
+        topo.settle(&mut touched);
+        assert!(touched.touches(&reads(&[Key::Id(port)])));
+        assert!(touched.touches(&reads(&[Key::Id(group)])));
+        assert!(!touched.touches(&reads(&[Key::Id(chain), Key::Id(bridge)])));
     }
 
     fn looked_up(router: Uuid, dst: &str) -> Reads {

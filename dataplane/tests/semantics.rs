@@ -4,12 +4,13 @@
 use std::net::Ipv4Addr;
 
 use midonet_dataplane::{
-    trace, trace_sequence, Attachment, Hop, Path, Probe, Protocol, RuleOrder, Session, SocketV4,
-    Step, Topology, Trace, Verdict,
+    trace, trace_reading, trace_sequence, Attachment, Changes, Hop, Path, Probe, Protocol,
+    RuleOrder, Session, SocketV4, Step, Topology, Trace, Verdict,
 };
 use midonet_translators::model::{
-    Bridge, Chain, FlowAction, HostInterfacePort, LbStatus, LoadBalancer, MacAddr, NatTarget, Pool,
-    PoolMember, Port, PortLink, PortRange, Resource, Route, RouteType, Router, Rule, RuleType, Vip,
+    Bridge, Chain, FlowAction, HostInterfacePort, Ipv4MacPair, LbStatus, LoadBalancer, MacAddr,
+    MacPort, NatTarget, Pool, PoolMember, Port, PortGroupPort, PortLink, PortRange, Resource,
+    Route, RouteType, Router, Rule, RuleType, Vip,
 };
 use uuid::Uuid;
 
@@ -666,6 +667,47 @@ fn port_groups_and_ip_address_groups() {
     topo.add_ip_addr_group_member(id(0x700), ip("10.0.1.11"));
     assert!(trace(&topo, &probe("a")).unwrap().all_work());
     assert!(!trace(&topo, &probe("c")).unwrap().delivered());
+}
+
+#[test]
+fn a_drop_on_the_out_ports_group_is_read_through_the_out_port() {
+    // Condition.outPortGroup: the groups of the port the device sends the frame out of.
+    // B2's outbound filter drops frames out of a member of 0x600, before they reach it:
+    // the walk still reads the out-port, so the port leaving the group touches it. B2
+    // answers ARP for b and knows b's MAC from its tables, so nothing else of the walk
+    // reaches b's port.
+    let mut net = Net::new();
+    let mut r = rule(500, 501, RuleType::Drop);
+    r.condition.out_port_group = Some(id(0x600));
+    net.chain(500, vec![r]);
+    net.bridge_mut(B2).outbound_filter_id = Some(id(500));
+    net.res.extend([
+        Ipv4MacPair::new(id(B2), ip("10.0.2.10"), mac(0xb)).into(),
+        MacPort::new(id(B2), mac(0xb), id(PB)).into(),
+    ]);
+    let mut topo = net.topo();
+    topo.add(
+        Resource::PortGroupPort(PortGroupPort::new(id(0x600), id(PB))),
+        RuleOrder::Listed,
+    );
+    let probe = Probe::new(
+        "a",
+        SocketV4::new(ip("10.0.2.10"), 80),
+        Protocol::Tcp,
+        40000,
+    );
+    let (traced, reads) = trace_reading(&topo, &probe);
+    assert!(!traced.unwrap().delivered());
+    let member = Resource::PortGroupPort(PortGroupPort::new(id(0x600), id(PB)));
+    let mut left = Changes::default();
+    topo.note_change(&member, &mut left);
+    topo.remove(&member);
+    topo.settle(&mut left);
+    assert!(
+        left.touches(&reads),
+        "leaving the group changes nothing the drop read"
+    );
+    assert!(trace(&topo, &probe).unwrap().all_work());
 }
 
 #[test]

@@ -4,13 +4,18 @@
 //! every batch of a version bump done record by record: the new version built beside the
 //! old one, each node's bindings moved (with a batch in between where they are on
 //! neither), the old version retired, then an address group's member and a chain's rules
-//! changed on their own; with each binding a record of its own, and in its port's record
-//! as the simulator renders it. One pod's binding moved at a time judges again only that
-//! pod's flows.
+//! changed on their own, every port group membership out and back; with each binding a
+//! record of its own, and in its port's record as the simulator renders it. Besides the
+//! probe's flows, each node calls its own pods (admitted past the policies by the nodes'
+//! port group). One pod's binding moved at a time judges again only that pod's flows.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use midonet_dataplane::{Changes, LiveTopology, RecordChange, RuleOrder, Topology};
+use midonet_dataplane::check::POD_PORT;
+use midonet_dataplane::{
+    Attachment, Changes, FlowKind, LiveTopology, Protocol, RecordChange, RuleOrder, SocketV4,
+    Topology,
+};
 use midonet_testkit::probe::{judge_all, select_flows, ProbeFlow, SampleSize, Verdicts};
 use midonet_testkit::scenario::{Scale, Scenario};
 use std::net::Ipv4Addr;
@@ -194,8 +199,9 @@ fn built_beside(layout: Layout) -> (Run, Version, Version) {
         services_per_source: 10,
         peers_per_source: 10,
     };
-    let flows = select_flows(&old.cluster, size);
+    let mut flows = select_flows(&old.cluster, size);
     assert!(flows.len() >= 12, "{} flows", flows.len());
+    flows.extend(nodes_to_their_pods(&old.cluster.attachments()));
     let mut run = Run::new(flows, old.cluster.attachments());
     run.put("the old version", v1.bound.iter().collect());
     assert!(run.verdicts.ok().iter().all(Result::is_ok));
@@ -204,6 +210,35 @@ fn built_beside(layout: Layout) -> (Run, Version, Version) {
         run.put("a part of the new version", part.to_vec());
     }
     (run, v1, v2)
+}
+
+/// Each node's host to every pod on it, which Kubernetes lets through whatever the
+/// policies say: what admits it past a policy's isolation is the node's host port's
+/// membership in the nodes' port group.
+fn nodes_to_their_pods(attachments: &[Attachment]) -> Vec<ProbeFlow> {
+    let of = |prefix: &'static str| {
+        attachments
+            .iter()
+            .filter(move |a| a.name.starts_with(prefix))
+    };
+    let mut flows = Vec::new();
+    for node in of("node/") {
+        for pod in of("pod/").filter(|p| p.host == node.host) {
+            let Some(ip) = pod.primary_ip() else { continue };
+            let to = SocketV4::new(ip, POD_PORT);
+            flows.push(ProbeFlow {
+                kind: FlowKind::NodeToPod,
+                from: node.clone(),
+                to,
+                to_name: pod.name.clone(),
+                protocol: Protocol::Tcp,
+                receivers: BTreeSet::from([(pod.name.clone(), to)]),
+                refused: BTreeSet::new(),
+            });
+        }
+    }
+    assert!(flows.len() >= 12, "{} flows from nodes", flows.len());
+    flows
 }
 
 /// Moves the bindings of the records `old` (of `v1`) to the records `new` (of `v2`):
@@ -272,6 +307,7 @@ fn group_member_and_chain_changes(run: &mut Run, v2: &Records) {
         "an address group's member back",
         vec![(&member.0, &member.1)],
     );
+    port_group_members_out_and_back(run, v2);
     let chain = v2
         .iter()
         .filter(|(k, r)| k.contains("/chain/") && r.len() > 2)
@@ -281,6 +317,26 @@ fn group_member_and_chain_changes(run: &mut Run, v2: &Records) {
     let emptied = vec![chain.1[0].clone()];
     run.put("a chain emptied", vec![(&chain.0, &emptied)]);
     run.put("a chain's rules back", vec![(&chain.0, &chain.1)]);
+}
+
+/// Every port group membership out and back, one at a time (a walk reads a port's groups
+/// through the port only): some of them change verdicts, as the full judgement says.
+fn port_group_members_out_and_back(run: &mut Run, v2: &Records) {
+    let members: Vec<(String, Vec<Resource>)> = v2
+        .iter()
+        .filter(|(_, r)| matches!(r.as_slice(), [Resource::PortGroupPort(_)]))
+        .map(|(k, r)| (k.clone(), r.clone()))
+        .collect();
+    assert!(!members.is_empty(), "no port group member");
+    let mut changed_a_verdict = 0;
+    for (key, rec) in &members {
+        let before = run.verdicts.ok();
+        run.gone("a port group's member", vec![key]);
+        changed_a_verdict += usize::from(run.verdicts.ok() != before);
+        run.put("a port group's member back", vec![(key, rec)]);
+        assert_eq!(run.verdicts.ok(), before, "{key} back");
+    }
+    assert!(changed_a_verdict > 0, "no membership changed a verdict");
 }
 
 #[test]

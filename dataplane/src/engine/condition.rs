@@ -96,7 +96,24 @@ impl Walk<'_, '_, '_> {
             return false;
         }
         let invert = c.cond_invert.unwrap_or(false);
+        self.read_ports_whose_groups_it_asks(rule);
         self.conjunction(rule) != invert
+    }
+
+    /// Notes the reads of the in- and out-port whose groups `rule` asks about
+    /// (`crate::reads`): a port's memberships are read through the port, and a walk whose
+    /// frame an outbound filter drops never reaches its out-port. The groups of the
+    /// exterior port a packet entered through (`portGroup`) were read with that port.
+    fn read_ports_whose_groups_it_asks(&mut self, rule: &Rule) {
+        let c = &rule.condition;
+        for (group, port) in [
+            (c.in_port_group, self.in_port),
+            (c.out_port_group, self.out_port),
+        ] {
+            if let (Some(_), Some(port)) = (group, port) {
+                self.sh.consulted.read(port);
+            }
+        }
     }
 
     fn conjunction(&mut self, rule: &Rule) -> bool {
