@@ -78,9 +78,7 @@ impl LiveTopology {
             for r in changed_in(&old, new.as_deref()) {
                 self.topo.note_change(r, &mut touched);
             }
-            for r in &old {
-                self.topo.remove(r);
-            }
+            self.topo.remove_all(&old);
             if let Some(new) = new {
                 added.push((key, old, new));
             }

@@ -395,19 +395,53 @@ impl Topology {
         }
     }
 
-    /// Removes a rule from its chain's rules (the chain's entry goes with its last rule
-    /// once the chain itself is gone).
-    fn remove_rule(&mut self, r: &Rule) {
-        let Some(rules) = self.rules.get_mut(&r.parent) else {
+    /// Removes every resource of `resources`, as [`Topology::remove`] one by one would,
+    /// but each run of rules of one chain at once: a record of a chain with its thousands
+    /// of rules goes in one pass over the chain, not one per rule.
+    pub fn remove_all(&mut self, resources: &[Resource]) {
+        let mut rest = resources;
+        while let Some(first) = rest.first() {
+            let Resource::Rule(rule) = first else {
+                self.remove(first);
+                rest = &rest[1..];
+                continue;
+            };
+            let same_chain =
+                |r: &Resource| matches!(r, Resource::Rule(x) if x.parent == rule.parent);
+            let run = rest.iter().take_while(|r| same_chain(r)).count();
+            let ids: FxHashSet<Uuid> = rest[..run]
+                .iter()
+                .filter_map(|r| match r {
+                    Resource::Rule(x) => Some(x.id),
+                    _ => None,
+                })
+                .collect();
+            self.forget_derived();
+            self.remove_rules(rule.parent, &ids);
+            rest = &rest[run..];
+        }
+    }
+
+    /// Removes the rules `ids` of `chain` (the chain's entry goes with its last rule once
+    /// the chain itself is gone).
+    fn remove_rules(&mut self, chain: Uuid, ids: &FxHashSet<Uuid>) {
+        let Some(rules) = self.rules.get_mut(&chain) else {
             return;
         };
-        if r.condition.traversed_device.is_some() && rules.contains(r.id) {
-            self.traversed_conditions = self.traversed_conditions.saturating_sub(1);
+        let traversing = rules
+            .rules()
+            .iter()
+            .filter(|r| ids.contains(&r.id) && r.condition.traversed_device.is_some())
+            .count();
+        self.traversed_conditions = self.traversed_conditions.saturating_sub(traversing);
+        rules.remove_all(|r| ids.contains(&r.id));
+        if rules.is_empty() && !self.chains.contains_key(&chain) {
+            self.rules.remove(&chain);
         }
-        rules.remove(r.id);
-        if rules.is_empty() && !self.chains.contains_key(&r.parent) {
-            self.rules.remove(&r.parent);
-        }
+    }
+
+    fn remove_rule(&mut self, r: &Rule) {
+        self.remove_rules(r.parent, &FxHashSet::from_iter([r.id]));
     }
 
     /// Removes a table entry or a group membership (MAC and ARP entries only while they
@@ -942,5 +976,46 @@ impl<K, V> PartialEq for Memo<K, V> {
 impl<K, V> std::fmt::Debug for Memo<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Memo")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use midonet_translators::model::{Chain, RuleType};
+
+    #[test]
+    fn removing_a_record_at_once_equals_removing_it_resource_by_resource() {
+        let (chain, other) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let mut record = vec![Resource::Chain(Chain::new(chain))];
+        for n in 0..50u128 {
+            let mut r = Rule::new(chain, Uuid::from_u128(100 + n), RuleType::Accept);
+            if n % 7 == 0 {
+                r.condition.traversed_device = Some(other);
+            }
+            record.push(Resource::Rule(r));
+        }
+        // Another chain's rule in the middle of the record ends one run and starts another.
+        record.insert(
+            20,
+            Resource::Rule(Rule::new(other, Uuid::from_u128(9), RuleType::Drop)),
+        );
+        let full = Topology::new(record.clone(), RuleOrder::Listed, Vec::new());
+        let mut at_once = full.clone();
+        let mut one_by_one = full.clone();
+        // Half the record goes: the chain, every other rule of it, the other chain's rule.
+        let half: Vec<Resource> = record.iter().step_by(2).cloned().collect();
+        at_once.remove_all(&half);
+        for r in &half {
+            one_by_one.remove(r);
+        }
+        assert!(at_once == one_by_one);
+        assert_eq!(
+            at_once.traversed_conditions,
+            one_by_one.traversed_conditions
+        );
+        at_once.remove_all(&record);
+        assert!(at_once == Topology::new(Vec::new(), RuleOrder::Listed, Vec::new()));
+        assert_eq!(at_once.traversed_conditions, 0);
     }
 }
