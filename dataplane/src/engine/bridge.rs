@@ -170,7 +170,7 @@ impl Walk<'_, '_, '_> {
     /// requested address behind them (the hop lists every port).
     fn flood(&mut self, bridge: Uuid) -> End {
         let topo = self.topo();
-        self.sh.consulted.read_flood(match self.pkt.arp {
+        self.sh.consulted.read_key(match self.pkt.arp {
             Some(a) if a.request && !self.sh.record => Key::Owner(bridge, self.pkt.tuple.dst.ip),
             _ => Key::Exterior(bridge),
         });

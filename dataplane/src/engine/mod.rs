@@ -230,14 +230,12 @@ impl Consulted {
 
     /// Notes that a walk read which port the interface `(host, name)` is bound to.
     pub(crate) fn read_binding(&mut self, host: Uuid, name: &str) {
-        if let Some(r) = &mut self.reads {
-            r.key(&Key::Binding(host, name.to_string()));
-        }
+        self.read_key(Key::Binding(host, name.to_string()));
     }
 
-    /// Notes that a walk read which ports of a bridge are bound ([`Key::Exterior`],
-    /// [`Key::Owner`]).
-    pub(crate) fn read_flood(&mut self, key: Key) {
+    /// Notes that a walk read `key` (`crate::reads`): which ports of a bridge are bound
+    /// ([`Key::Exterior`], [`Key::Owner`]), an interface's binding.
+    pub(crate) fn read_key(&mut self, key: Key) {
         if let Some(r) = &mut self.reads {
             r.key(&key);
         }
